@@ -120,8 +120,8 @@ def image_tasks(run: Path) -> list:
     return [Task.from_dict(json.loads(line)) for line in (run / "inject-image" / "tasks.jsonl").read_text().splitlines() if line.strip()]
 
 
-def sandbox_toolbox(run: Path, top_k: int = 3, cache=None) -> Toolbox:
+def sandbox_toolbox(run: Path, top_k: int = 3, cache=None, style: str = "full") -> Toolbox:
     from vsearcher_lite.world.store import open_world
 
-    b = open_world(run).backends()
+    b = open_world(run).backends(style)
     return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k)

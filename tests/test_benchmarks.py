@@ -330,3 +330,37 @@ def test_check_command_reports_a_bad_line_as_one_error(tmp_path, capsys):
 def test_check_without_a_benchmark_needs_the_run_exam(tmp_path, capsys):
     code = main(["eval", "--run-dir", str(tmp_path / "run"), "--check"])
     assert code == 2 and "vsearcher-lite filter" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Acceptance: a released-format file, loaded and evaluated end to end
+
+
+def test_an_mmsearchexam_file_is_evaluated_with_its_non_ascii_answers_and_long_questions_intact(tmp_path):
+    from agent_fakes import answer, make_toolbox
+    from vsearcher_lite.chat import ScriptedChat, message_text
+    from vsearcher_lite.evaluation import evaluate as ev
+
+    rows = exam_rows()
+    path = write_jsonl(tmp_path / "mmsearchexam.jsonl", rows)
+    tasks = bm.load_benchmark(path, image_dir=tmp_path / "images", fetch=lambda url: png_bytes())
+    seen_questions = []
+
+    def reply(messages):
+        question = message_text(messages[1])
+        seen_questions.append(question)
+        # Right for every row but the museum (answered with a wrong year).
+        gold = next(str(r["answer"]) for r in rows if r["question"] in question)
+        return answer("1875" if gold == "1874" else gold)
+
+    config = ev.EvalConfig.for_profile("cpu", progress=False, concurrency=1)
+    m = ev.evaluate(tmp_path / "run", tasks, ScriptedChat(reply), name="exam", config=config,
+                    toolbox=make_toolbox([]), benchmark=f"mmsearchexam:{path}")
+    assert (m["n_tasks"], m["n_correct"], m["pass_at_1"]) == (4, 3, 0.75)
+    assert any(LONG_QUESTION in q for q in seen_questions)  # the long question reaches the policy whole
+    results = {r["id"]: r for r in ev.load_results(tmp_path / "run", "exam")}
+    assert results["mmsearchexam-0003"]["answer"] == results["mmsearchexam-0003"]["prediction"] == "東京都"
+    assert results["mmsearchexam-0002"]["prediction"] == "Zürich–Limmat" and results["mmsearchexam-0002"]["correct"]
+    assert results["mmsearchexam-0004"]["correct"] is False
+    raw = (tmp_path / "run" / "eval" / "exam" / "results.jsonl").read_text(encoding="utf-8")
+    assert "東京都" in raw and "Reykjavík" in raw  # stored as text, not escaped

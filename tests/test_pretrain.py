@@ -102,7 +102,9 @@ def smoke_run(tmp_path_factory):
     out = tmp / "base"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        code = main(["pretrain", "--smoke", "--out", str(out), "--quiet", "--run-dir", str(tmp / "run")])
+        # one thread: on a shared 2-core machine two threads per job oversubscribe it (measured 6x slower)
+        code = main(["pretrain", "--smoke", "--out", str(out), "--quiet", "--run-dir", str(tmp / "run"),
+                     "--threads", "1"])
     return code, json.loads(stdout.getvalue()), out, tmp
 
 
@@ -119,7 +121,7 @@ def test_the_pretrain_command_writes_a_loadable_base_with_card_log_and_metrics(s
     assert type(processor).__name__ == "Qwen3VLImageOnlyProcessor"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["parameters"]["total"] == sum(p.numel() for p in model.parameters())
-    assert set(metrics["probes"]) == {"lookup", "recall", "repeat", "pick", "page_reading", "agent_accuracy"}
+    assert set(metrics["probes"]) == {"lookup", "recall", "repeat", "pick", "page_reading", "lookup_far", "agent_accuracy"}
     assert all(0.0 <= metrics["probes"][k] <= 1.0 for k in ("lookup", "recall", "repeat", "pick", "page_reading"))
     assert metrics["loss_last"] < metrics["loss_first"]  # even six steps learn something
     assert metrics["agent_probe"]["measured"] is False  # the smoke run skips the agent probe, and says so
@@ -151,7 +153,7 @@ def test_a_bad_number_is_a_usage_error(capsys):
 
 def test_init_continues_a_checkpoint_and_the_card_keeps_its_history(smoke_run, tmp_path, capsys):
     first, second = smoke_run[2], tmp_path / "second"
-    assert main(["pretrain", "--smoke", "--init", str(first), "--out", str(second), "--quiet"]) == 0
+    assert main(["pretrain", "--smoke", "--init", str(first), "--out", str(second), "--quiet", "--threads", "1"]) == 0
     capsys.readouterr()
     m1 = json.loads((first / "metrics.json").read_text())
     m2 = json.loads((second / "metrics.json").read_text())
@@ -162,3 +164,76 @@ def test_init_continues_a_checkpoint_and_the_card_keeps_its_history(smoke_run, t
     assert f"Continued from run 1: `{m1['command']}`" in card and "--init" in m2["command"]
     assert main(["pretrain", "--smoke", "--init", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "no checkpoint there" in capsys.readouterr().err
+
+
+def parse(argv):
+    from vsearcher_lite.cli import build_parser
+
+    return build_parser().parse_args(argv)
+
+
+def test_the_continue_recipe_is_one_stage_a_from_the_init_checkpoint(smoke_run):
+    from vsearcher_lite.model.commands import config_from_args
+    from vsearcher_lite.model.corpus import DEFAULT_MIX
+    from vsearcher_lite.model.pretrain import continue_stages, default_stages
+
+    base = str(smoke_run[2])
+    full = config_from_args(parse(["pretrain", "--init", base, "--out", "x"]))
+    cont = config_from_args(parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"]))
+    assert [s.name for s in full.stages] == ["A", "B"] and full.stages == default_stages()
+    assert cont.stages == continue_stages() and cont.init_from == base
+    (a,) = cont.stages
+    assert (a.max_steps, a.minutes, a.lr, a.warmup_steps, a.seq_len, a.batch_size) == (2400, 30.0, 2e-3, 50, 512, 8)
+    assert a.mix == {**DEFAULT_MIX, "lookup": 3.0, "pageqa": 1.5} and DEFAULT_MIX["lookup"] != 3.0
+    assert cont.probes.agent_tasks == 0 and cont.probes.agent_run_dir is None and full.probes.agent_tasks == 20
+    assert cont.command == f"vsearcher-lite pretrain --out x --init {base} --recipe continue"
+    assert "--recipe" not in full.command  # full is the default and is not spelled out
+    capped = config_from_args(parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x",
+                                     "--max-steps", "100", "--agent-tasks", "5"]))
+    assert capped.scaled_stages()[0].max_steps == 100 and capped.probes.agent_tasks == 5
+    assert capped.probes.agent_run_dir == "runs/default"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--recipe", "continue"], "--recipe continue continues a checkpoint: give it one with --init DIR"),
+    (["--recipe", "continue", "--smoke", "--init", "{base}"], "does not combine with --recipe continue"),
+    (["--probe-only"], "--probe-only probes an existing checkpoint: give it with --init DIR"),
+    (["--probe-only", "--init", "{base}", "--out", "y", "--minutes", "2"], "trains nothing; drop --out, --minutes"),
+    (["--probe-only", "--init", "{tmp}"], "no metrics.json there"),
+])
+def test_recipe_and_probe_only_misuse_is_a_one_line_error(smoke_run, tmp_path, capsys, argv, message):
+    argv = [a.format(base=smoke_run[2], tmp=tmp_path) for a in argv]
+    if "{tmp}" in " ".join(argv) or str(tmp_path) in argv:
+        (tmp_path / "config.json").write_text("{}")  # a folder with a config but no pretrain records
+    assert main(["pretrain", *argv, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_probe_only_rewrites_the_probes_and_card_in_place_and_keeps_the_training_records(smoke_run, tmp_path, capsys):
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(smoke_run[2], base)
+    before = json.loads((base / "metrics.json").read_text())
+    kept = {name: (base / name).read_bytes() for name in ("model.safetensors", "tokenizer.json", "train_log.csv")}
+    assert main(["pretrain", "--probe-only", "--init", str(base), "--probe-n", "2", "--agent-tasks", "0",
+                 "--threads", "1", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    after = json.loads((base / "metrics.json").read_text())
+    assert summary["probes"] == after["probes"] and summary["out_dir"] == str(base)
+    assert {k: v["n"] for k, v in after["copy_probes"].items()} == {k: 2 for k in before["copy_probes"]}
+    assert before["copy_probes"]["lookup"]["n"] == 4  # the smoke run's own probes, now replaced
+    assert "lookup_far" in after["probes"] and after["agent_probe"]["measured"] is False
+    for key in ("command", "stages", "total_steps", "loss_first", "loss_last", "train_seconds", "config", "seed"):
+        assert after[key] == before[key], key
+    assert all((base / name).read_bytes() == data for name, data in kept.items())
+    run = after["probe_run"]
+    assert run["command"] == f"vsearcher-lite pretrain --probe-only --run-dir runs/default --init {base} --threads 1 --probe-n 2 --agent-tasks 0"
+    assert run["n_per_kind"] == 2 and run["seed"] == before["seed"] and run["agent_run_dir"] is None
+    card = (base / "MODEL_CARD.md").read_text()
+    assert f"Probes re-run on this checkpoint by `{run['command']}`" in card
+    assert f"Command: `{before['command']}`" in card  # the training command is still the card's command
+    for kind, res in after["copy_probes"].items():
+        assert f"| {kind} | {res['accuracy']:.3f} | 2 |" in card
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind

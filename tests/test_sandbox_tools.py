@@ -193,3 +193,20 @@ def test_sentence_splitting_and_stemming():
     assert split_sentences("It is 1.5 km long. Next.") == ["It is 1.5 km long.", "Next."]
     assert stem("designed") == stem("design") == "design"
     assert stem("bridges") == stem("bridge")
+
+
+def test_compact_observations_are_shorter_and_unknown_styles_are_named(small_world):
+    from vsearcher_lite.runio import InputError
+    from vsearcher_lite.tools.sandbox import observation_settings, sandbox_backends
+
+    full, compact = sandbox_backends(small_world), sandbox_backends(small_world, "compact")
+    query = "river flows through village"
+    long_snips = [h.snippet for h in full["text"].search(query, k=3)]
+    short_snips = [h.snippet for h in compact["text"].search(query, k=3)]
+    assert sum(map(len, short_snips)) < sum(map(len, long_snips))
+    url = full["text"].search(query, k=1)[0].url
+    page = full["reader"].read(url)
+    assert len(compact["summariser"].summarise(page, "history")) <= len(full["summariser"].summarise(page, "history"))
+    assert len(compact["summariser"].summarise(page, "history").split("\n", 1)[1]) <= 360
+    with pytest.raises(InputError, match="observation style 'tiny'"):
+        observation_settings("tiny")

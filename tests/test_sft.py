@@ -181,15 +181,16 @@ def test_bad_records_name_their_line(tmp_path, train_file):
 
 def test_profile_presets():
     cpu = SFTConfig.for_profile("cpu")
-    assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == ("full", "float32", False, 1.0)
+    assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == ("full", "float32", False, 10.0)
+    assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
     assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None
     multi = SFTConfig.for_profile("multi_gpu")
     assert (multi.learning_rate, multi.epochs, multi.max_length, multi.batch_size, multi.grad_accum) == (1e-5, 5.0, 20480, 1, 2)
     assert (multi.scheduler, multi.warmup_ratio, multi.freeze_vision, multi.dtype) == ("cosine", 0.1, True, "bfloat16")
     single = SFTConfig.for_profile("single_gpu", method="qlora")
     assert single.method == "qlora" and single.dtype == "bfloat16"
-    assert SFTConfig.for_profile("cpu", answer_weight=None).answer_weight == 1.0  # None means "the preset's"
-    assert SFTConfig.for_profile("cpu", answer_weight=10).answer_weight == 10
+    assert SFTConfig.for_profile("cpu", answer_weight=None).answer_weight == 10.0  # None means "the preset's"
+    assert SFTConfig.for_profile("cpu", answer_weight=1).answer_weight == 1
     with pytest.raises(TypeError, match="unknown SFT setting"):
         SFTConfig.for_profile("cpu", lerning_rate=1.0)
     with pytest.raises(ValueError, match="method must be one of"):

@@ -60,7 +60,7 @@ def test_kept_files_follow_the_labels(pipeline_run):
         assert not mentions_answer(t["question"], t["answer"], t["aliases"])
         assert Path(t["image_path"]).is_file()
     funnel = (out / "funnel.csv").read_text().splitlines()
-    assert funnel[0] == "difficulty,stage,remaining" and len(funnel) == 1 + 4 * 6
+    assert funnel[0] == "difficulty,stage,remaining" and len(funnel) == 1 + 5 * 6  # onehop, easy, medium, hard, exam
 
 
 def test_exam_is_ten_rounds_on_seeds_never_used_for_training(pipeline_run):
@@ -152,7 +152,7 @@ def test_figures_and_viewers_redraw_from_saved_files(pipeline_run):
     assert len(scatter.data[0].x) == seeds["n_seeds"]  # the first trace is the selected seeds
 
     lengths = plots.question_length_figure(metrics(pipeline_run, "inject-text"))
-    assert list(lengths.data[0].x) == sorted(lengths.data[0].x) and len(lengths.data[1].x) == 4
+    assert list(lengths.data[0].x) == sorted(lengths.data[0].x) and len(lengths.data[1].x) == 5
 
     task = next(t for t in read_jsonl(pipeline_run / "inject-image" / "tasks.jsonl") if t["difficulty"] == "hard")
     viewer = plots.rounds_viewer(task)

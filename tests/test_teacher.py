@@ -184,3 +184,30 @@ def test_llm_teacher_through_the_loop_including_broken_replies(tmp_path):
     second = requests[1]["json"]["messages"][3]["content"]
     assert sum(1 for p in second if p["type"] == "image_url") == len(hits)
     assert "<tool_response>" in message_text({"content": [p for p in second if p["type"] == "text"]})
+
+
+# -- the cpu profile's compact style: same search, fewer words ------------------------------------
+
+def test_compact_style_takes_the_same_steps_in_fewer_tokens(tasks, run):
+    """Same observations in, same tool calls and answers out; only the thoughts shrink. And the
+    compact observations are shorter than the full ones for the same calls."""
+    full_box, compact_box = sandbox_toolbox(run, top_k=3), sandbox_toolbox(run, top_k=3, style="compact")
+    think_full = think_compact = obs_full = obs_compact = 0
+    for task in tasks[:12]:
+        full = run_episode(HeuristicTeacher(task, seed=2), full_box, task)
+        same_obs = run_episode(HeuristicTeacher(task, seed=2, style="compact"), full_box, task)
+        assert [(t.tool, t.arguments) for t in full.turns] == [(t.tool, t.arguments) for t in same_obs.turns]
+        assert full.prediction == same_obs.prediction
+        for a, b in zip(full.messages, same_obs.messages):
+            if a["role"] == "assistant":
+                think_full += len(a["content"].split("</think>")[0])
+                think_compact += len(b["content"].split("</think>")[0])
+                assert strict_format_check(b["content"]).ok
+        for turn in full.turns:
+            if turn.tool in ("text_search", "visit"):  # image search lists titles only, in both styles
+                obs_full += len(full_box.call(turn.tool, turn.arguments).text)
+                obs_compact += len(compact_box.call(turn.tool, turn.arguments).text)
+    assert think_compact < 0.5 * think_full, (think_compact, think_full)
+    assert obs_compact < 0.85 * obs_full, (obs_compact, obs_full)
+    with pytest.raises(ValueError, match="thought style"):
+        HeuristicTeacher(tasks[0], style="terse")

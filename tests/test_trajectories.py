@@ -52,7 +52,7 @@ def done(base, tmp_path_factory):
 def test_metrics_meet_the_acceptance_claims(done):
     run, m = done
     tasks = image_tasks(run)
-    assert m["n_tasks"] == len(tasks) and m["n_trajectories"] == 2 * len(tasks)
+    assert m["n_tasks"] == len(tasks) and m["n_trajectories"] == config(run).samples_per_task * len(tasks)
     assert 0 < m["acceptance_rate"] < 1 and m["n_accepted"] == round(m["acceptance_rate"] * m["n_trajectories"])
     calls = m["mean_tool_calls"]
     assert calls["easy"] < calls["medium"] < calls["hard"], calls

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "vsearcher_lite.synthesis.commands",  # seeds, inject-text, inject-image, filter
     "vsearcher_lite.agent.commands",  # trajectories, format-check
     "vsearcher_lite.training.commands",  # sft
+    "vsearcher_lite.rl.commands",  # grpo
     "vsearcher_lite.evaluation.commands",  # eval
     "vsearcher_lite.tools.commands",  # tools
     "vsearcher_lite.model.commands",  # pretrain

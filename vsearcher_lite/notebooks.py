@@ -6,16 +6,33 @@
 - ``execute_notebook(src, dst, parameters, timeout)`` runs one notebook top to bottom with
   papermill; a failure raises ``NotebookFailed`` naming the notebook and the failing cell.
 - ``reproduce(run_dir, profile, world)`` runs every numbered notebook in order into
-  ``RUN_DIR/notebooks/``, stops at the first failure, and writes ``RUN_DIR/summary.json`` (every
-  stage's metrics) and an HTML report per notebook.
+  ``RUN_DIR/notebooks/`` (with an HTML copy of each), measuring each one's wall time and peak
+  memory, and writes ``RUN_DIR/summary.json`` (every stage's metrics and the headline numbers,
+  see ``collect_summary``) and ``RUN_DIR/report.html`` (the summary with links to every
+  notebook). It stops at the first failing notebook, and still writes both files for the
+  notebooks that ran, with the failure recorded.
+
+Peak memory is measured two ways, because a reproduction is several processes (this driver,
+one Jupyter kernel per notebook, anything a kernel starts):
+
+- ``peak_tree_rss_mb``: the largest sum of resident memory over this process and all its
+  descendants, sampled every 0.2 s with psutil (what the machine had to hold at once; a
+  spike shorter than the interval can be missed);
+- ``max_process_rss_mb``: the kernel's own high-water mark from the operating system
+  (``getrusage(RUSAGE_CHILDREN).ru_maxrss``: the largest single finished child process, exact).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import html
 import json
+import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -79,17 +96,30 @@ class NotebookFailed(RuntimeError):
     """A notebook raised; the message names the notebook, the cell and the error."""
 
 
-def _failing_cell(executed: Path) -> str:
+PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds to its output
+
+
+def failing_cell(executed: Path) -> str:
+    """Where an executed notebook failed: ``cell N ('first line'): Error: message``.
+
+    ``N`` counts the cells of the notebook as written, from 0, so it matches what a reader sees
+    in the source: the cells papermill adds (the injected parameters, the error banners) are not
+    counted.
+    """
     try:
         nb = json.loads(executed.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return "unknown cell"
-    for i, cell in enumerate(nb.get("cells", [])):
+    index = -1
+    for cell in nb.get("cells", []):
+        if PAPERMILL_TAGS & set(cell.get("metadata", {}).get("tags", [])):
+            continue
+        index += 1
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 first = "".join(cell.get("source", "")).strip().splitlines()
                 head = first[0][:80] if first else ""
-                return f"cell {i} ({head!r}): {out.get('ename')}: {out.get('evalue')}"
+                return f"cell {index} ({head!r}): {out.get('ename')}: {out.get('evalue')}"
     return "unknown cell"
 
 
@@ -117,10 +147,128 @@ def execute_notebook(
             progress_bar=False,
         )
     except papermill.PapermillExecutionError as exc:
-        raise NotebookFailed(f"{src.name} failed in {_failing_cell(dst)}") from exc
+        raise NotebookFailed(f"{src.name} failed in {failing_cell(dst)}") from exc
     except Exception as exc:  # timeouts and kernel deaths come as other errors
         raise NotebookFailed(f"{src.name} failed: {type(exc).__name__}: {exc}") from exc
     return dst
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory
+
+
+def tree_rss_bytes(process: Any) -> tuple[int, int]:
+    """``(rss of process + all its descendants, rss of the descendants alone)`` in bytes, for a
+    ``psutil.Process``; processes that end while being measured are skipped."""
+    import psutil
+
+    def rss(p: Any) -> int:
+        try:
+            return int(p.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return 0
+
+    try:
+        children = process.children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        children = []
+    below = sum(rss(c) for c in children)
+    return rss(process) + below, below
+
+
+class PeakMemory:
+    """Sample the resident memory of this process tree in a background thread while the ``with``
+    block runs; ``peak_tree`` / ``peak_children`` are the largest sums seen, in bytes.
+
+    >>> with PeakMemory(interval=0.01) as mem:
+    ...     block = bytearray(20_000_000)
+    >>> mem.peak_tree >= 20_000_000
+    True
+    """
+
+    def __init__(self, interval: float = 0.2, pid: int | None = None):
+        self.interval = interval
+        self.pid = pid or os.getpid()
+        self.peak_tree = 0
+        self.peak_children = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        import psutil
+
+        tree, children = tree_rss_bytes(psutil.Process(self.pid))
+        self.peak_tree = max(self.peak_tree, tree)
+        self.peak_children = max(self.peak_children, children)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> "PeakMemory":
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+
+
+def max_rss_mb(who: str = "children") -> float:
+    """The operating system's high-water mark of resident memory, in MB: of the largest finished
+    child process (``who="children"``, the notebook kernels) or of this process (``"self"``)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN if who == "children" else resource.RUSAGE_SELF)
+    scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux kilobytes
+    return round(usage.ru_maxrss * scale / 2**20, 1)
+
+
+def mb(n_bytes: int) -> float:
+    return round(n_bytes / 2**20, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reproduction
+
+
+# plotly figures in an executed notebook carry, besides plotly's own JSON, an HTML copy with
+# plotly.js embedded, so the HTML reports show them offline (nbconvert cannot draw plotly's JSON).
+KERNEL_ENVIRONMENT = {"PLOTLY_RENDERER": "plotly_mimetype+notebook"}
+
+
+@contextlib.contextmanager
+def kernel_environment(settings: dict[str, str] = KERNEL_ENVIRONMENT):
+    """Set environment variables for the kernels started inside the block (values the user set win)."""
+    added = {k: v for k, v in settings.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def select_notebooks(notebooks: list[Path], only: list[str] | None) -> list[Path]:
+    """The notebooks whose names start with one of ``only`` (all of them when ``only`` is empty).
+
+    >>> [p.name for p in select_notebooks([Path("06_sft.ipynb"), Path("08_evaluation.ipynb")], ["08"])]
+    ['08_evaluation.ipynb']
+    """
+    if not only:
+        return list(notebooks)
+    chosen = [p for p in notebooks if any(p.name.startswith(prefix) for prefix in only)]
+    unknown = [prefix for prefix in only if not any(p.name.startswith(prefix) for p in notebooks)]
+    if unknown:
+        raise InputError(f"no numbered notebook starts with {unknown[0]!r} "
+                         f"(have: {', '.join(p.stem for p in notebooks)})")
+    return chosen
 
 
 def reproduce(
@@ -133,8 +281,14 @@ def reproduce(
     timeout: int = 1200,
     html: bool = True,
     extra_parameters: dict[str, Any] | None = None,
+    memory_interval: float = 0.2,
+    log: Any = print,
 ) -> dict:
-    """Run the numbered notebooks in order; write executed copies, HTML and ``summary.json``."""
+    """Run the numbered notebooks in order; write executed copies, HTML, ``summary.json`` and
+    ``report.html``; return the summary. The first failure stops the run: the summary is still
+    written (with ``failed``) and ``NotebookFailed`` is raised, naming the notebook and the cell."""
+    from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
+
     run_dir = Path(run_dir).resolve()
     out_dir = run_dir / "notebooks"
     notebooks = notebooks if notebooks is not None else list_notebooks()
@@ -142,24 +296,74 @@ def reproduce(
         raise InputError(f"no numbered notebooks found in {NOTEBOOK_DIR}")
     params = {"PROFILE": profile, "WORLD": world, "RUN_DIR": str(run_dir), "SEED": seed}
     params.update(extra_parameters or {})
-    timings: dict[str, float] = {}
+    runs: dict[str, dict] = {}
+    failure: NotebookFailed | None = None
+    started = time.perf_counter()
     for nb in notebooks:
         start = time.perf_counter()
-        print(f"[reproduce] {nb.name} ...", flush=True)
-        executed = execute_notebook(nb, out_dir / nb.name, params, timeout=timeout)
-        timings[nb.stem] = round(time.perf_counter() - start, 2)
-        print(f"[reproduce] {nb.name} done in {timings[nb.stem]:.1f} s", flush=True)
-        if html:
+        log(f"[reproduce] {nb.name} ...")
+        executed = out_dir / nb.name
+        with kernel_environment(), PeakMemory(memory_interval) as mem:
+            try:
+                execute_notebook(nb, executed, params, timeout=timeout)
+            except NotebookFailed as exc:
+                failure = exc
+        seconds = round(time.perf_counter() - start, 2)
+        runs[nb.stem] = {"status": "failed" if failure else "ok", "seconds": seconds,
+                         "peak_tree_rss_mb": mb(mem.peak_tree), "peak_kernel_rss_mb": mb(mem.peak_children)}
+        log(f"[reproduce] {nb.name} {'FAILED' if failure else 'done'} in {seconds:.1f} s, "
+            f"peak memory {mb(mem.peak_tree):.0f} MB")
+        if html and executed.exists():
             _write_html(executed)
+        if failure:
+            break
+        write_manifest(run_dir, f"notebooks/{nb.stem}", params, seconds, extra=runs[nb.stem])
     summary = collect_summary(run_dir)
-    summary["notebook_seconds"] = timings
-    summary["settings"] = {"profile": profile, "world": world, "seed": seed}
+    summary["notebooks"] = runs
+    summary["notebook_seconds"] = {k: v["seconds"] for k, v in runs.items()}
+    summary["total_seconds"] = round(time.perf_counter() - started, 2)
+    summary["peak_memory"] = {
+        "peak_tree_rss_mb": max((v["peak_tree_rss_mb"] for v in runs.values()), default=None),
+        "max_process_rss_mb": max_rss_mb("children"),
+        "driver_rss_mb": max_rss_mb("self"),
+        "sampling_interval_s": memory_interval,
+    }
+    summary["settings"] = {"profile": profile, "world": world, "seed": seed, "parameters": params}
+    summary["failed"] = {"notebook": notebooks[len(runs) - 1].name, "message": str(failure)} if failure else None
+    summary["finished_at"] = utc_now()
     atomic_write_json(run_dir / "summary.json", summary)
-    return summary
+    atomic_write_text(run_dir / "report.html", report_html(summary, html_links=html))
+    if failure is None:
+        write_manifest(run_dir, "reproduce", summary["settings"], summary["total_seconds"],
+                       extra={"notebooks": runs, "peak_memory": summary["peak_memory"]})
+        return summary
+    raise failure
+
+
+HEADLINE_POLICIES = ("base", "sft", "rl")
+
+
+def headline_numbers(stages: dict) -> dict:
+    """The numbers a reader looks for first, lifted from the stages' metrics: exam and held-out
+    accuracy of base, SFT and RL (``None`` where not measured, e.g. RL before it is trained), plus
+    the teacher and the no-tools ablation when notebook 08 evaluated them.
+
+    >>> headline_numbers({"comparison": {"exam_accuracy": {"base": 0.0, "sft": 0.1, "teacher": 0.3},
+    ...                                  "missing": {"rl": "not trained yet"}}})["exam_accuracy"]
+    {'base': 0.0, 'sft': 0.1, 'rl': None, 'teacher': 0.3}
+    """
+    comparison = stages.get("comparison") or {}
+    out: dict[str, Any] = {}
+    for key in ("exam_accuracy", "heldout_accuracy"):
+        found = comparison.get(key) or {}
+        out[key] = {**{p: found.get(p) for p in HEADLINE_POLICIES}, **{p: v for p, v in found.items() if p not in HEADLINE_POLICIES}}
+    out["missing_policies"] = comparison.get("missing", {}) if comparison else {p: "notebook 08 has not run" for p in HEADLINE_POLICIES}
+    return out
 
 
 def collect_summary(run_dir: str | Path) -> dict:
-    """Every stage's ``metrics.json`` under the run dir, keyed by stage name."""
+    """Every stage's ``metrics.json`` under the run dir (keyed by stage folder) and the headline
+    numbers (``headline_numbers``: ``exam_accuracy``, ``heldout_accuracy``, ``missing_policies``)."""
     run_dir = Path(run_dir)
     stages = {}
     for metrics in sorted(run_dir.glob("*/metrics.json")):
@@ -167,7 +371,48 @@ def collect_summary(run_dir: str | Path) -> dict:
             stages[metrics.parent.name] = json.loads(metrics.read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             stages[metrics.parent.name] = {"error": "metrics.json is not valid JSON"}
-    return {"stages": stages}
+    return {**headline_numbers(stages), "stages": stages}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.1f}"
+    return str(value)
+
+
+def report_html(summary: dict, *, html_links: bool = True) -> str:
+    """A one-page report of a reproduction: the headline accuracies, each notebook's status, wall
+    time and peak memory (with links to its executed HTML), and the failure, if any."""
+    esc = html.escape
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>vsearcher-lite reproduction</title>",
+             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child"
+             "{text-align:left}.failed{color:#b00}</style></head><body>",
+             "<h1>vsearcher-lite reproduction</h1>"]
+    settings = summary.get("settings", {})
+    parts.append(f"<p>profile <b>{esc(str(settings.get('profile')))}</b>, world <b>{esc(str(settings.get('world')))}</b>, "
+                 f"seed {esc(str(settings.get('seed')))}; finished {esc(str(summary.get('finished_at')))}; "
+                 f"total {_fmt(summary.get('total_seconds'))} s; peak memory "
+                 f"{_fmt((summary.get('peak_memory') or {}).get('peak_tree_rss_mb'))} MB.</p>")
+    if summary.get("failed"):
+        parts.append(f"<p class='failed'><b>Stopped:</b> {esc(summary['failed']['message'])}</p>")
+    policies = list(dict.fromkeys([*summary.get("exam_accuracy", {}), *summary.get("heldout_accuracy", {})]))
+    parts.append("<h2>Pass@1</h2><table><tr><th>policy</th><th>exam</th><th>held-out</th><th>note</th></tr>")
+    for p in policies:
+        note = (summary.get("missing_policies") or {}).get(p, "")
+        parts.append(f"<tr><td>{esc(p)}</td><td>{_fmt(summary.get('exam_accuracy', {}).get(p))}</td>"
+                     f"<td>{_fmt(summary.get('heldout_accuracy', {}).get(p))}</td><td>{esc(str(note))}</td></tr>")
+    parts.append("</table><h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th>"
+                 "<th>peak memory (MB)</th></tr>")
+    for stem, run in (summary.get("notebooks") or {}).items():
+        name = f"<a href='notebooks/{esc(stem)}.html'>{esc(stem)}</a>" if html_links else esc(stem)
+        cls = " class='failed'" if run.get("status") != "ok" else ""
+        parts.append(f"<tr{cls}><td>{name}</td><td>{esc(str(run.get('status')))}</td><td>{_fmt(run.get('seconds'))}</td>"
+                     f"<td>{_fmt(run.get('peak_tree_rss_mb'))}</td></tr>")
+    parts.append("</table><p>Every stage's metrics: <code>summary.json</code>.</p></body></html>")
+    return "\n".join(parts) + "\n"
 
 
 def _write_html(executed: Path) -> None:
@@ -177,32 +422,65 @@ def _write_html(executed: Path) -> None:
     atomic_write_text(executed.with_suffix(".html"), body)
 
 
+def parse_parameter(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` from the command line; the value is a Python literal when it reads as one.
+
+    >>> parse_parameter("MAX_STEPS=None"), parse_parameter("EVAL_TASKS=40"), parse_parameter("TEACHER=heuristic")
+    (('MAX_STEPS', None), ('EVAL_TASKS', 40), ('TEACHER', 'heuristic'))
+    """
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a notebook parameter), got {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return name.strip(), value
+
+
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
         "reproduce",
         parents=[common],
         help="run every notebook in order with papermill (the one-command reproduction)",
-        description="Run notebooks 00.. in order into RUN_DIR/notebooks/, then write RUN_DIR/summary.json.",
+        description=("Run the numbered notebooks (00..08) in order into RUN_DIR/notebooks/ with an HTML copy of "
+                     "each, then write RUN_DIR/summary.json (every stage's metrics, exam accuracy of base, SFT "
+                     "and RL, wall time and peak memory per notebook) and RUN_DIR/report.html. Stops at the first "
+                     "failing notebook and names it and the cell."),
     )
     p.add_argument("--timeout", type=int, default=1200, help="per-cell execution timeout in seconds")
-    p.add_argument("--no-html", action="store_true", help="skip the HTML reports")
+    p.add_argument("--no-html", action="store_true", help="skip the HTML copies of the notebooks")
+    p.add_argument("--only", nargs="+", metavar="PREFIX", default=None,
+                   help="run only the notebooks whose names start with these prefixes (e.g. --only 07 08)")
+    p.add_argument("--param", "-p", action="append", type=parse_parameter, default=[], metavar="NAME=VALUE",
+                   help="set a notebook parameter in every notebook (e.g. -p MAX_STEPS=None -p EVAL_TASKS=40)")
+    p.add_argument("--notebook-dir", default=None, help="folder of the numbered notebooks (default: the repository's)")
     p.set_defaults(func=_cmd_reproduce)
 
 
 def _cmd_reproduce(args) -> int:
+    folder = Path(args.notebook_dir) if args.notebook_dir else NOTEBOOK_DIR
+    notebooks = select_notebooks(list_notebooks(folder), args.only)
+    if not notebooks:
+        raise InputError(f"no numbered notebooks (NN_name.ipynb) in {folder}")
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    summary_path = Path(args.run_dir) / "summary.json"
     try:
-        summary = reproduce(
-            args.run_dir,
-            profile=args.profile,
-            world=args.world,
-            seed=args.seed,
-            timeout=args.timeout,
-            html=not args.no_html,
-        )
+        summary = reproduce(args.run_dir, profile=args.profile, world=args.world, seed=args.seed,
+                            notebooks=notebooks, timeout=args.timeout, html=not args.no_html,
+                            extra_parameters=dict(args.param), log=log)
     except NotebookFailed as exc:
         print(f"vsearcher-lite reproduce: {exc}", file=sys.stderr)
+        print(f"[reproduce] what ran is in {summary_path} and {summary_path.with_name('report.html')}", file=sys.stderr)
         return 1
-    print(f"[reproduce] wrote {Path(args.run_dir) / 'summary.json'} ({len(summary['stages'])} stages)")
+    memory = summary["peak_memory"]
+    log(f"[reproduce] {len(summary['notebooks'])} notebooks in {summary['total_seconds']:.0f} s; peak memory "
+        f"{memory['peak_tree_rss_mb']} MB (whole process tree), largest kernel {memory['max_process_rss_mb']} MB")
+    log(f"[reproduce] exam Pass@1: {summary['exam_accuracy']}")
+    log(f"[reproduce] wrote {summary_path} and {summary_path.with_name('report.html')}")
     return 0
 
 

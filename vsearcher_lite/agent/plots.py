@@ -22,7 +22,7 @@ from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
 from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
 from vsearcher_lite.agent.trajectories import STAGE, ordered_levels
 
-LEVEL_COLOURS = {"easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
+LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
 
 
 def read_rollout_rows(run_dir: str | Path) -> list[dict]:

@@ -446,34 +446,55 @@ def _pick(candidates: list[Hit], rng: random.Random, mistake_rate: float, noun: 
     return candidates[0], False
 
 
-def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2) -> Program:
-    """The heuristic teacher's search, as a generator: it yields tool calls, receives observations."""
+#: ``full``: the teacher explains each step in a sentence or two (the paper-sized setting);
+#: ``compact``: the same steps in a few words (the cpu profile's short episodes).
+THOUGHT_STYLES = ("full", "compact")
+
+
+def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
+          style: str = "full") -> Program:
+    """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
+
+    ``style="compact"`` (the cpu profile) writes the same decisions in a few words each, so the tiny
+    model's episodes stay short; the search itself does not change.
+    """
+    if style not in THOUGHT_STYLES:
+        raise ValueError(f"unknown thought style {style!r}: use one of {', '.join(THOUGHT_STYLES)}")
+    short = style == "compact"
+
+    def say(full: str, compact: str) -> str:
+        return compact if short else full
+
     state = SearchState()
     note = ""  # what the last observation taught, opening the next <think>
 
     if brief.has_image and brief.image_entity_id:
         obs = yield Action(
             "image_search", {},
-            f"The question hides a {brief.image_type} behind the image. A reverse image search should tell me which one it is.",
+            say(f"The question hides a {brief.image_type} behind the image. A reverse image search should tell me which one it is.",
+                f"Which {brief.image_type} is in the image?"),
         )
         hits = parse_hits(obs)
         state.learn(hits)
         articles = [h for h in hits if h.is_article]
         choice, hasty = _pick(articles, rng, mistake_rate)
         if choice is None:
-            note = "The image search found no article I can use, so the image stays unidentified."
+            note = say("The image search found no article I can use, so the image stays unidentified.",
+                       "No article matches the image.")
         else:
             state.names[brief.image_entity_id] = choice.title
-            note = (
+            note = say(
                 f"Among the pages with a matching image, {choice.title} {'also looks plausible, and I will go with it' if hasty else 'is the best article match'}, "
-                f"so the {brief.image_type} in the image is probably {choice.title}."
+                f"so the {brief.image_type} in the image is probably {choice.title}.",
+                f"The image shows {choice.title}.",
             )
 
     for step in brief.steps:
         description = state.fill(step.template)
         visible_names = [state.names.get(c.ref, "") if c.ref else c.text for c in step.clues if c.kind == "entity"]
         known = set(state.names.values()) | {n for n in visible_names if n}
-        obs = yield Action("text_search", {"query": description}, f"{note} Next I need {description}; I will search for it.".strip())
+        obs = yield Action("text_search", {"query": description},
+                           say(f"{note} Next I need {description}; I will search for it.", f"{note} Search: {description}.").strip())
         hits = parse_hits(obs)
         state.learn(hits)
         candidates = [h for h in hits if h.is_article and h.title not in known]
@@ -489,7 +510,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             if url:
                 obs = yield Action(
                     "visit", {"url": url, "goal": description},
-                    f"The results do not name it directly. The page of {source} should say {description}.",
+                    say(f"The results do not name it directly. The page of {source} should say {description}.",
+                        f"Read the page of {source}."),
                 )
                 title, _, content = parse_visit(obs)
                 stated = [n for v in read_values(content, clue.relation, [source, title]) for n in split_names(v)]
@@ -498,7 +520,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                     # several values ("flows through A, B and C"): prefer one seen to be of the right kind
                     stated.sort(key=lambda n: not state.looks_like(n, noun))
                 if stated:
-                    found, how = stated[0], f"The page of {source} names {stated[0]}"
+                    found, how = stated[0], say(f"The page of {source} names {stated[0]}", "The page names it")
         if found is None:
             scored = sorted(
                 ((support(h.snippet, h.title, step.clues, state) + (0.5 if kind_match(h, noun) else 0.0), -h.rank, h) for h in candidates),
@@ -507,58 +529,65 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             best = scored[0] if scored else None
             choice, hasty = _pick(candidates, rng, mistake_rate, noun)
             if hasty:
-                found, how = choice.title, f"{choice.title} looks like a fit from the results"
+                found, how = choice.title, say(f"{choice.title} looks like a fit from the results", "A result fits")
             elif best is not None and best[0] >= 2:
-                found, how = best[2].title, f"The snippet of {best[2].title} fits {description}"
+                found, how = best[2].title, say(f"The snippet of {best[2].title} fits {description}", "A snippet fits")
             else:
                 ordered = [h for _, _, h in scored]
                 for hit in ordered[:max_visits]:
                     obs = yield Action(
                         "visit", {"url": hit.url, "goal": description},
-                        f"The snippets are not enough to be sure. I will open {hit.title} and check whether it is {description}.",
+                        say(f"The snippets are not enough to be sure. I will open {hit.title} and check whether it is {description}.",
+                            f"Check {hit.title}."),
                     )
                     title, _, content = parse_visit(obs)
                     if support(content, hit.title, step.clues, state) >= 2:
-                        found, how = hit.title, f"The page of {hit.title} confirms it is {description}"
+                        found, how = hit.title, say(f"The page of {hit.title} confirms it is {description}", "The page confirms it")
                         break
                 if found is None and best is not None and best[0] >= 1:
-                    found, how = best[2].title, f"{best[2].title} is the result that mentions the right names"
+                    found, how = best[2].title, say(f"{best[2].title} is the result that mentions the right names",
+                                                    "A result mentions the right names")
                 elif found is None and candidates:
-                    found, how = candidates[0].title, f"Nothing confirms it, so I take the top result, {candidates[0].title}"
+                    found, how = candidates[0].title, say(f"Nothing confirms it, so I take the top result, {candidates[0].title}",
+                                                          "Nothing confirms it; I take the top result")
         if found is None:
-            note = f"I could not find {description}."
+            note = say(f"I could not find {description}.", "Not found.")
             continue
         state.names[step.entity_id] = found
-        note = f"{how}; so it is {found}."
+        note = f"{how}; so it is {found}." if not short else f"{how}: {found}."
 
     seed = brief.seed_name or state.names.get(brief.seed_id, "")
     if not seed:
-        return Final(UNKNOWN_ANSWER, f"{note} I could not identify what the question asks about, so I cannot answer.".strip())
+        return Final(UNKNOWN_ANSWER, say(f"{note} I could not identify what the question asks about, so I cannot answer.",
+                                         f"{note} I cannot tell what the question is about.").strip())
     goal = answer_goal(brief.answer_label, seed)
     url = state.urls.get(seed)
     if url is None:
-        obs = yield Action("text_search", {"query": seed}, f"{note} Now I need the page of {seed}.".strip())
+        obs = yield Action("text_search", {"query": seed}, say(f"{note} Now I need the page of {seed}.", f"{note} Find {seed}.").strip())
         hits = parse_hits(obs)
         state.learn(hits)
         url = state.urls.get(seed) or next((h.url for h in hits if h.is_article), None)
-        note = f"The search gives the page of {seed}." if url else f"I found no page for {seed}."
+        note = (say(f"The search gives the page of {seed}.", "Found it.") if url
+                else say(f"I found no page for {seed}.", "No page."))
     values: list[str] = []
     if url:
-        obs = yield Action("visit", {"url": url, "goal": goal}, f"{note} The question asks for {goal}; the page of {seed} should say.".strip())
+        obs = yield Action("visit", {"url": url, "goal": goal},
+                           say(f"{note} The question asks for {goal}; the page of {seed} should say.", f"{note} Read {seed}: {goal}.").strip())
         title, _, content = parse_visit(obs)
         values = read_values(content, brief.answer_relation, [seed, title])
     if not values:
         obs = yield Action(
             "text_search", {"query": f"{seed} {brief.answer_label}"},
-            f"The page summary does not state {goal} clearly. A search may show it in a snippet.",
+            say(f"The page summary does not state {goal} clearly. A search may show it in a snippet.", f"Search: {goal}."),
         )
         for hit in parse_hits(obs):
             values = read_values(hit.snippet, brief.answer_relation, [seed])
             if values:
                 break
     if not values:
-        return Final(UNKNOWN_ANSWER, f"I could not find {goal} in what I read.")
-    return Final(values[0], f"I was looking for {goal}, and the page gives {values[0]}. That answers the question.")
+        return Final(UNKNOWN_ANSWER, say(f"I could not find {goal} in what I read.", f"No {goal} found."))
+    return Final(values[0], say(f"I was looking for {goal}, and the page gives {values[0]}. That answers the question.",
+                                f"It gives {values[0]}."))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -584,7 +613,11 @@ class HeuristicTeacher(ChatBackend):
 
     name = "heuristic"
 
-    def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2):
+    def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
+                 style: str = "full"):
+        if style not in THOUGHT_STYLES:
+            raise ValueError(f"unknown thought style {style!r}: use one of {', '.join(THOUGHT_STYLES)}")
+        self.style = style
         self.brief = TeacherBrief.from_task(task)
         self.seed = seed
         self.mistake_rate = mistake_rate
@@ -592,7 +625,7 @@ class HeuristicTeacher(ChatBackend):
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
-        program = solve(self.brief, rng, self.mistake_rate, self.max_visits)
+        program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

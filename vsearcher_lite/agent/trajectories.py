@@ -48,7 +48,7 @@ from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text
 from vsearcher_lite.synthesis.task import Task
 
 STAGE = "trajectories"
-DIFFICULTY_ORDER = ("easy", "medium", "hard", "exam")
+DIFFICULTY_ORDER = ("onehop", "easy", "medium", "hard", "exam")
 
 
 @dataclass
@@ -82,7 +82,8 @@ class TrajectoryConfig:
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "TrajectoryConfig":
         preset: dict[str, Any] = {"profile": profile, "prompt_variant": prompt_variant_for(profile)}
         if profile == "cpu":
-            preset.update(top_k=3, samples_per_task=2, concurrency=2, wall_clock_s=120.0, max_tokens=512)
+            # 4 samples: the teacher is cheap offline, and the tiny model's SFT wants several hundred trajectories
+            preset.update(top_k=3, samples_per_task=4, concurrency=2, wall_clock_s=120.0, max_tokens=512)
         elif profile == "single_gpu":
             preset.update(top_k=5, samples_per_task=2, concurrency=8)
         else:
@@ -154,7 +155,8 @@ def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig, cache_mo
 
         open_sandbox(run_dir, seed=config.seed)  # builds RUN_DIR/world when it is missing
     mode = cache_mode or config.cache_mode
-    return lambda: make_toolbox(run_dir, world=config.world, cache_mode=mode, top_k=config.top_k)
+    return lambda: make_toolbox(run_dir, world=config.world, cache_mode=mode, top_k=config.top_k,
+                                 observations=config.prompt_variant)
 
 
 def make_teacher_factory(config: TrajectoryConfig, teacher: ChatBackend | None = None) -> Callable[[Task, int], ChatBackend]:
@@ -164,7 +166,8 @@ def make_teacher_factory(config: TrajectoryConfig, teacher: ChatBackend | None =
     if config.teacher == "heuristic":
         if config.world != "sandbox":
             raise InputError("the heuristic teacher only works in the sandbox; pass --teacher openai:<model>@<base_url>")
-        return lambda task, i: HeuristicTeacher(task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate)
+        return lambda task, i: HeuristicTeacher(task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
+                                                style=config.prompt_variant)
     from vsearcher_lite.chat import make_chat
 
     backend = make_chat(config.teacher)

@@ -4,6 +4,7 @@
     vsearcher-lite eval --run-dir R --policy transformers:R/sft/model --name sft
     vsearcher-lite eval --run-dir R --policy direct                  # the no-tools ablation of the base model
     vsearcher-lite eval --benchmark mmsearchexam.jsonl --check       # validate a file, run nothing
+    vsearcher-lite eval --run-dir R --compare                         # notebook 08: base/SFT/RL/teacher/direct table
     vsearcher-lite eval --world live --benchmark mmsearchexam.jsonl --policy openai:MODEL@URL --judge llm
 """
 
@@ -64,7 +65,34 @@ def register(subparsers, common) -> None:
     r.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: 0 on cpu, 0.6 otherwise)")
     r.add_argument("--no-cache", action="store_true", help="do not read or write the run's tool cache")
     r.add_argument("--fresh", action="store_true", help="discard earlier results under this name and start over")
+    c = p.add_argument_group("comparison (notebook 08)")
+    c.add_argument("--compare", action="store_true",
+                   help="evaluate base, SFT, RL, the teacher and the no-tools ablation on the run's exam and held-out "
+                        "tasks and write RUN_DIR/comparison/ (table 1 and figure 4 of this run)")
+    c.add_argument("--exam-tasks", type=positive, default=None, help="with --compare: the first N exam tasks (default: all)")
+    c.add_argument("--heldout-tasks", type=positive, default=None,
+                   help="with --compare: N held-out tasks, round-robin over easy/medium/hard (default: all)")
     p.set_defaults(func=run_eval_command)
+
+
+def compare_command(args) -> int:
+    from vsearcher_lite.evaluation.comparison import TABLE_GROUPS, ComparisonConfig, run_comparison, table_rows
+
+    if args.benchmark or args.policy:
+        raise InputError("--compare uses the run's own exam and held-out tasks and its fixed policies; "
+                         "leave out --benchmark and --policy")
+    config = ComparisonConfig.for_profile(args.profile, world=args.world, seed=args.seed,
+                                          exam_max_tasks=args.exam_tasks, heldout_max_tasks=args.heldout_tasks,
+                                          judge=args.judge, concurrency=args.concurrency)
+    metrics = run_comparison(args.run_dir, config)
+    print("policy    " + " ".join(f"{g:>8s}" for g in TABLE_GROUPS))
+    for row in table_rows(metrics):
+        cells = " ".join(f"{row[g]:8.3f}" if row[g] is not None else f"{'-':>8s}" for g in TABLE_GROUPS)
+        print(f"{row['policy']:9s} {cells}")
+    for name, reason in metrics["missing"].items():
+        print(f"[eval] {name}: {reason}")
+    print(f"[eval] wrote {Path(args.run_dir) / 'comparison' / 'metrics.json'} and table.csv")
+    return 0
 
 
 def _selection(args) -> dict:
@@ -99,6 +127,8 @@ def check_command(args) -> int:
 def run_eval_command(args) -> int:
     if args.check:
         return check_command(args)
+    if args.compare:
+        return compare_command(args)
     from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks, load_benchmark_report
     from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate, policy_label
 

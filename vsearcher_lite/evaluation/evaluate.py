@@ -64,7 +64,7 @@ from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_json
 from vsearcher_lite.synthesis.task import Task
 
 STAGE = "eval"
-DIFFICULTY_ORDER = ("easy", "medium", "hard", "exam")
+DIFFICULTY_ORDER = ("onehop", "easy", "medium", "hard", "exam")
 TOOL_NAMES = ("text_search", "image_search", "visit")
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
@@ -289,7 +289,8 @@ def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = No
             raise InputError("the heuristic teacher only works in the sandbox; give --policy openai:<model>@<base_url>")
         from vsearcher_lite.agent.teacher import HeuristicTeacher
 
-        return Policy("teacher", spec, lambda task: HeuristicTeacher(task, seed=config.seed, mistake_rate=config.mistake_rate))
+        return Policy("teacher", spec, lambda task: HeuristicTeacher(task, seed=config.seed, mistake_rate=config.mistake_rate,
+                                                                     style=config.prompt_variant))
     if spec == "direct" or spec.startswith("direct:"):
         inner_spec = spec[len("direct:"):] if spec.startswith("direct:") else "base"
         if inner_spec in ("teacher", "heuristic", "direct") or inner_spec.startswith("direct:"):
@@ -530,12 +531,84 @@ def guard_resume(out: Path, identity: dict, fresh: bool) -> None:
         results.unlink(missing_ok=True)
     elif config_file.exists() and results.exists() and results.stat().st_size > 0:
         before = read_json(config_file)
-        changed = sorted(k for k in identity if before.get(k) != identity[k])
+        changed = changed_settings(before, identity)
         if changed:
             raise InputError(
                 f"{out} holds results made with other settings ({', '.join(changed)}: "
                 f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another --name or --fresh")
     atomic_write_json(config_file, identity)
+
+
+def run_identity(policy: Policy, config: EvalConfig, judge: Judge) -> dict:
+    """What the results of an evaluation depend on: the policy, every result setting and the judge.
+
+    ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
+    """
+    return {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
+            **config.result_settings(), "judge": getattr(judge, "name", type(judge).__name__)}
+
+
+def canonical_spec(spec: str) -> str:
+    """A policy spec with any local checkpoint path made absolute, so that one checkpoint named
+    from two working folders (``runs/a/sft/checkpoint`` and ``../runs/a/sft/checkpoint``) compares equal.
+
+    >>> canonical_spec("teacher"), canonical_spec("openai:m@http://h:8000/v1")
+    ('teacher', 'openai:m@http://h:8000/v1')
+    """
+    prefix = ""
+    rest = spec
+    if rest.startswith("direct:"):
+        prefix, rest = "direct:", rest[len("direct:"):]
+    if rest.startswith("transformers:"):
+        path = Path(rest[len("transformers:"):]).expanduser()
+        if path.exists():
+            return f"{prefix}transformers:{path.resolve()}"
+    return spec
+
+
+def canonical_identity(identity: dict) -> dict:
+    """``identity`` with its policy spec in canonical form (``canonical_spec``)."""
+    out = dict(identity)
+    if isinstance(out.get("policy_spec"), str):
+        out["policy_spec"] = canonical_spec(out["policy_spec"])
+    return out
+
+
+def changed_settings(before: dict, identity: dict) -> list[str]:
+    """The keys of ``identity`` whose values differ in ``before`` (checkpoint paths compared resolved)."""
+    a, b = canonical_identity(before), canonical_identity(identity)
+    return sorted(k for k in b if a.get(k) != b[k])
+
+
+def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task], identity: dict) -> int:
+    """Copy into ``eval/<name>`` the results ``eval/<source>`` already holds for ``tasks``, when
+    ``source`` was produced with the same identity (``run_identity``); the number copied.
+
+    So a later evaluation under another name resumes from an earlier stage's results instead of
+    rerunning them (notebook 08 starts from what the SFT and GRPO stages measured). Nothing is
+    copied when the settings differ, the source is missing, or the target already has the task.
+    """
+    src = eval_dir(run_dir, source)
+    if source == name or not (src / "config.json").is_file() or not (src / "results.jsonl").is_file():
+        return 0
+    if changed_settings(read_json(src / "config.json"), identity):
+        return 0
+    out = eval_dir(run_dir, name)
+    out.mkdir(parents=True, exist_ok=True)
+    target = JsonlLog(out / "results.jsonl", key="id")
+    has_results = target.path.exists() and target.path.stat().st_size > 0
+    if has_results and (out / "config.json").is_file() and changed_settings(read_json(out / "config.json"), identity):
+        return 0  # evaluate() refuses this name itself, and says why
+    have = previous_results(target, tasks)
+    found = previous_results(JsonlLog(src / "results.jsonl", key="id"), tasks)
+    copied = 0
+    for task in tasks:
+        if task.id in found and task.id not in have:
+            target.append(found[task.id])
+            copied += 1
+    if copied:
+        atomic_write_json(out / "config.json", identity)
+    return copied
 
 
 def update_summary(run_dir: str | Path, name: str, metrics: dict) -> dict:
@@ -569,7 +642,8 @@ def per_thread_toolbox(toolbox: Any, run_dir: str | Path, config: EvalConfig) ->
         from vsearcher_lite.tools.factory import make_toolbox
 
         def build():
-            return make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode, top_k=config.top_k)
+            return make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode, top_k=config.top_k,
+                                observations=config.prompt_variant)
     elif callable(toolbox) and not hasattr(toolbox, "call"):
         build = toolbox
     else:
@@ -648,8 +722,7 @@ def evaluate(
     name = check_name(name or policy.name)
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
-    identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
-                **config.result_settings(), "judge": getattr(judge_obj, "name", type(judge_obj).__name__)}
+    identity = run_identity(policy, config, judge_obj)
     guard_resume(out, identity, fresh)
 
     thread_toolbox, made = per_thread_toolbox(toolbox, run_dir, config)

@@ -94,3 +94,70 @@ def tool_call_bars(summary: dict, names: list[str] | None = None, title: str = "
     fig.update_layout(barmode="stack", title=title, yaxis_title="calls per task", xaxis_title="policy",
                       legend_title="tool")
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 08: the comparison (``RUN_DIR/comparison/metrics.json``, ``comparison.read_comparison``)
+
+
+def comparison_groups(metrics: dict) -> list[str]:
+    """The table groups that hold at least one number (exam, easy, medium, hard, heldout).
+
+    >>> comparison_groups({"accuracy": {"a": {"exam": 0.1, "easy": None, "heldout": 0.0}, "b": None}})
+    ['exam', 'heldout']
+    """
+    from vsearcher_lite.evaluation.comparison import TABLE_GROUPS
+
+    rows = [a for a in metrics["accuracy"].values() if a]
+    return [g for g in TABLE_GROUPS if any(r.get(g) is not None for r in rows)]
+
+
+def comparison_bars(metrics: dict, title: str = "Pass@1: base -> SFT -> RL, the teacher and the no-tools ablation"):
+    """Figure 4 of the paper for this run: one group of bars per benchmark column, one bar per
+    evaluated policy; a policy that is missing (not trained yet) is named in the legend title."""
+    import plotly.graph_objects as go
+
+    groups = comparison_groups(metrics)
+    fig = go.Figure()
+    for name in metrics["evaluated"]:
+        row = metrics["accuracy"][name]
+        values = [row.get(g) for g in groups]
+        fig.add_bar(name=name, x=groups, y=values, text=[f"{v:.2f}" if v is not None else "" for v in values],
+                    textposition="outside")
+    missing = [n for n in metrics.get("order") or sorted(metrics.get("missing", {})) if n in metrics.get("missing", {})]
+    legend = "policy" + (f" (missing: {', '.join(missing)})" if missing else "")
+    fig.update_layout(barmode="group", title=title, yaxis_title="Pass@1", yaxis_range=[0, 1.05],
+                      xaxis_title="benchmark / held-out difficulty", legend_title=legend)
+    return fig
+
+
+def comparison_tool_calls(metrics: dict, benchmark: str = "heldout", title: str | None = None):
+    """Stacked bars: mean calls per task of each tool, one bar per evaluated policy, on one benchmark."""
+    import plotly.graph_objects as go
+
+    names = [n for n in metrics["evaluated"] if (metrics["mean_tool_calls_by_type"][n] or {}).get(benchmark)]
+    fig = go.Figure()
+    for tool in TOOL_NAMES:
+        fig.add_bar(name=tool, x=names, y=[metrics["mean_tool_calls_by_type"][n][benchmark].get(tool, 0) for n in names])
+    fig.update_layout(barmode="stack", title=title or f"Mean tool calls per task ({benchmark})",
+                      yaxis_title="calls per task", xaxis_title="policy", legend_title="tool")
+    return fig
+
+
+def comparison_terminations(metrics: dict, benchmark: str = "heldout", title: str | None = None):
+    """Stacked bars: how each policy's episodes ended (answer, format error, limits ...), as shares."""
+    import plotly.graph_objects as go
+
+    names = [n for n in metrics["evaluated"] if (metrics["terminations"][n] or {}).get(benchmark)]
+    reasons = sorted({r for n in names for r, c in metrics["terminations"][n][benchmark].items() if c})
+    fig = go.Figure()
+    for reason in reasons:
+        shares = []
+        for n in names:
+            counts = metrics["terminations"][n][benchmark]
+            total = sum(counts.values())
+            shares.append(counts.get(reason, 0) / total if total else 0)
+        fig.add_bar(name=reason, x=names, y=shares)
+    fig.update_layout(barmode="stack", title=title or f"How episodes ended ({benchmark})", yaxis_title="share of tasks",
+                      yaxis_range=[0, 1], xaxis_title="policy", legend_title="termination")
+    return fig

@@ -1,7 +1,9 @@
 """CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base (issue 5).
 
 Not part of a normal run: the base ships in ``data/tiny_base``. By default the output goes to
-``RUN_DIR/pretrain/``; only ``--out data/tiny_base`` replaces the shipped base.
+``RUN_DIR/pretrain/``; only ``--out data/tiny_base`` replaces the shipped base. ``--recipe``
+picks the stages (``full`` from scratch, ``continue`` from ``--init``); ``--probe-only`` trains
+nothing and re-measures the probes of the checkpoint ``--init`` in place.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ def _positive(kind):
 def canonical_command(args) -> str:
     """The command line that reproduces this run (only the options that were given)."""
     parts = ["vsearcher-lite", "pretrain"]
+    if args.probe_only:
+        parts.append("--probe-only")
     if args.out:
         parts += ["--out", args.out]
     if not args.out or args.run_dir != "runs/default":
         parts += ["--run-dir", args.run_dir]
     if args.init:
         parts += ["--init", args.init]
+    if args.recipe and args.recipe != "full":
+        parts += ["--recipe", args.recipe]
     for flag, value in (("--minutes", args.minutes), ("--max-steps", args.max_steps), ("--threads", args.threads),
                         ("--probe-n", args.probe_n), ("--agent-tasks", args.agent_tasks)):
         if value is not None:
@@ -52,18 +58,32 @@ def canonical_command(args) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _check_init(init: str) -> None:
+    if not (Path(init) / "config.json").is_file():
+        raise InputError(f"--init {init}: no checkpoint there (no config.json)")
+
+
 def config_from_args(args):
     """The ``PretrainConfig`` a parsed command line asks for."""
-    from vsearcher_lite.model.pretrain import PretrainConfig, ProbeConfig
+    from vsearcher_lite.model.pretrain import PretrainConfig
 
+    recipe = args.recipe or "full"
+    if recipe == "continue" and not args.init:
+        raise InputError("--recipe continue continues a checkpoint: give it one with --init DIR")
+    if recipe != "full" and args.smoke:
+        raise InputError(f"--smoke has its own short stages; it does not combine with --recipe {recipe}")
+    if args.init:
+        _check_init(args.init)
     out = args.out or str(Path(args.run_dir) / "pretrain")
     command = canonical_command(args)
     if args.smoke:
         config = PretrainConfig.smoke(out, seed=args.seed, command=command)
     else:
-        config = PretrainConfig(out_dir=out, seed=args.seed, command=command,
-                                probes=ProbeConfig(agent_run_dir=str(Path(args.run_dir)),
-                                                   agent_tasks=args.agent_tasks if args.agent_tasks is not None else 20))
+        config = PretrainConfig.for_recipe(recipe, out, init_from=args.init, seed=args.seed, command=command)
+        if args.agent_tasks is not None:
+            config.probes.agent_tasks = int(args.agent_tasks)
+        # the agent probe's sandbox tasks live in the run folder (recorded only when the probe runs)
+        config.probes.agent_run_dir = str(Path(args.run_dir)) if config.probes.agent_tasks > 0 else None
     if args.minutes is not None:
         config.max_minutes = float(args.minutes)
     if args.max_steps is not None:
@@ -71,8 +91,6 @@ def config_from_args(args):
     if args.threads is not None:
         config.threads = int(args.threads)
     if args.init:
-        if not (Path(args.init) / "config.json").is_file():
-            raise InputError(f"--init {args.init}: no checkpoint there (no config.json)")
         config.init_from = args.init
     if args.probe_n is not None:
         config.probes.n_per_kind = int(args.probe_n)
@@ -83,9 +101,36 @@ def config_from_args(args):
     return config
 
 
+def probe_options_from_args(args) -> dict:
+    """Keyword arguments of ``probe_checkpoint`` for ``pretrain --probe-only`` (training options refused)."""
+    if not args.init:
+        raise InputError("--probe-only probes an existing checkpoint: give it with --init DIR")
+    refused = [flag for flag, given in (("--out", args.out), ("--recipe", args.recipe), ("--minutes", args.minutes),
+                                        ("--max-steps", args.max_steps), ("--smoke", args.smoke)) if given]
+    if refused:
+        raise InputError(f"--probe-only rewrites the probes of --init in place and trains nothing; drop {', '.join(refused)}")
+    _check_init(args.init)
+    agent_tasks = args.agent_tasks if args.agent_tasks is not None else 20
+    return {"agent_tasks": agent_tasks, "agent_run_dir": str(Path(args.run_dir)) if agent_tasks > 0 else None,
+            "n_per_kind": args.probe_n, "threads": args.threads or 2, "command": canonical_command(args),
+            "log": (lambda msg: None) if args.quiet else None}
+
+
+def _cmd_probe_only(args) -> int:
+    from vsearcher_lite.model.pretrain import probe_checkpoint
+
+    metrics = probe_checkpoint(args.init, **probe_options_from_args(args))
+    summary = {k: metrics[k] for k in ("probes", "probe_run", "checkpoint_bytes")}
+    summary["out_dir"] = args.init
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def _cmd_pretrain(args) -> int:
     from vsearcher_lite.model.pretrain import pretrain
 
+    if args.probe_only:
+        return _cmd_probe_only(args)
     if args.profile != "cpu":
         print("vsearcher-lite pretrain: the tiny base is the cpu profile's; other profiles start from a real "
               "Qwen3-VL checkpoint. Training it anyway.", file=sys.stderr)
@@ -107,7 +152,9 @@ def register(subparsers, common) -> None:
             "Train the tokenizer and a tiny Qwen3-VL from scratch on copy-dense text from sandbox worlds other "
             "than the evaluation world, probe it (copying, page reading, the base model as an agent), and save "
             "it with its model card. Output: RUN_DIR/pretrain/ unless --out is given; the shipped base is "
-            "replaced only by --out data/tiny_base. The full run takes about 26 minutes on 2 otherwise idle CPU cores."
+            "replaced only by --out data/tiny_base. The full run takes about 26 minutes on 2 otherwise idle CPU cores; "
+            "--recipe continue (the shipped base's last run) at most 30 minutes. --probe-only re-runs the probes of "
+            "an existing checkpoint (a few minutes) and rewrites its metrics and card."
         ),
     )
     p.add_argument("--out", default=None, help="output folder (default: RUN_DIR/pretrain)")
@@ -118,9 +165,17 @@ def register(subparsers, common) -> None:
     p.add_argument("--threads", type=_positive(int), default=None, help="torch threads (default: 2)")
     p.add_argument("--probe-n", type=_positive(int), default=None, help="probe documents per probe kind (default: 150)")
     p.add_argument("--agent-tasks", type=int, default=None,
-                   help="held-out sandbox tasks for the base model's agent probe; 0 skips it (default: 20)")
+                   help="held-out sandbox tasks for the base model's agent probe; 0 skips it "
+                        "(default: 20; 0 with --recipe continue)")
     p.add_argument("--init", default=None,
                    help="continue training this checkpoint (its tokenizer and weights) instead of starting from scratch")
+    p.add_argument("--recipe", choices=("full", "continue"), default=None,
+                   help="full (default): stages A + B (1800 + 500 steps); continue: one stage A of up to 2400 steps "
+                        "or 30 minutes at lr 2e-3 with more lookup and page-reading text, from --init (required); "
+                        "the shipped base is `--init data/tiny_base --recipe continue --out data/tiny_base`")
+    p.add_argument("--probe-only", action="store_true",
+                   help="train nothing: re-run every probe on the checkpoint --init and rewrite its metrics.json "
+                        "probes and MODEL_CARD.md in place (the agent probe's tasks come from --run-dir)")
     p.add_argument("--smoke", action="store_true", help="a seconds-long run on two small worlds (CI)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_pretrain)

@@ -50,6 +50,10 @@ def inject_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--n-exam", "--exam-size", dest="n_exam", type=int, default=None, help="exam tasks (default: by profile; cpu 30)")
     g.add_argument("--mix", default="4:3:3", help="easy:medium:hard ratio (default: 4:3:3, the paper's RL mix)")
     g.add_argument("--exam-rounds", type=int, default=None, help="injection rounds of exam tasks (default: 10, paper 2.4)")
+    g.add_argument("--onehop-train", type=int, default=None,
+                   help="one-hop warm-up training tasks, not in the paper (default: by profile; cpu 400, GPU profiles 0)")
+    g.add_argument("--onehop-heldout", type=int, default=None,
+                   help="one-hop warm-up held-out tasks (default: by profile; cpu 100, GPU profiles 0)")
     g.add_argument("--writer", choices=("rule", "llm"), default=None, help="question writer (default: rule in the sandbox, llm live)")
     g.add_argument("--chat", default=None, help="chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
     g.add_argument("--concurrency", type=int, default=None, help="tasks in flight (default: 1 for rule, 8 for llm)")
@@ -92,7 +96,7 @@ def inject_config(args):
         "max_attempts": args.max_attempts,
         "seed": args.seed,
     }
-    for name in ("n_train", "n_heldout", "n_exam", "exam_rounds"):
+    for name in ("n_train", "n_heldout", "n_exam", "exam_rounds", "onehop_train", "onehop_heldout"):
         value = getattr(args, name)
         if value is not None:
             if value < 0:

@@ -40,7 +40,7 @@ from vsearcher_lite.chat import ChatBackend, ChatError, roles_usage
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, write_jsonl
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
-from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, Task
+from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
 from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer
 
 FILTER_ORDER = (
@@ -49,7 +49,7 @@ FILTER_ORDER = (
     "can_be_directly_answered",
     "can_be_directly_answered_with_text",
 )
-LEVELS = tuple(DIFFICULTY_ROUNDS) + ("exam",)
+LEVELS = LEVEL_ORDER
 
 
 @dataclass
@@ -163,7 +163,8 @@ class RetrievalShortcut(TaskFilter):
                 return FilterLabel(True, f"text search: top hit is the seed page {top.url}")
             if mentions_answer(f"{top.title} {top.snippet}", task.answer, task.aliases):
                 return FilterLabel(True, f"text search: the top hit shows the answer ({top.url})")
-        if self.image_search is not None and task.image_path:
+        if self.image_search is not None and task.image_path and task.difficulty != ONEHOP:
+            # (a one-hop warm-up task is one image hop by design: the image search is its only step)
             from vsearcher_lite.world.model import ImageRef
 
             ihits = self.image_search.search(ImageRef(task.image_path), 1)
@@ -439,7 +440,7 @@ def run_filter(
     kept = [r for r in labeled if is_kept(r)]
     by_split = {s: [r for r in kept if r.get("split") == s] for s in ("train", "heldout", "exam")}
     write_jsonl(out / "train.jsonl", by_split["train"])
-    for level in DIFFICULTY_ROUNDS:
+    for level in (ONEHOP, *DIFFICULTY_ROUNDS):
         write_jsonl(out / f"train_{level}.jsonl", [r for r in by_split["train"] if r.get("difficulty") == level])
     write_jsonl(out / "heldout.jsonl", by_split["heldout"])
     write_jsonl(out / "exam.jsonl", by_split["exam"])

@@ -35,7 +35,15 @@ from vsearcher_lite.runio import InputError, JsonlLog, RunDir
 from vsearcher_lite.synthesis.chain import answer_invariance, is_checkable
 from vsearcher_lite.synthesis.describe import FactIndex
 from vsearcher_lite.synthesis.seeds import DEFAULT_MIX, SeedConfig, ensure_seeds, seed_from_record, split_counts
-from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, EXAM_ROUNDS, ImageInjection, InjectionRound, Task
+from vsearcher_lite.synthesis.task import (
+    DIFFICULTY_ROUNDS,
+    EXAM_ROUNDS,
+    LEVEL_ORDER,
+    ONEHOP,
+    ImageInjection,
+    InjectionRound,
+    Task,
+)
 from vsearcher_lite.synthesis.text import contains_name, mentions_answer, word_count
 from vsearcher_lite.synthesis.writer import FactChoice, WriteContext, Writer, WriterError
 from vsearcher_lite.world.model import KnowledgeSource, Seed
@@ -46,6 +54,8 @@ PROFILE_SIZES = {
     "single_gpu": (1000, 100, 283),
     "multi_gpu": (1000, 200, 283),  # paper: 1K RL tasks; MM-SearchExam has 283 questions
 }
+#: One-hop warm-up tasks (``task.ONEHOP``) per profile: training, held-out. Only the tiny cpu model needs them.
+PROFILE_ONEHOP = {"cpu": (400, 100), "single_gpu": (0, 0), "multi_gpu": (0, 0)}
 
 
 @dataclass
@@ -58,6 +68,8 @@ class InjectConfig:
     mix: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MIX))
     rounds: dict[str, int] = field(default_factory=lambda: dict(DIFFICULTY_ROUNDS))
     exam_rounds: int = EXAM_ROUNDS
+    onehop_train: int = 0  # one-hop warm-up tasks (no text round), from the training seeds
+    onehop_heldout: int = 0  # and from the held-out seeds
     writer: str = "rule"  # rule | llm
     chat: Any = None  # chat backend spec (make_chat) for the LLM writer
     concurrency: int = 1  # tasks in flight; the LLM writer benefits from 8-32
@@ -69,7 +81,9 @@ class InjectConfig:
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides) -> "InjectConfig":
         n_train, n_heldout, n_exam = PROFILE_SIZES.get(profile, PROFILE_SIZES["cpu"])
-        return cls(**{"n_train": n_train, "n_heldout": n_heldout, "n_exam": n_exam, **overrides})
+        onehop_train, onehop_heldout = PROFILE_ONEHOP.get(profile, PROFILE_ONEHOP["cpu"])
+        return cls(**{"n_train": n_train, "n_heldout": n_heldout, "n_exam": n_exam, "onehop_train": onehop_train,
+                      "onehop_heldout": onehop_heldout, **overrides})
 
     def targets(self) -> list[tuple[str, str, int, int]]:
         """(split, difficulty, tasks wanted, rounds) for every job of the stage."""
@@ -79,6 +93,10 @@ class InjectConfig:
         for diff, n in split_counts(self.n_heldout, self.mix).items():
             jobs.append(("heldout", diff, n, self.rounds[diff]))
         jobs.append(("exam", "exam", self.n_exam, self.exam_rounds))
+        if self.onehop_train > 0:
+            jobs.append(("train", ONEHOP, self.onehop_train, 0))
+        if self.onehop_heldout > 0:
+            jobs.append(("heldout", ONEHOP, self.onehop_heldout, 0))
         return jobs
 
 
@@ -517,7 +535,10 @@ def run_inject_text(
         existing[(rec.get("split"), rec.get("difficulty"))] += 1
 
     for split, difficulty, wanted, n_rounds in config.targets():
-        if split == "train":
+        if difficulty == ONEHOP:  # every seed of the split's pools, training levels interleaved
+            pool = (interleave_pools([by_pool.get(p, []) for p in DIFFICULTY_ROUNDS]) if split == "train"
+                    else by_pool.get("heldout", []))
+        elif split == "train":
             pool = by_pool.get(difficulty, [])
         elif split == "heldout":
             pool = heldout_levels.get(difficulty, [])
@@ -578,7 +599,19 @@ def _heldout_levels(records: list[dict], mix: dict[str, int]) -> dict[str, list[
     return out
 
 
-LEVELS = tuple(DIFFICULTY_ROUNDS) + ("exam",)
+LEVELS = LEVEL_ORDER
+
+
+def interleave_pools(pools: list[list[dict]]) -> list[dict]:
+    """Round-robin over several seed lists, so the first n seeds draw from every list.
+
+    >>> [r["id"] for r in interleave_pools([[{"id": "a"}, {"id": "b"}], [{"id": "c"}]])]
+    ['a', 'c', 'b']
+    """
+    out: list[dict] = []
+    for i in range(max((len(p) for p in pools), default=0)):
+        out.extend(p[i] for p in pools if i < len(p))
+    return out
 
 
 def mean(values: list[float]) -> float:

@@ -22,8 +22,8 @@ from typing import Any, Iterable
 
 from vsearcher_lite.synthesis.filters import FILTER_ORDER
 
-LEVELS = ("easy", "medium", "hard", "exam")
-LEVEL_COLOURS = {"easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
+LEVELS = ("onehop", "easy", "medium", "hard", "exam")
+LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
 STAGE_NAMES = {
     "synthesized": "synthesized",
     "answer_in_question": "answer not in question",

@@ -20,6 +20,14 @@ from typing import Any
 
 DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text-injection rounds per level
 EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
+#: A warm-up level that is not in the paper: the seed's own question with the seed hidden behind its
+#: picture (no text round), so one image search and one page read answer it. The paper's filter
+#: removes such tasks as too direct; the cpu profile keeps some, because a 5M-parameter model learns
+#: the protocol and the copying on them before anything longer (``reference/learning_cpu_2.md``:
+#: its 1-hop tasks are where the tiny agent reached 0.34). Off (0 tasks) in the GPU profiles.
+ONEHOP = "onehop"
+#: Every level in reading order, for tables and figures.
+LEVEL_ORDER = (ONEHOP, *DIFFICULTY_ROUNDS, "exam")
 
 
 @dataclass

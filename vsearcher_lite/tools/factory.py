@@ -27,6 +27,7 @@ def make_toolbox(
     top_k: int = DEFAULT_TOP_K,
     chat=None,
     env_file: str | None = None,
+    observations: str = "full",
 ) -> Toolbox:
     """The toolbox for ``run_dir``.
 
@@ -34,17 +35,20 @@ def make_toolbox(
     which command builds it); ``world="live"`` picks live backends from the API keys that are
     set (``cache_mode="replay"`` needs no keys and serves a recorded run). ``chat`` is the
     backend of the live visit summariser; without it the offline extractive summary is used.
+    ``observations`` sizes the sandbox's snippets and page summaries (``tools.sandbox.OBSERVATION_STYLES``:
+    ``"compact"`` for the cpu profile); live tools show what the web APIs return, whatever the style.
     """
     cache = tool_cache(run_dir, cache_mode)
     if world == "sandbox":
-        from vsearcher_lite.tools.sandbox import sandbox_backends
         from vsearcher_lite.world import open_world
 
         sandbox = open_world(run_dir)
-        b = sandbox_backends(sandbox)
-        # The namespace names the world's content, so a rebuilt world never sees stale observations.
+        b = sandbox.backends(observations)
+        # The namespace names the world's content (and the observation style), so a rebuilt world or
+        # another style never sees stale observations.
+        namespace = f"tools.{sandbox.fingerprint}" + ("" if observations == "full" else f".{observations}")
         return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k,
-                       namespace=f"tools.{sandbox.fingerprint}")
+                       namespace=namespace)
     if world == "live":
         from vsearcher_lite.tools.live import make_live_backends
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.base import (
     ImageHit,
     ImageSearchBackend,
@@ -355,12 +356,31 @@ class ExtractiveSummariser(Summariser):
         return f"{page.title}\n{body}"
 
 
-def sandbox_backends(world) -> dict:
-    """``{"text", "image", "reader", "summariser"}`` backends over one world."""
+#: How much a tool shows. ``full`` is sized like the paper's tools; ``compact`` (the cpu profile, with
+#: the compact system prompt and the teacher's short thoughts) keeps an easy episode near a thousand
+#: tokens: the tiny base learned to copy at positions up to 512 and copies worse beyond.
+OBSERVATION_STYLES = {
+    "full": {"snippet_tokens": 24, "max_sentences": 6, "max_chars": 900},
+    "compact": {"snippet_tokens": 14, "max_sentences": 3, "max_chars": 360},
+}
+
+
+def observation_settings(style: str) -> dict:
+    """The sizes of one observation style (``InputError`` names the known styles)."""
+    try:
+        return OBSERVATION_STYLES[style]
+    except KeyError:
+        raise InputError(f"unknown observation style {style!r}: use one of {', '.join(OBSERVATION_STYLES)}") from None
+
+
+def sandbox_backends(world, style: str = "full") -> dict:
+    """``{"text", "image", "reader", "summariser"}`` backends over one world, sized by ``style``."""
     w = _as_world(world)
-    return {"text": SandboxTextSearch(w), "image": SandboxImageSearch(w), "reader": SandboxPageReader(w),
-            "summariser": ExtractiveSummariser()}
+    sizes = observation_settings(style)
+    return {"text": SandboxTextSearch(w, snippet_tokens=sizes["snippet_tokens"]), "image": SandboxImageSearch(w),
+            "reader": SandboxPageReader(w),
+            "summariser": ExtractiveSummariser(max_sentences=sizes["max_sentences"], max_chars=sizes["max_chars"])}
 
 
 __all__ = ["SandboxTextSearch", "SandboxImageSearch", "SandboxPageReader", "ExtractiveSummariser",
-           "sandbox_backends", "query_terms", "fts_query", "split_sentences", "stem"]
+           "sandbox_backends", "observation_settings", "OBSERVATION_STYLES", "query_terms", "fts_query", "split_sentences", "stem"]

@@ -3,16 +3,16 @@
 ``SFTConfig.for_profile(profile, **overrides)``:
 
 =============  ================================================================================
-``cpu``        full fine-tune, fp32, of the shipped tiny base (``data/tiny_base``), capped at
-               2.75 minutes of training, one torch thread (measured here: with another torch job
-               on the same 2 cores, a 1,500-token step took 5.0 s at 2 threads and 0.65 s at 1:
-               oversubscribed threads spin; pass ``threads=2`` on an otherwise idle machine);
-               the markup tokens' embeddings started from plain-text cues; the answer-token
-               loss weight left at 1 (measured on this project's trajectories, 2x2 ablation in
-               notebook 06 and ``training/sft.py``: the cue start raised held-out format
-               validity 0.625 -> 0.775, the x10 weighting of ``reference/learning_cpu_2.md``
-               lowered it to 0.375-0.425, and no variant answered correctly); gradient
-               checkpointing off (it only costs time on CPU); vision tokens suppressed in generation.
+``cpu``        full fine-tune, fp32, of the shipped tiny base (``data/tiny_base``), at most 1,000
+               steps of batch 1 or 2.75 minutes of training, two torch threads (on an idle 2-core
+               machine a 570-token one-hop step takes 0.18-0.2 s; with another torch job beside it,
+               pass ``threads=1``: oversubscribed threads spin, 5.0 s against 0.65 s per step);
+               the markup tokens' embeddings started from plain-text cues; answer-bearing tokens
+               weighted x10 (``reference/learning_cpu_2.md``). Measured on one-hop tasks (one seed
+               each, 60 held-out tasks): weight 1 and 400 steps gave accuracy 0.067 and format 0.90;
+               weight 10 and 913 steps gave 0.15 and 0.73. Held-out evaluation covers the one-hop
+               warm-up level and easy and medium tasks; gradient checkpointing off (it only costs
+               time on CPU); vision tokens suppressed in generation.
 ``single_gpu`` LoRA in bf16 through PEFT on a real Qwen3-VL checkpoint (``method="qlora"``: the
                same with the base quantised to 4-bit NF4 by bitsandbytes).
 ``multi_gpu``  full fine-tune in bf16 under ``accelerate launch`` with the shipped FSDP or
@@ -105,10 +105,10 @@ class SFTConfig:
         """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored)."""
         if profile == "cpu":
             preset: dict[str, Any] = dict(
-                method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=400, minutes=2.75,
+                method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
-                answer_weight=1.0, init_markup_embeddings=True, threads=1, use_cpu=True,
-                eval_difficulties=("easy", "medium"), eval_max_tokens=256, eval_max_tasks=40,
+                answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
+                eval_difficulties=("onehop", "easy", "medium"), eval_max_tokens=256, eval_max_tasks=60,
                 # The teacher needs at most 9 calls and 12,623 context characters on a medium task
                 # (runs/sft-cpu, 8000-entity world); a looping tiny model is stopped a little above that.
                 eval_max_tool_calls=10, eval_max_context_chars=13_000, eval_wall_clock_s=60.0)

@@ -385,16 +385,12 @@ class SandboxWorld:
             self._knowledge = SandboxKnowledge(self)
         return self._knowledge
 
-    def backends(self) -> dict:
-        """The four tool backends over this world: text, image, reader, summariser."""
-        from vsearcher_lite.tools import sandbox
+    def backends(self, style: str = "full") -> dict:
+        """The four tool backends over this world: text, image, reader, summariser (``style``: how
+        much they show, ``tools.sandbox.OBSERVATION_STYLES``)."""
+        from vsearcher_lite.tools.sandbox import sandbox_backends
 
-        return {
-            "text": sandbox.SandboxTextSearch(self),
-            "image": sandbox.SandboxImageSearch(self),
-            "reader": sandbox.SandboxPageReader(self),
-            "summariser": sandbox.ExtractiveSummariser(),
-        }
+        return sandbox_backends(self, style)
 
     def dump(self) -> str:
         """Every table's rows as SQL text, in a fixed order: for byte-identical comparisons."""

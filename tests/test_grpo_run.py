@@ -1,0 +1,188 @@
+"""The grpo stage end to end on a small sandbox run: the cpu engine (2 steps), the TRL engine on CPU
+(1 step, with a scripted policy so that image-search results travel inside the completions), the
+CLI, and the single_gpu path on a GPU when there is one.
+
+The starting "SFT checkpoint" is the shipped tiny base (it has not learnt the protocol, so its
+rewards are 0: these tests check the mechanics and the files, not learning; ``test_grpo.py``
+checks an update on rewarded trajectories).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import pytest
+
+from agent_fakes import answer, build_sandbox_run, call
+from vsearcher_lite.rl.config import GRPOConfig
+from vsearcher_lite.rl.trainer import STEP_FIELDS, run_grpo
+from vsearcher_lite.runio import write_jsonl
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run folder with a world, training and held-out tasks, and ``sft/checkpoint`` (the tiny base)."""
+    from vsearcher_lite.model.tiny import default_base_dir
+
+    base = build_sandbox_run(tmp_path_factory.mktemp("grpo_base"))
+    run = tmp_path_factory.mktemp("grpo") / "run"
+    run.mkdir()
+    (run / "world").symlink_to(base / "world")
+    (run / "filter").mkdir()
+    tasks = [json.loads(line) for line in (base / "filter" / "train.jsonl").read_text().splitlines() if line.strip()]
+    easy = [t for t in tasks if t["difficulty"] == "easy"]
+    write_jsonl(run / "filter" / "train.jsonl", easy[:6])
+    write_jsonl(run / "filter" / "heldout.jsonl", [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]])
+    (run / "sft").mkdir()
+    (run / "sft" / "checkpoint").symlink_to(default_base_dir())
+    return run
+
+
+def small(**kw) -> GRPOConfig:
+    # the fixture's run holds easy tasks (the cpu preset trains on the one-hop level)
+    settings = dict(max_steps=2, prompts_per_step=2, generations=2, max_tokens=24, max_tool_calls=2, eval_max_tasks=2,
+                    difficulty_mix={"easy": 1},
+                    eval_batch=4, eval_max_tokens=24, progress=False)
+    settings.update(kw)
+    config = GRPOConfig.for_profile("cpu", **settings)
+    config.minutes = config.total_minutes = None  # these runs end by steps
+    return config
+
+
+def read_csv(path):
+    with open(path, encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_cpu_engine_two_steps_writes_its_files(run_dir):
+    t0 = time.perf_counter()
+    m = run_grpo(run_dir, small(), log=lambda s: None)
+    out = run_dir / "grpo"
+    rows = read_csv(out / "steps.csv")
+    assert [int(r["step"]) for r in rows] == [0, 1] and tuple(rows[0]) == STEP_FIELDS
+    assert all(float(r["format_failure_share"]) == 1.0 for r in rows)  # the base never learnt the protocol
+    assert all(int(r["zero_variance_groups"]) == 2 and int(r["trained_trajectories"]) == 0 for r in rows)
+    saved = json.loads((out / "metrics.json").read_text())
+    for key in ("steps", "reward_first_20pct", "reward_last_20pct", "heldout_accuracy_sft", "heldout_accuracy_rl",
+                "format_failure_rate_last_20pct", "excluded_share", "heldout_paired_diff", "heldout_paired_se",
+                "heldout_n", "seconds", "config"):
+        assert key in saved, key
+    assert saved["steps"] == 2 and saved["heldout_n"] == 2 and saved["reward_last_20pct"] == 0.0
+    assert saved == {**m, "config": saved["config"]}
+    assert saved["heldout_eval_names"] == ["sft", "rl"]
+    assert (out / "checkpoint" / "config.json").is_file() and (out / "checkpoint" / "model.safetensors").is_file()
+    assert (run_dir / "eval" / "rl" / "results.jsonl").is_file() and (run_dir / "eval" / "sft" / "results.jsonl").is_file()
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2 * 2 * 2 and all(r["reward"] == 0.0 and not r["in_loss"] for r in rollouts)
+    manifest = json.loads((run_dir / "run_manifest.json").read_text())
+    assert "grpo" in manifest["stages"]
+    assert time.perf_counter() - t0 < 120
+
+
+def test_cpu_engine_is_deterministic_given_the_seed(run_dir, tmp_path):
+    a = run_grpo(run_dir, small(max_steps=1, evaluate=False, name="grpo-a"), log=lambda s: None)
+    b = run_grpo(run_dir, small(max_steps=1, evaluate=False, name="grpo-b"), log=lambda s: None)
+    ra = (run_dir / "grpo-a" / "rollouts.jsonl").read_text()
+    rb = (run_dir / "grpo-b" / "rollouts.jsonl").read_text()
+    assert ra == rb and a["steps"] == b["steps"] == 1
+
+
+def test_stored_sft_results_are_reused_only_when_a_rerun_agrees(run_dir):
+    quiet = dict(log=lambda s: None)
+    run_grpo(run_dir, small(max_steps=1), **quiet)  # makes eval/sft if no earlier test did
+    again = run_grpo(run_dir, small(max_steps=1), **quiet)
+    assert again["heldout_sft_reuse"] == "checked" and again["heldout_sft_evaluated_this_run"] == 0
+    results = run_dir / "eval" / "sft" / "results.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    records[0]["trajectory"]["turns"][0]["text"] += " (written by an older model)"
+    write_jsonl(results, records)
+    stale = run_grpo(run_dir, small(max_steps=1), **quiet)
+    assert stale["heldout_sft_reuse"] == "stale" and stale["heldout_eval_names"] == ["grpo-sft", "rl"]
+    assert stale["heldout_sft_evaluated_this_run"] == 2
+
+
+def scripted_policy_reply(messages):
+    """Image search first (its results bring images into the completion), then an answer."""
+    seen = sum(1 for m in messages[2:] if m["role"] == "user")
+    return call("image_search") if seen == 0 else answer("1874")
+
+
+@pytest.mark.parametrize("method,scripted", [("full", True), ("lora", False)])
+def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
+    """TRL's GRPOTrainer, one step of 1 prompt x 2 generations, driven by the project's rollouts: with a
+    scripted policy (image-search results travel inside the completions), and with the LoRA-wrapped model
+    itself generating."""
+    from vsearcher_lite.chat import ScriptedChat
+    from vsearcher_lite.rl import batched_chat
+
+    # The tiny base cannot call tools yet; a scripted policy does, so the tool-image path is exercised.
+    class ScriptedBatcher(batched_chat.LockstepBatcher):
+        def __init__(self, *args, **kwargs):
+            super().__init__(max_batch=kwargs.get("max_batch", 8))
+            self.script = ScriptedChat(scripted_policy_reply)
+
+        def generate_batch(self, conversations, options, seed):
+            return [self.script.chat(c) for c in conversations]
+
+    if scripted:
+        monkeypatch.setattr(batched_chat, "BatchedTransformersChat", ScriptedBatcher)
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    import trl
+
+    seen = []
+    original = trl.GRPOTrainer._get_per_token_logps_and_entropies
+
+    def spy(self, model, input_ids, *args, **kwargs):  # what the loss forward pass was given
+        mm = kwargs.get("mm_token_type_ids")
+        seen.append({"num_images": kwargs.get("num_images"), "grid": kwargs.get("image_grid_thw"),
+                     "image_tokens": None if mm is None else int((mm == 1).sum())})
+        return original(self, model, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_get_per_token_logps_and_entropies", spy)
+    t0 = time.perf_counter()
+    cfg = small(engine="trl", method=method, max_steps=1, prompts_per_step=1, generations=2, micro_batch_size=2,
+                evaluate=False, name=f"grpo-trl-{method}", lora_r=4, lora_alpha=8)
+    m = run_grpo(run_dir, cfg, log=lambda s: None)
+    elapsed = time.perf_counter() - t0
+    rows = read_csv(run_dir / f"grpo-trl-{method}" / "steps.csv")
+    assert len(rows) == 1 and rows[0]["entropy"] not in ("", None)  # TRL computed the loss over the policy tokens
+    assert m["engine"] == "trl" and m["steps"] == 1
+    assert seen and all(s["image_tokens"] == int(s["grid"].prod(-1).sum()) // 4 for s in seen)  # tokens match features
+    if scripted:  # every rollout searched by image: the question image and three results reached the forward pass
+        assert float(rows[0]["image_search"]) == 1.0
+        assert all(s["num_images"] == [4, 4] and s["grid"].shape[0] == 8 for s in seen)
+    else:  # the tiny base breaks the format on its first turn
+        assert float(rows[0]["format_failure_share"]) == 1.0
+    assert (run_dir / f"grpo-trl-{method}" / "checkpoint" / "config.json").is_file()  # LoRA: merged into the model
+    assert (run_dir / f"grpo-trl-{method}" / "adapter").is_dir() == (method == "lora")
+    assert elapsed < 60
+
+
+def test_cli_runs_the_stage(run_dir, capsys):
+    from vsearcher_lite.cli import main
+
+    code = main(["grpo", "--run-dir", str(run_dir), "--steps", "1", "--prompts", "1", "--generations", "2",
+                 "--no-eval", "--name", "grpo-cli", "--minutes", "5", "--mix", "easy:1"])
+    assert code == 0
+    assert "wrote" in capsys.readouterr().out
+    assert (run_dir / "grpo-cli" / "steps.csv").is_file()
+    assert main(["grpo", "--run-dir", str(run_dir / "nowhere"), "--steps", "1"]) == 2  # no SFT checkpoint
+
+
+@pytest.mark.gpu
+def test_single_gpu_lora_steps_on_cuda(run_dir):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    cfg = GRPOConfig.for_profile("single_gpu", init=str(run_dir / "sft" / "checkpoint"), max_steps=3,
+                                 prompts_per_step=2, generations=4, micro_batch_size=4, max_tokens=64, max_tool_calls=3,
+                                 lora_r=4, lora_alpha=8, gradient_checkpointing=False, evaluate=False, progress=False,
+                                 name="grpo-gpu", difficulty_mix={"easy": 1}, dtype="bfloat16")
+    t0 = time.perf_counter()
+    m = run_grpo(run_dir, cfg, log=print)
+    print(f"[gpu] single_gpu LoRA: {m['steps']} steps, {(time.perf_counter() - t0) / max(m['steps'], 1):.2f} s/step "
+          f"({m['seconds_per_step']} s/step in training)")
+    assert m["steps"] == 3

@@ -1,0 +1,371 @@
+"""Stage `comparison` (notebook 08): base vs SFT vs RL, the teacher and the no-tools ablation, on
+the sandbox exam and on held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
+
+``run_comparison(run_dir, config) -> metrics`` evaluates every policy of the comparison on two
+benchmarks of the run, with ``evaluate.evaluate`` (the ReAct loop, the judge, Pass@1):
+
+- ``exam``: ``RUN_DIR/filter/exam.jsonl``, the MM-SearchExam counterpart (10 injection rounds,
+  seeds never used in training);
+- ``heldout``: ``RUN_DIR/filter/heldout.jsonl``, easy / medium / hard tasks from held-out seeds,
+  taken round-robin across difficulties when capped (so a small run keeps the mix).
+
+The policies (``policy_spec``): ``base`` (the profile's base model), ``sft``
+(``RUN_DIR/sft/checkpoint``), ``rl`` (``RUN_DIR/grpo/checkpoint``), ``teacher`` (the heuristic
+teacher, sandbox only) and ``direct`` (the base model answering without tools). A checkpoint
+that does not exist yet is reported as missing ("not trained yet"), never guessed at.
+
+Each evaluation is stored as ``RUN_DIR/eval/<benchmark>-<policy>/`` (``heldout-sft``,
+``exam-rl`` ...). Held-out results the SFT and GRPO stages already wrote (``RUN_DIR/eval/base``,
+``sft``, ``rl``) are copied over first when they were made with the same settings
+(``evaluate.adopt_results``), and ``evaluate`` is resumable, so only missing tasks run.
+
+Settings. Held-out tasks use the SFT stage's evaluation settings (``training.config.SFTConfig``:
+on the cpu profile greedy, 256 new tokens per turn, at most 10 tool calls, 13,000 context
+characters, 60 s per episode) so that the numbers are the ones notebooks 06 and 07 report. The
+exam's 10-round questions need more: the heuristic teacher makes up to 30 calls and 29,000
+context characters on them, so the exam allows the paper's 30 tool calls (appendix A.3) and
+40,000 characters; every policy gets the same limits on the same benchmark.
+
+Outputs: ``RUN_DIR/comparison/metrics.json`` (accuracy per policy and benchmark, per difficulty,
+tool calls by type, terminations, time per task, which policies are missing and why),
+``RUN_DIR/comparison/table.csv`` (the table 1 rows) and a manifest entry ``comparison``.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import csv
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from vsearcher_lite.evaluation.evaluate import (
+    DIFFICULTY_ORDER,
+    EvalConfig,
+    Policy,
+    adopt_results,
+    evaluate,
+    make_policy,
+    resolve_judge,
+    run_identity,
+)
+from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
+from vsearcher_lite.synthesis.task import Task
+
+STAGE = "comparison"
+POLICIES = ("base", "sft", "rl", "teacher", "direct")
+BENCHMARKS = ("exam", "heldout")
+HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level (task.ONEHOP)
+# The evaluation names the SFT and GRPO stages write their held-out results under.
+STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
+CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}
+TRAINED_BY = {"sft": "notebook 06 / `vsearcher-lite sft`", "rl": "notebook 07 / `vsearcher-lite grpo`"}
+# Columns of the table, in reading order: the exam first (the paper's MM-SearchExam column).
+TABLE_GROUPS = ("exam", "onehop", "easy", "medium", "hard", "heldout")
+
+
+@dataclass
+class ComparisonConfig:
+    """Settings of the comparison; ``for_profile`` gives each profile's preset."""
+
+    profile: str = "cpu"
+    world: str = "sandbox"
+    seed: int = 0
+    policies: tuple[str, ...] = POLICIES
+    exam_max_tasks: int | None = None  # None: every exam task
+    heldout_max_tasks: int | None = None  # None: every held-out task of the difficulties below
+    heldout_difficulties: tuple[str, ...] = HELDOUT_DIFFICULTIES
+    exam_max_tool_calls: int = 30  # paper A.3
+    exam_max_context_chars: int | None = 40_000
+    judge: str = "match"
+    concurrency: int | None = None  # None: the profile's
+    progress: bool = True
+    extra_policies: dict[str, str] = field(default_factory=dict)  # more rows: name -> policy spec
+    eval_overrides: dict[str, Any] = field(default_factory=dict)  # EvalConfig settings for both benchmarks
+
+    @classmethod
+    def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "ComparisonConfig":
+        preset: dict[str, Any] = {"profile": profile}
+        if profile != "cpu":
+            # Real models read long contexts: the paper's budget (about 200K tokens) applies.
+            preset["exam_max_context_chars"] = 800_000
+        preset.update({k: v for k, v in overrides.items() if v is not None})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(preset) - known)
+        if unknown:
+            raise TypeError(f"unknown comparison setting(s): {', '.join(unknown)}")
+        for key in ("policies", "heldout_difficulties"):
+            preset[key] = tuple(preset.get(key, getattr(cls, key)))
+        config = cls(**preset)
+        bad = [p for p in config.policies if p not in POLICIES]
+        if bad:
+            raise InputError(f"unknown policy {bad[0]!r} in the comparison; choose from {', '.join(POLICIES)} "
+                             "(add others with extra_policies={name: spec})")
+        return config
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def heldout_eval_config(self) -> EvalConfig:
+        """The SFT stage's evaluation settings (``training.sft.evaluate_pair`` builds the same)."""
+        from vsearcher_lite.training.config import SFTConfig
+
+        sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world)
+        settings = dict(seed=self.seed, world=self.world, max_tokens=sft.eval_max_tokens,
+                        max_tool_calls=sft.eval_max_tool_calls, max_context_chars=sft.eval_max_context_chars,
+                        wall_clock_s=sft.eval_wall_clock_s, judge=self.judge, concurrency=self.concurrency,
+                        progress=self.progress)
+        settings.update(self.eval_overrides)
+        return EvalConfig.for_profile(self.profile, **settings)
+
+    def exam_eval_config(self) -> EvalConfig:
+        """The held-out settings with the exam's tool-call and context budget."""
+        return replace(self.heldout_eval_config(), max_tool_calls=self.exam_max_tool_calls,
+                       max_context_chars=self.exam_max_context_chars)
+
+    def eval_config(self, benchmark: str) -> EvalConfig:
+        if benchmark not in BENCHMARKS:
+            raise ValueError(f"benchmark must be one of {BENCHMARKS}")
+        return self.exam_eval_config() if benchmark == "exam" else self.heldout_eval_config()
+
+
+# ---------------------------------------------------------------------------------------------
+# Policies
+
+
+def base_spec(profile: str) -> str:
+    """The base model of a profile: the shipped tiny base on cpu, the paper's Qwen3-VL elsewhere."""
+    from vsearcher_lite.training.config import SFTConfig
+
+    base = SFTConfig.for_profile(profile).base
+    return "base" if base is None else f"transformers:{base}"
+
+
+def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu") -> str:
+    """The ``make_policy`` spec of a comparison row.
+
+    >>> policy_spec("rl", "runs/r"), policy_spec("teacher", "runs/r"), policy_spec("direct", "runs/r")
+    ('transformers:runs/r/grpo/checkpoint', 'teacher', 'direct')
+    """
+    if name in CHECKPOINTS:
+        return f"transformers:{Path(run_dir) / CHECKPOINTS[name]}"
+    if name == "base":
+        return base_spec(profile)
+    if name == "direct":
+        spec = base_spec(profile)
+        return "direct" if spec == "base" else f"direct:{spec}"
+    if name == "teacher":
+        return "teacher"
+    raise InputError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+
+
+def unavailable_reason(name: str, spec: str, world: str = "sandbox") -> str | None:
+    """Why a comparison row cannot be evaluated now (``None`` when it can).
+
+    >>> unavailable_reason("rl", "transformers:/nonexistent/grpo/checkpoint")
+    'not trained yet: no checkpoint at /nonexistent/grpo/checkpoint (notebook 07 / `vsearcher-lite grpo`)'
+    """
+    if name == "teacher" and world != "sandbox":
+        return "the heuristic teacher exists only in the sandbox world"
+    target = spec[len("direct:"):] if spec.startswith("direct:") else spec
+    if target.startswith("transformers:"):
+        path = Path(target[len("transformers:"):])
+        local = path.exists() or path.is_absolute() or str(path).startswith(".") or len(path.parts) > 2
+        if local and not (path / "config.json").is_file():
+            where = f" ({TRAINED_BY[name]})" if name in TRAINED_BY else ""
+            return f"not trained yet: no checkpoint at {path}{where}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+
+
+def exam_and_heldout(tasks: list[Task]) -> dict[str, list[Task]]:
+    """The run's evaluation tasks split into the two benchmarks (by each task's split)."""
+    return {"exam": [t for t in tasks if t.split == "exam"], "heldout": [t for t in tasks if t.split == "heldout"]}
+
+
+def select_tasks(tasks: dict[str, list[Task]], config: ComparisonConfig) -> dict[str, list[Task]]:
+    """The exam's first ``exam_max_tasks`` tasks; the held-out tasks of the chosen difficulties,
+    capped round-robin across difficulties (the same rule as the SFT stage, so that its tasks
+    come first and its results are reused)."""
+    from vsearcher_lite.training.sft import balanced_head
+
+    exam = list(tasks.get("exam", []))
+    if config.exam_max_tasks is not None:
+        exam = exam[: config.exam_max_tasks]
+    heldout = [t for t in tasks.get("heldout", []) if t.difficulty in config.heldout_difficulties]
+    heldout = balanced_head(heldout, config.heldout_max_tasks, key=lambda t: t.difficulty)
+    return {"exam": exam, "heldout": heldout}
+
+
+def comparison_tasks(run_dir: str | Path, config: ComparisonConfig) -> dict[str, list[Task]]:
+    """The run's exam and held-out tasks (built with the synthesis defaults when missing), selected."""
+    from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
+
+    tasks = ensure_sandbox_eval_tasks(run_dir, profile=config.profile, seed=config.seed, world=config.world,
+                                      progress=config.progress)
+    selected = select_tasks(exam_and_heldout(tasks), config)
+    if not selected["exam"] and not selected["heldout"]:
+        raise InputError(f"{Path(run_dir) / 'filter'}: no exam or held-out tasks to compare on")
+    return selected
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+def accuracy_row(metrics_by_benchmark: dict[str, dict]) -> dict[str, float | None]:
+    """One policy's accuracies in the table's groups: exam, each held-out difficulty, held-out overall.
+
+    >>> accuracy_row({"exam": {"pass_at_1": 0.1}, "heldout": {"pass_at_1": 0.5,
+    ...               "accuracy_by_difficulty": {"easy": 1.0, "hard": 0.0}}})
+    {'exam': 0.1, 'onehop': None, 'easy': 1.0, 'medium': None, 'hard': 0.0, 'heldout': 0.5}
+    """
+    exam = metrics_by_benchmark.get("exam") or {}
+    heldout = metrics_by_benchmark.get("heldout") or {}
+    row: dict[str, float | None] = {"exam": exam.get("pass_at_1")}
+    for level in HELDOUT_DIFFICULTIES:
+        row[level] = (heldout.get("accuracy_by_difficulty") or {}).get(level)
+    row["heldout"] = heldout.get("pass_at_1")
+    return row
+
+
+def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, dict]) -> dict:
+    """The stage's metrics from ``{policy: {benchmark: evaluate() metrics}}`` and each policy's status."""
+    names = list(status)
+    accuracy = {n: accuracy_row(results.get(n, {})) if n in results else None for n in names}
+
+    def per(key: Callable[[dict], Any]) -> dict:
+        return {n: ({b: key(m) for b, m in results[n].items()} if n in results else None) for n in names}
+
+    return {
+        "order": names,  # the rows in reading order (JSON objects are stored with sorted keys)
+        "policies": status,
+        "evaluated": [n for n in names if n in results],
+        "missing": {n: s["reason"] for n, s in status.items() if s["state"] != "evaluated"},
+        "exam_accuracy": {n: (a or {}).get("exam") for n, a in accuracy.items()},
+        "heldout_accuracy": {n: (a or {}).get("heldout") for n, a in accuracy.items()},
+        "accuracy": accuracy,
+        "n_correct": per(lambda m: m.get("n_correct")),
+        "n_tasks_by_policy": per(lambda m: m.get("n_tasks")),
+        "format_valid_rate": per(lambda m: m.get("format_valid_rate")),
+        "mean_tool_calls": per(lambda m: m.get("mean_tool_calls")),
+        "mean_tool_calls_by_type": per(lambda m: m.get("mean_tool_calls_by_type")),
+        "terminations": per(lambda m: m.get("terminations")),
+        "seconds_per_task": per(lambda m: (m.get("seconds_per_task") or {}).get("mean")),
+    }
+
+
+def table_rows(metrics: dict) -> list[dict]:
+    """The paper's table 1 for this run: one row per policy, Pass@1 per group, and its state.
+
+    >>> table_rows({"policies": {"rl": {"state": "missing"}}, "accuracy": {"rl": None}})
+    [{'policy': 'rl', 'state': 'missing', 'exam': None, 'onehop': None, 'easy': None, 'medium': None, 'hard': None, 'heldout': None}]
+    """
+    rows = []
+    for name in metrics.get("order") or list(metrics["policies"]):
+        accuracy = metrics["accuracy"].get(name) or {}
+        rows.append({"policy": name, "state": metrics["policies"][name]["state"],
+                     **{g: accuracy.get(g) for g in TABLE_GROUPS}})
+    return rows
+
+
+def table_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["policy", "state", *TABLE_GROUPS], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def read_comparison(run_dir: str | Path) -> dict:
+    """``RUN_DIR/comparison/metrics.json``, or an ``InputError`` saying what to run."""
+    from vsearcher_lite.runio import read_json
+
+    path = Path(run_dir) / STAGE / "metrics.json"
+    if not path.exists():
+        raise InputError(f"{path} does not exist: run notebook 08 (or evaluation.comparison.run_comparison) first")
+    return read_json(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage
+
+
+def eval_name(benchmark: str, policy: str) -> str:
+    """The folder under ``RUN_DIR/eval/`` of one cell of the table: ``exam-sft``, ``heldout-base`` ..."""
+    return f"{benchmark}-{policy}"
+
+
+def evaluate_policy(run_dir: str | Path, name: str, policy: Policy, tasks: dict[str, list[Task]],
+                    config: ComparisonConfig, log: Callable[[str], None]) -> tuple[dict[str, dict], dict[str, int]]:
+    """One policy on both benchmarks; ``({benchmark: metrics}, {benchmark: results reused})``."""
+    out, reused = {}, {}
+    for benchmark in BENCHMARKS:
+        if not tasks[benchmark]:
+            continue
+        eval_config = config.eval_config(benchmark)
+        target = eval_name(benchmark, name)
+        reused[benchmark] = 0
+        source = STAGE_EVAL_NAMES.get(name)
+        if benchmark == "heldout" and source:
+            identity = run_identity(policy, eval_config, resolve_judge(None, eval_config))
+            reused[benchmark] = adopt_results(run_dir, source, target, tasks[benchmark], identity)
+        start = time.perf_counter()
+        out[benchmark] = evaluate(run_dir, tasks[benchmark], policy, config=eval_config, name=target,
+                                  benchmark=benchmark)
+        m = out[benchmark]
+        log(f"[compare] {target}: Pass@1 {m['pass_at_1']} ({m['n_correct']}/{m['n_tasks']}); "
+            f"{reused[benchmark]} reused, {m['evaluated_this_run']} run in {time.perf_counter() - start:.1f} s")
+    return out, reused
+
+
+def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, *,
+                   log: Callable[[str], None] = print) -> dict:
+    """Evaluate every policy of ``config`` on the exam and the held-out tasks; write the stage outputs
+    (module docstring) and return the metrics."""
+    from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
+
+    config = config or ComparisonConfig.for_profile("cpu")
+    start = time.perf_counter()
+    tasks = comparison_tasks(run_dir, config)
+    rows = {name: policy_spec(name, run_dir, config.profile) for name in config.policies}
+    rows.update(config.extra_policies)
+    status: dict[str, dict] = {}
+    results: dict[str, dict[str, dict]] = {}
+    for name, spec in rows.items():
+        reason = unavailable_reason(name, spec, config.world)
+        if reason:
+            status[name] = {"state": "missing", "spec": spec, "reason": reason}
+            log(f"[compare] {name}: {reason}")
+            continue
+        policy = make_policy(spec, config.heldout_eval_config())
+        # The row's name, as the stages name their evaluations (SFT: "base", "sft"; GRPO: "sft", "rl"),
+        # so that the identities match theirs and their results can be reused.
+        policy.name = name
+        results[name], reused = evaluate_policy(run_dir, name, policy, tasks, config, log)
+        status[name] = {"state": "evaluated", "spec": spec, "reason": None, "reused": reused,
+                        "eval_names": {b: eval_name(b, name) for b in results[name]}}
+        del policy
+        gc.collect()  # one model in memory at a time (8B checkpoints on the GPU profiles)
+    metrics = comparison_metrics(results, status)
+    heldout = tasks["heldout"]
+    metrics.update(
+        n_tasks={"exam": len(tasks["exam"]), "heldout": len(heldout),
+                 "heldout_by_difficulty": {d: sum(1 for t in heldout if t.difficulty == d)
+                                           for d in DIFFICULTY_ORDER if any(t.difficulty == d for t in heldout)}},
+        settings={"comparison": config.to_dict(),
+                  **{b: config.eval_config(b).result_settings() for b in BENCHMARKS}},
+        seconds=round(time.perf_counter() - start, 3),
+        updated_at=utc_now(),
+    )
+    stage = RunDir(run_dir).stage(STAGE)
+    atomic_write_json(stage / "metrics.json", metrics)
+    atomic_write_text(stage / "table.csv", table_csv(table_rows(metrics)))
+    write_manifest(run_dir, STAGE, metrics["settings"], metrics["seconds"],
+                   extra={"policies": {n: s["spec"] for n, s in status.items()}, "missing": metrics["missing"]})
+    return metrics

@@ -1,0 +1,279 @@
+"""Rollouts in the environment: G trajectories per task through the project's ReAct loop, as training rows.
+
+``rollout_groups(backend, toolbox, tasks, settings, judge, encoder) -> list[list[RolloutSample]]``
+
+Each task is run ``G`` times by ``agent.loop.run_episode`` (the same system prompt, strict format
+check, tools and limits as the teacher, SFT and evaluation), all ``P x G`` episodes at once on
+their own threads, generating in lockstep through one batched backend (``batched_chat``). Each
+finished trajectory is then
+
+- **judged** (``agent.judge``, the same judge as evaluation) and given its reward
+  (``objective.trajectory_reward``: a format failure is 0 whatever it answered);
+- **re-rendered** into token ids with the chat template and TRL's assistant-only collator
+  (``training.data.make_collator``: exactly what SFT trains on), which gives the policy-token mask
+  (``objective.policy_token_mask``: the assistant turns up to ``<|im_end|>``; system prompt,
+  question, image tokens and tool responses are 0);
+- **flagged**: which steps were erroneous and the fatal step (``objective.fatal_step``), why it is
+  excluded from the loss (``objective.exclusion_reason``), its tool calls by type, whether it
+  failed the format, its prompt, response and policy token counts.
+
+Why re-render rather than keep the sampled ids: the loop works on text (every backend, an HTTP
+server too, returns text), and training must see the conversation exactly as the next turn's
+prompt showed it to the policy. The old log-probabilities of GRPO's ratio are therefore computed
+by one forward pass of the rollout policy over the re-rendered sequence (``trainer.py``), not
+taken from the sampler; a turn the sampler tokenized differently from the template is scored as
+the template tokenizes it (rare here: the turns are short and the tokenizer is the policy's own).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, Trajectory, run_episode
+from vsearcher_lite.rl.objective import (
+    exclusion_reason,
+    fatal_step,
+    policy_token_mask,
+    trajectory_reward,
+)
+from vsearcher_lite.synthesis.task import Task
+
+SEARCH_TOOLS = ("text_search", "image_search")
+
+
+@dataclass
+class RolloutSettings:
+    """How episodes are run and scored (a view of ``GRPOConfig`` that both engines share)."""
+
+    limits: EpisodeLimits
+    temperature: float
+    top_p: float
+    max_tokens: int
+    prompt_variant: str
+    today: str | None
+    seed: int = 0
+    search_penalty: float | None = None
+    fatal_k: int = 3
+    max_prompt_tokens: int | None = None
+    max_response_tokens: int | None = None
+
+    def sampling(self, step: int, task_id: str, sample_index: int) -> Sampling:
+        """Per-episode sampling, seeded from (seed, step, task, sample) so a run repeats exactly."""
+        seed = zlib.crc32(f"{self.seed}:{step}:{task_id}:{sample_index}".encode()) % (2**31 - 1)
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed)
+
+
+@dataclass
+class Encoded:
+    """A trajectory as the trainer sees it: token ids and the policy-token mask over them."""
+
+    input_ids: list[int]
+    policy_mask: list[int]
+    prompt_tokens: int  # tokens before the first assistant turn (system prompt, question, image)
+
+    @property
+    def response_tokens(self) -> int:
+        return len(self.input_ids) - self.prompt_tokens
+
+    @property
+    def policy_tokens(self) -> int:
+        return int(sum(self.policy_mask))
+
+
+@dataclass
+class RolloutSample:
+    """One trajectory of a group, ready for the objective."""
+
+    task_id: str
+    group: int
+    sample_index: int
+    difficulty: str
+    trajectory: Trajectory
+    correct: bool
+    reward: float
+    format_failure: bool
+    step_errors: list[bool]
+    fatal: int | None
+    exclusion: str | None
+    tool_counts: dict[str, int]
+    encoded: Encoded | None
+    example: dict = field(repr=False, default_factory=dict)  # messages + image paths, for re-collation
+    # filled by the trainer
+    advantage: float = 0.0
+    loss_mask: list[int] = field(default_factory=list, repr=False)
+    in_loss: bool = False
+    old_logp: list[float] | None = field(default=None, repr=False)  # rollout policy, per token of encoded.input_ids
+    ref_logp: list[float] | None = field(default=None, repr=False)  # reference model (when beta > 0)
+
+    @property
+    def excluded(self) -> bool:
+        return self.exclusion is not None
+
+    @property
+    def n_searches(self) -> int:
+        return sum(self.tool_counts.get(t, 0) for t in SEARCH_TOOLS)
+
+    def summary(self) -> dict:
+        """A flat record for ``rollouts.jsonl`` (no token ids)."""
+        enc = self.encoded
+        return {
+            "task_id": self.task_id, "group": self.group, "sample_index": self.sample_index,
+            "difficulty": self.difficulty, "termination": self.trajectory.termination,
+            "prediction": self.trajectory.prediction, "correct": self.correct, "reward": self.reward,
+            "advantage": round(self.advantage, 5), "in_loss": self.in_loss, "format_failure": self.format_failure,
+            "fatal": self.fatal, "exclusion": self.exclusion, "step_errors": self.step_errors,
+            "tool_counts": self.tool_counts, "n_turns": len(self.trajectory.turns),
+            "prompt_tokens": enc.prompt_tokens if enc else None, "response_tokens": enc.response_tokens if enc else None,
+            "policy_tokens": enc.policy_tokens if enc else None,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pure pieces
+
+
+def step_errors(trajectory: Trajectory) -> list[bool]:
+    """Per assistant turn: was the step erroneous? A turn that broke the format, or whose tool call
+    came back as an error observation (unknown tool, bad arguments, a failing tool)."""
+    out = []
+    for turn in trajectory.turns:
+        bad_format = not (turn.verdict or {}).get("ok", False)
+        bad_tool = turn.observation is not None and not turn.observation.get("ok", True)
+        out.append(bad_format or bad_tool)
+    return out
+
+
+def format_failed(trajectory: Trajectory) -> bool:
+    """The trajectory ended on a turn that failed the strict format check (paper A.3: reward 0)."""
+    return trajectory.termination == "format_error" or any(not (t.verdict or {}).get("ok", False) for t in trajectory.turns)
+
+
+def first_trained_position(mask: list[int]) -> int:
+    """Index of the first policy token (the length of the prompt); ``len(mask)`` when there is none.
+
+    >>> first_trained_position([0, 0, 1, 1]), first_trained_position([0, 0])
+    (2, 2)
+    """
+    for i, m in enumerate(mask):
+        if m:
+            return i
+    return len(mask)
+
+
+def to_example(trajectory: Trajectory) -> dict:
+    """A trajectory as one collator example: list-of-parts messages with image placeholders, and the
+    image paths in order (``agent.export.to_trl_record``)."""
+    from vsearcher_lite.agent.export import to_trl_record
+    from vsearcher_lite.training.data import with_string_parts
+
+    record = to_trl_record(trajectory)
+    return {"messages": with_string_parts(record)["messages"], "images": record["images"]}
+
+
+def load_example(example: dict) -> dict:
+    """The example with its images opened as RGB PIL images (what the collator takes)."""
+    from PIL import Image
+
+    images = []
+    for path in example["images"]:
+        with Image.open(path) as img:
+            images.append(img.convert("RGB"))
+    return {"messages": example["messages"], "images": images}
+
+
+class TrajectoryEncoder:
+    """Renders trajectories with the chat template and TRL's assistant-only collator (``training.data``)."""
+
+    def __init__(self, processor):
+        from vsearcher_lite.training.data import make_collator
+
+        self.processor = processor
+        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.collator = make_collator(processor)
+        self.end_id = int(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+
+    def encode(self, example: dict) -> Encoded:
+        batch = self.collator([load_example(example)])
+        ids = batch["input_ids"][0].tolist()
+        labels = batch["labels"][0].tolist()
+        mask = policy_token_mask(labels, self.end_id)
+        return Encoded(ids, mask, first_trained_position(mask))
+
+    def collate(self, examples: list[dict]) -> dict:
+        """A right-padded training batch (ids, attention mask, pixel values, image grid, labels)."""
+        return self.collator([load_example(e) for e in examples])
+
+
+def build_sample(task: Task, trajectory: Trajectory, group: int, sample_index: int, judge,
+                 encoder: TrajectoryEncoder | None, settings: RolloutSettings) -> RolloutSample:
+    """Judge, reward, encode and flag one finished trajectory."""
+    verdict = judge.judge(task.question, task.answer, trajectory.prediction, task.aliases)
+    correct = bool(verdict.correct) and trajectory.termination == "answer"
+    bad_format = format_failed(trajectory)
+    counts = trajectory.tool_counts()
+    reward = trajectory_reward(correct, not bad_format, sum(counts.get(t, 0) for t in SEARCH_TOOLS),
+                               settings.search_penalty)
+    errors = step_errors(trajectory)
+    example = to_example(trajectory)
+    encoded = encoder.encode(example) if encoder is not None else None
+    exclusion = exclusion_reason(trajectory.termination,
+                                 encoded.prompt_tokens if encoded else 0, encoded.response_tokens if encoded else 0,
+                                 max_prompt_tokens=settings.max_prompt_tokens,
+                                 max_response_tokens=settings.max_response_tokens)
+    trajectory.meta.update(answer=task.answer, difficulty=task.difficulty, correct=correct, judge=verdict.to_dict())
+    return RolloutSample(
+        task_id=task.id, group=group, sample_index=sample_index, difficulty=task.difficulty, trajectory=trajectory,
+        correct=correct, reward=reward, format_failure=bad_format, step_errors=errors,
+        fatal=fatal_step(errors, settings.fatal_k), exclusion=exclusion, tool_counts=counts, encoded=encoded,
+        example=example)
+
+
+# ---------------------------------------------------------------------------------------------
+# Groups of episodes
+
+
+@dataclass
+class RolloutTiming:
+    episodes_seconds: float = 0.0
+    encode_seconds: float = 0.0
+
+
+def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int, settings: RolloutSettings, judge,
+                   encoder: TrajectoryEncoder | None, *, step: int = 0, first_sample: list[int] | None = None,
+                   timing: RolloutTiming | None = None,
+                   run: Callable[..., Trajectory] = run_episode) -> list[list[RolloutSample]]:
+    """``generations`` episodes of every task, all at once in lockstep on ``backend``; one list per task.
+
+    ``backend`` is a ``batched_chat.LockstepBatcher`` (any ``ChatBackend`` works too: the
+    episodes then run one after another). ``toolbox`` is shared by the episode threads (its
+    world and cache keep one SQLite connection per thread). ``first_sample[g]`` numbers the
+    samples of ``tasks[g]`` from there (default 0), so that a task listed several times (TRL's
+    repeated rows) gets distinct sampling seeds.
+    """
+    from vsearcher_lite.rl.batched_chat import LockstepBatcher, run_lockstep
+
+    offsets = first_sample or [0] * len(tasks)
+    jobs = [(g, task, offsets[g] + k) for g, task in enumerate(tasks) for k in range(generations)]
+
+    def run_one(job) -> Trajectory:
+        g, task, k = job
+        traj = run(backend, toolbox, task, limits=settings.limits, sampling=settings.sampling(step, task.id, k),
+                   today=settings.today, variant=settings.prompt_variant, sample_index=k)
+        return traj
+
+    t0 = time.perf_counter()
+    if isinstance(backend, LockstepBatcher):
+        trajectories = run_lockstep(backend, jobs, run_one, keys=[(g, k) for g, _, k in jobs])
+    else:
+        trajectories = [run_one(job) for job in jobs]
+    t1 = time.perf_counter()
+    groups: list[list[RolloutSample]] = [[] for _ in tasks]
+    for (g, task, k), traj in zip(jobs, trajectories):
+        groups[g].append(build_sample(task, traj, g, k, judge, encoder, settings))
+    if timing is not None:
+        timing.episodes_seconds += t1 - t0
+        timing.encode_seconds += time.perf_counter() - t1
+    return groups
