@@ -431,6 +431,26 @@ def to_openai_message(message: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def processor_message(message: dict, fetch: Callable[[str], bytes] | None = None) -> dict:
+    """A chat message in the processor's shape: list-of-parts content, images (paths, URLs, data
+    URLs, OpenAI ``image_url`` parts) loaded as PIL images (``fetch`` reads remote ones)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return {"role": message["role"], "content": [{"type": "text", "text": content}]}
+    parts: list[dict] = []
+    for part in content or []:
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        elif part.get("type") == "image":
+            parts.append({"type": "image", "image": load_image(part.get("image"), fetch)})
+        elif part.get("type") == "image_url":
+            url = (part.get("image_url") or {}).get("url")
+            parts.append({"type": "image", "image": load_image(url, fetch)})
+        else:
+            parts.append(part)
+    return {"role": message["role"], "content": parts}
+
+
 class TransformersChat(ChatBackend):
     """A local Hugging Face model: ``TransformersChat("path/or/hub-id")`` or an already loaded
     ``TransformersChat(model, tokenizer=tok)`` / ``TransformersChat(model, processor=proc)``.
@@ -540,21 +560,7 @@ class TransformersChat(ChatBackend):
         return {k: v.to(self.model.device) if hasattr(v, "to") else v for k, v in dict(encoded).items()}
 
     def _processor_message(self, message: dict) -> dict:
-        content = message.get("content")
-        if isinstance(content, str):
-            return {"role": message["role"], "content": [{"type": "text", "text": content}]}
-        parts: list[dict] = []
-        for part in content or []:
-            if isinstance(part, str):
-                parts.append({"type": "text", "text": part})
-            elif part.get("type") == "image":
-                parts.append({"type": "image", "image": load_image(part.get("image"), self._fetch)})
-            elif part.get("type") == "image_url":
-                url = (part.get("image_url") or {}).get("url")
-                parts.append({"type": "image", "image": load_image(url, self._fetch)})
-            else:
-                parts.append(part)
-        return {"role": message["role"], "content": parts}
+        return processor_message(message, self._fetch)
 
     def _fetch(self, url: str) -> bytes:
         """Remote images are fetched through the SSRF guard, like the visit tool."""

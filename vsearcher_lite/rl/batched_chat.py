@@ -36,7 +36,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from vsearcher_lite.chat import ChatBackend, ChatError, cut_at_stop, load_image
+from vsearcher_lite.chat import ChatBackend, ChatError, cut_at_stop, processor_message
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
 _thread = threading.local()
@@ -256,22 +256,6 @@ def run_lockstep(backend: LockstepBatcher, jobs: list, run_one, keys: list | Non
 
 # ---------------------------------------------------------------------------------------------
 # A local Hugging Face model
-
-
-def processor_message(message: dict) -> dict:
-    """A chat message in the processor's shape: list-of-parts content, images loaded as PIL."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return {"role": message["role"], "content": [{"type": "text", "text": content}]}
-    parts: list[dict] = []
-    for part in content or []:
-        if isinstance(part, str):
-            parts.append({"type": "text", "text": part})
-        elif part.get("type") == "image":
-            parts.append({"type": "image", "image": load_image(part.get("image"))})
-        else:
-            parts.append(part)
-    return {"role": message["role"], "content": parts}
 
 
 def single_token_ids(tokenizer, strings) -> tuple[list[int], list[str]]:

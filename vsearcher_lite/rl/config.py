@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
-from vsearcher_lite.training.config import LORA_TARGET_REGEX, PAPER_BASE
+from vsearcher_lite.training.config import LORA_TARGET_REGEX, PAPER_BASE, with_overrides
 
 ENGINES = ("cpu", "trl")
 METHODS = ("full", "lora", "qlora")
@@ -131,7 +131,7 @@ class GRPOConfig:
             sft = SFTConfig.for_profile("cpu")
             preset: dict[str, Any] = dict(
                 engine="cpu", method="full", dtype="float32", prompts_per_step=4, generations=8, max_steps=200,
-                minutes=3.0, total_minutes=5.5, micro_batch_size=8, learning_rate=5e-5, mu=2, beta=0.02, temperature=0.8, top_p=1.0,
+                minutes=3.0, total_minutes=5.5, micro_batch_size=4, learning_rate=5e-5, mu=2, beta=0.02, temperature=0.8, top_p=1.0,
                 max_tokens=sft.eval_max_tokens, max_tool_calls=sft.eval_max_tool_calls,
                 max_context_chars=sft.eval_max_context_chars, wall_clock_s=None,
                 # the tiny model's positions end at 2,048: prompt + response must fit
@@ -155,12 +155,7 @@ class GRPOConfig:
                 gradient_checkpointing=True, use_cpu=False, use_vllm=True, eval_batch=16)
         else:
             raise ValueError(f"unknown profile {profile!r}; choose cpu, single_gpu or multi_gpu")
-        preset["profile"] = profile
-        preset.update({k: v for k, v in overrides.items() if v is not None})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(preset) - known)
-        if unknown:
-            raise TypeError(f"unknown GRPO setting(s): {', '.join(unknown)}")
+        preset = with_overrides(cls, profile, preset, overrides, "GRPO")
         if isinstance(preset.get("eval_difficulties"), list):
             preset["eval_difficulties"] = tuple(preset["eval_difficulties"])
         config = cls(**preset)

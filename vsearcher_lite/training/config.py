@@ -36,6 +36,16 @@ LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
 
 
+def with_overrides(cls, profile: str, preset: dict[str, Any], overrides: dict[str, Any], stage: str) -> dict[str, Any]:
+    """A profile preset with the caller's overrides applied (``None`` means "the preset's"); a
+    ``TypeError`` names any setting the dataclass ``cls`` does not have."""
+    merged = {**preset, "profile": profile, **{k: v for k, v in overrides.items() if v is not None}}
+    unknown = sorted(set(merged) - {f.name for f in fields(cls)})
+    if unknown:
+        raise TypeError(f"unknown {stage} setting(s): {', '.join(unknown)}")
+    return merged
+
+
 @dataclass
 class SFTConfig:
     """Everything ``run_sft`` needs besides the run folder.
@@ -122,13 +132,7 @@ class SFTConfig:
                 grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True, use_cpu=False)
         else:
             raise ValueError(f"unknown profile {profile!r}; choose cpu, single_gpu or multi_gpu")
-        preset["profile"] = profile
-        preset.update({k: v for k, v in overrides.items() if v is not None})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(preset) - known)
-        if unknown:
-            raise TypeError(f"unknown SFT setting(s): {', '.join(unknown)}")
-        config = cls(**preset)
+        config = cls(**with_overrides(cls, profile, preset, overrides, "SFT"))
         config.check()
         return config
 
