@@ -13,6 +13,8 @@ stopped and rerun without redoing what is done.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -20,7 +22,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 
 class InputError(ValueError):
@@ -28,6 +30,26 @@ class InputError(ValueError):
 
     The CLI prints its message on one line and exits with status 2, without a traceback.
     """
+
+
+def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
+    """``rows`` as CSV text under a header of ``fields``: other keys are left out, missing and
+    ``None`` cells are empty.
+
+    >>> csv_text([{"step": 1, "loss": 2.5, "note": "x"}, {"step": 2, "loss": None}], ["step", "loss"])
+    'step,loss\\n1,2.5\\n2,\\n'
+    """
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def read_number_rows(path: str | os.PathLike) -> list[dict]:
+    """The rows of a CSV file of numbers (a training log): every cell a float, an empty one ``None``."""
+    with Path(path).open(encoding="utf-8") as fh:
+        return [{k: (float(v) if v not in ("", None) else None) for k, v in row.items()} for row in csv.DictReader(fh)]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -20,9 +20,10 @@ from typing import Any
 
 from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
 from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
-from vsearcher_lite.agent.trajectories import STAGE, ordered_levels
+from vsearcher_lite.agent.trajectories import STAGE
+from vsearcher_lite.synthesis.plots import LEVEL_COLOURS
+from vsearcher_lite.synthesis.task import in_level_order
 
-LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
 
 
 def read_rollout_rows(run_dir: str | Path) -> list[dict]:
@@ -49,7 +50,7 @@ def tool_call_counts(rows: list[dict], *, accepted_only: bool = False) -> dict[s
         if accepted_only and not r["accepted"]:
             continue
         out.setdefault(r["difficulty"], Counter())[r["n_tool_calls"]] += 1
-    return {level: out[level] for level in ordered_levels(out)}
+    return {level: out[level] for level in in_level_order(out)}
 
 
 def tool_call_histogram(rows: list[dict], *, accepted_only: bool = False):
@@ -89,7 +90,7 @@ def acceptance_by_level(rows: list[dict]) -> dict[str, float]:
     >>> acceptance_by_level([{"difficulty": "easy", "accepted": True}, {"difficulty": "easy", "accepted": False}])
     {'easy': 0.5}
     """
-    levels = ordered_levels(r["difficulty"] for r in rows)
+    levels = in_level_order(r["difficulty"] for r in rows)
     out = {}
     for level in levels:
         group = [r for r in rows if r["difficulty"] == level]

@@ -45,10 +45,9 @@ from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, roles_usage
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, read_jsonl, write_jsonl
-from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.synthesis.task import Task, in_level_order
 
 STAGE = "trajectories"
-DIFFICULTY_ORDER = ("onehop", "easy", "medium", "hard", "exam")
 
 
 @dataclass
@@ -317,11 +316,6 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def ordered_levels(levels) -> list[str]:
-    present = set(levels)
-    return [d for d in DIFFICULTY_ORDER if d in present] + sorted(present - set(DIFFICULTY_ORDER))
-
-
 def trajectory_metrics(records: list[dict]) -> dict:
     """The stage's numbers from its rollout records (see the module docstring)."""
     n = len(records)
@@ -335,7 +329,7 @@ def trajectory_metrics(records: list[dict]) -> dict:
                 tool_counts[turn["tool"]] += 1
                 tool_errors += 0 if turn["observation"].get("ok", True) else 1
     by_level = {}
-    for level in ordered_levels(r["difficulty"] for r in records):
+    for level in in_level_order(r["difficulty"] for r in records):
         group = [r for r in records if r["difficulty"] == level]
         kept = [r for r in group if r["accepted"]]
         by_level[level] = {

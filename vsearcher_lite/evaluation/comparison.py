@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.evaluation.evaluate import (
-    DIFFICULTY_ORDER,
     EvalConfig,
     Policy,
     adopt_results,
@@ -52,7 +51,7 @@ from vsearcher_lite.evaluation.evaluate import (
     run_identity,
 )
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
-from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.synthesis.task import LEVEL_ORDER, Task
 
 STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
@@ -357,7 +356,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
     metrics.update(
         n_tasks={"exam": len(tasks["exam"]), "heldout": len(heldout),
                  "heldout_by_difficulty": {d: sum(1 for t in heldout if t.difficulty == d)
-                                           for d in DIFFICULTY_ORDER if any(t.difficulty == d for t in heldout)}},
+                                           for d in LEVEL_ORDER if any(t.difficulty == d for t in heldout)}},
         settings={"comparison": config.to_dict(),
                   **{b: config.eval_config(b).result_settings() for b in BENCHMARKS}},
         seconds=round(time.perf_counter() - start, 3),

@@ -61,10 +61,9 @@ from vsearcher_lite.agent.protocol import (
 )
 from vsearcher_lite.chat import ChatBackend, usage_of
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_json, atomic_write_text, read_json
-from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.synthesis.task import Task, in_level_order
 
 STAGE = "eval"
-DIFFICULTY_ORDER = ("onehop", "easy", "medium", "hard", "exam")
 TOOL_NAMES = ("text_search", "image_search", "visit")
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
@@ -352,11 +351,6 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def ordered_groups(labels) -> list[str]:
-    present = set(labels)
-    return [d for d in DIFFICULTY_ORDER if d in present] + sorted(present - set(DIFFICULTY_ORDER))
-
-
 def percentile(values: list[float], q: float) -> float | None:
     """The ``q``-quantile (0..1) by linear interpolation.
 
@@ -391,7 +385,7 @@ def eval_metrics(records: list[dict]) -> dict:
         tool_totals.update(r.get("tool_counts", {}))
     tools = sorted(set(TOOL_NAMES) | set(tool_totals))
     by_difficulty = {g: group_metrics([r for r in records if r["difficulty"] == g])
-                     for g in ordered_groups(r["difficulty"] for r in records)}
+                     for g in in_level_order(r["difficulty"] for r in records)}
     by_split = {s: group_metrics([r for r in records if r["split"] == s]) for s in sorted({r["split"] for r in records})}
     seconds = [float(r["seconds"]) for r in records]
     return {

@@ -12,7 +12,8 @@ redrawn without rerunning any evaluation.
 
 from __future__ import annotations
 
-from vsearcher_lite.evaluation.evaluate import DIFFICULTY_ORDER, TOOL_NAMES
+from vsearcher_lite.evaluation.evaluate import TOOL_NAMES
+from vsearcher_lite.synthesis.task import in_level_order
 
 # The order a reader expects in figure 4, for the names this project's notebooks use.
 PREFERRED_ORDER = ("direct", "base", "sft", "rl", "grpo", "teacher")
@@ -37,8 +38,7 @@ def accuracy_groups(summary: dict, names: list[str], by: str) -> list[str]:
     """The split or difficulty labels present for these policies, difficulties in their natural order."""
     key = _key(by)
     labels = {label for n in names for label in (summary[n].get(key) or {})}
-    first = [d for d in DIFFICULTY_ORDER if d in labels] if by == "difficulty" else []
-    return first + sorted(labels - set(first))
+    return in_level_order(labels) if by == "difficulty" else sorted(labels)
 
 
 def _key(by: str) -> str:

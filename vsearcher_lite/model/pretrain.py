@@ -35,7 +35,6 @@ the card states.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import platform
@@ -64,7 +63,7 @@ from vsearcher_lite.model.corpus import (
     probe_world,
 )
 from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, DOC_SEPARATOR, PAD_TOKEN, build_tokenizer, token_id
-from vsearcher_lite.runio import atomic_write_json, atomic_write_text
+from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text
 
 CARD_NAME = "MODEL_CARD.md"
 COPY_TARGET = 0.9  # issue 5: copy-probe accuracy on the lookup probe
@@ -567,12 +566,7 @@ def _log_row(stage: str, step: int, seconds: float, lr: float, window: list[dict
 
 
 def log_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=LOG_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in LOG_FIELDS})
-    return buf.getvalue()
+    return csv_text(rows, LOG_FIELDS)
 
 
 def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -> dict:

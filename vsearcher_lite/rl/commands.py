@@ -34,6 +34,7 @@ def parse_mix(text: str | None) -> dict[str, float] | None:
 def config_from_args(args):
     """The ``GRPOConfig`` a command line asks for (profile preset plus the options given)."""
     from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.training.commands import preset_with
 
     overrides = dict(
         name=args.name, engine=args.engine, init=args.init, method=args.method, max_steps=args.steps,
@@ -45,14 +46,7 @@ def config_from_args(args):
         world=args.world)
     if args.fatal_aware:
         overrides["fatal_aware"] = True
-    if args.no_eval:
-        overrides["evaluate"] = False
-    if args.all_difficulties:
-        overrides["eval_difficulties"] = ()
-    try:
-        return GRPOConfig.for_profile(args.profile, **overrides)
-    except (ValueError, TypeError) as exc:
-        raise InputError(str(exc)) from None
+    return preset_with(GRPOConfig, args, overrides)
 
 
 def _cmd_grpo(args) -> int:

@@ -41,8 +41,6 @@ of Qwen2.5-72B.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import json
 import random
 import time
@@ -61,7 +59,7 @@ from vsearcher_lite.rl.objective import (
     token_entropy,
 )
 from vsearcher_lite.rl.rollout import RolloutSample, RolloutSettings, RolloutTiming, TrajectoryEncoder, rollout_groups
-from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text
+from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, csv_text, read_number_rows
 
 STAGE = "grpo"
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
@@ -419,21 +417,12 @@ def _round(value, digits: int = 6):
 
 
 def steps_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=STEP_FIELDS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    return csv_text(rows, STEP_FIELDS)
 
 
 def read_steps(run_dir: str | Path, name: str = STAGE) -> list[dict]:
     """The rows of ``RUN_DIR/<name>/steps.csv`` (numbers as floats, blanks as None)."""
-    path = RunDir(run_dir).require(name, "vsearcher-lite grpo") / "steps.csv"
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            rows.append({k: (float(v) if v not in ("", None) else None) for k, v in row.items()})
-    return rows
+    return read_number_rows(RunDir(run_dir).require(name, "vsearcher-lite grpo") / "steps.csv")
 
 
 def zero_variance_share(rows: list[dict]) -> float | None:

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from vsearcher_lite.synthesis.filters import FILTER_ORDER
+from vsearcher_lite.synthesis.task import LEVEL_ORDER
 
-LEVELS = ("onehop", "easy", "medium", "hard", "exam")
+LEVELS = LEVEL_ORDER
 LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
 STAGE_NAMES = {
     "synthesized": "synthesized",

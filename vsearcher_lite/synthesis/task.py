@@ -30,6 +30,16 @@ ONEHOP = "onehop"
 LEVEL_ORDER = (ONEHOP, *DIFFICULTY_ROUNDS, "exam")
 
 
+def in_level_order(labels) -> list[str]:
+    """The distinct labels, known levels first in ``LEVEL_ORDER``, any others after them sorted.
+
+    >>> in_level_order(["hard", "train", "easy", "onehop", "easy"])
+    ['onehop', 'easy', 'hard', 'train']
+    """
+    present = set(labels)
+    return [d for d in LEVEL_ORDER if d in present] + sorted(present - set(LEVEL_ORDER))
+
+
 @dataclass
 class InjectionRound:
     round: int

@@ -41,12 +41,19 @@ def config_from_args(args):
     )
     if args.markup_init is not None:
         overrides["init_markup_embeddings"] = args.markup_init
+    return preset_with(SFTConfig, args, overrides)
+
+
+def preset_with(config_cls, args, overrides: dict):
+    """``config_cls``'s preset for ``--profile`` with the command line's settings and the evaluation
+    switches every training command has (``--no-eval``, ``--all-difficulties``); a setting out of
+    range is an ``InputError`` (one line, no traceback)."""
     if args.no_eval:
         overrides["evaluate"] = False
     if args.all_difficulties:
         overrides["eval_difficulties"] = ()
     try:
-        return SFTConfig.for_profile(args.profile, **overrides)
+        return config_cls.for_profile(args.profile, **overrides)
     except (ValueError, TypeError) as exc:
         raise InputError(str(exc)) from None
 

@@ -34,8 +34,6 @@ Deviations from the paper (section 2.2 and the released LLaMA-Factory config, up
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import shutil
@@ -44,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, replace_dir
+from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, csv_text, read_number_rows, replace_dir
 from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import (
     IGNORE_INDEX,
@@ -126,11 +124,7 @@ def balanced_head(items: list, n: int | None, key: Callable[[Any], str]) -> list
 
 
 def loss_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=LOSS_FIELDS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    return csv_text(rows, LOSS_FIELDS)
 
 
 def set_threads(threads: int | None) -> int:
@@ -567,9 +561,4 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
 
 def read_loss_curve(run_dir: str | Path, name: str = STAGE) -> list[dict]:
     """The rows of ``RUN_DIR/<name>/loss.csv`` (numbers as floats)."""
-    path = RunDir(run_dir).require(name, "vsearcher-lite sft") / "loss.csv"
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            rows.append({k: (float(v) if v not in ("", None) else None) for k, v in row.items()})
-    return rows
+    return read_number_rows(RunDir(run_dir).require(name, "vsearcher-lite sft") / "loss.csv")
