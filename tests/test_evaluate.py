@@ -242,3 +242,32 @@ def test_figures_and_table_come_from_the_saved_summary(tmp_path):
     assert [t.name for t in calls.data] == ["text_search", "image_search", "visit"] and list(calls.data[0].y) == [0.0, 1.0]
     with pytest.raises(KeyError, match="rl"):
         plots.accuracy_table(summary, names=["rl"])
+
+
+def test_a_local_model_evaluated_in_batches_answers_as_one_by_one(tmp_path):
+    from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
+
+    batched = ev.make_policy("base", config(batch=4))
+    assert batched.batch == 4 and isinstance(batched.shared, BatchedTransformersChat)
+    assert ev.make_policy("base", config(batch=1)).batch == 1
+    assert config(wall_clock_s=60.0).limits(batched=True).wall_clock_s is None  # peers' turns are not its time
+    records = {}
+    for batch in (1, 4):
+        settings = config(batch=batch, max_tokens=12, concurrency=1)
+        metrics = run(tmp_path / f"b{batch}", policy="base", config=settings, name=f"b{batch}")
+        assert metrics["n_tasks"] == 4
+        records[batch] = sorted((r["id"], r["prediction"], r["termination"], [t["text"] for t in r["trajectory"]["turns"]])
+                                for r in ev.load_results(tmp_path / f"b{batch}", f"b{batch}"))
+    assert records[1] == records[4]
+    assert ev.EvalConfig.for_profile("cpu").batch == 16 and ev.EvalConfig.for_profile("single_gpu").batch == 1
+
+
+def test_a_greedy_model_run_under_another_seed_resumes_but_a_seeded_policy_does_not(tmp_path):
+    first = run(tmp_path, config=config(seed=0))
+    again = run(tmp_path, config=config(seed=1))  # greedy: the seed is not read, the results stand
+    assert first["evaluated_this_run"] == 4 and again["evaluated_this_run"] == 0
+    sampled = config(seed=1, temperature=0.7)
+    with pytest.raises(InputError, match="seed"):
+        run(tmp_path, config=sampled)
+    teacher = ev.make_policy("teacher", config())
+    assert teacher.uses_seed and "seed" in ev.run_identity(teacher, config(), MatchJudge())

@@ -8,7 +8,6 @@ with one torch thread, so the file takes seconds.
 
 from __future__ import annotations
 
-import doctest
 import math
 
 import pytest
@@ -18,24 +17,13 @@ from agent_fakes import answer, call, make_images, make_toolbox
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import EpisodeLimits, run_episode
 from vsearcher_lite.chat import ScriptedChat
-from vsearcher_lite.rl import batched_chat, commands, config as rl_config, objective as obj, plots, rollout, trainer, trl_engine
+from vsearcher_lite.rl import batched_chat, commands, objective as obj, trainer
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings, TrajectoryEncoder, build_sample
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.synthesis.task import Task
 
 torch.set_num_threads(1)
-
-
-@pytest.mark.parametrize("module", [obj, batched_chat, rollout, trainer, plots, commands, rl_config, trl_engine],
-                         ids=lambda m: m.__name__.rsplit(".", 1)[-1])
-def test_docstring_examples(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Reward and advantages, on hand-computed numbers
 
 
 def test_reward_is_correctness_and_a_format_failure_is_zero():

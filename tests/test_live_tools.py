@@ -520,20 +520,6 @@ def test_a_backend_without_its_key_says_which_variable():
     assert web.requests == []
 
 
-def test_docstring_examples_of_the_live_modules_hold():
-    import doctest
-
-    import vsearcher_lite.tools.live as live
-    import vsearcher_lite.tools.live_html as live_html
-    import vsearcher_lite.tools.live_parse as live_parse
-    import vsearcher_lite.world.live as world_live
-
-    for module in (live, live_html, live_parse, world_live):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.failed == 0, module.__name__
-        assert result.attempted > 0, module.__name__
-
-
 def test_empty_answers_from_lens_and_readers():
     _, _, _, lens = run_backend("serper_lens", json_response({"organic": [], "credits": 3}))
     assert lens.search(ImageRef(QUERY_IMAGE_URL)) == []

@@ -59,9 +59,10 @@ def shared_run_dir(tmp_path_factory):
 #: The notebooks' own defaults are the full cpu run (what `make reproduce` executes); the test suite
 #: runs the training and evaluation notebooks smaller. Each notebook says how long its full run takes.
 CI_PARAMETERS = {
-    "06_sft": {"MAX_STEPS": 300, "EVAL_TASKS": 8},
+    # 600 steps: notebook 08 asserts that this SFT model beats the base model on held-out tasks
+    "06_sft": {"MAX_STEPS": 600, "EVAL_TASKS": 8},
     "07_grpo": {"MAX_STEPS": 2, "EVAL_TASKS": 4},
-    "08_evaluation": {"EXAM_TASKS": 3, "HELDOUT_TASKS": 12},
+    "08_evaluation": {"EXAM_TASKS": 3},  # held-out: the preset's 60 tasks
 }
 
 

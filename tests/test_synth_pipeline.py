@@ -180,3 +180,42 @@ def test_bench_has_a_synthesis_section(tmp_path):
     assert result["synthesis_answer_invariance_rate"] == 1.0
     assert result["synthesis_image_tasks"] > 0 and result["synthesis_tasks_per_s"] > 0
     assert (tmp_path / "bench" / "synthesis" / "filter" / "metrics.json").exists()
+
+
+def test_onehop_draws_on_warmup_entities_split_by_entity(pipeline_run):
+    from vsearcher_lite.synthesis.inject import warmup_pools
+    from vsearcher_lite.synthesis.sources import open_source
+
+    seeds = read_seeds(pipeline_run)
+    pools = {r["id"]: r["pool"] for r in seeds}
+    source = open_source(pipeline_run, "sandbox")
+    warmup = warmup_pools(source, seeds, seed=0, heldout_share=0.5)
+    assert warmup == warmup_pools(source, seeds, seed=0, heldout_share=0.5)  # deterministic
+    extra = warmup["train"] + warmup["heldout"]
+    assert extra and not {r["id"] for r in extra} & set(pools)  # never a seed, so never an exam seed
+    assert len(warmup["heldout"]) == round(len(extra) * 0.5)
+    assert not {r["id"] for r in warmup["train"]} & {r["id"] for r in warmup["heldout"]}
+
+    onehop = [t for t in read_jsonl(pipeline_run / "inject-text" / "tasks.jsonl") if t["difficulty"] == "onehop"]
+    by_split = {s: {t["seed_id"] for t in onehop if t["split"] == s} for s in ("train", "heldout")}
+    assert by_split["train"] and by_split["heldout"] and not by_split["train"] & by_split["heldout"]
+    warm = {s: {r["id"] for r in warmup[s]} for s in ("train", "heldout")}
+    for split in ("train", "heldout"):
+        assert by_split[split] & warm[split], split  # the warm-up entities are used, each in its own split
+        assert not by_split[split] & warm["heldout" if split == "train" else "train"]
+        assert all(pools.get(s, f"warmup-{split}") != "exam" for s in by_split[split])
+
+
+def test_onehop_seeds_only_option(tmp_path_factory, tmp_path):
+    from vsearcher_lite.cli import build_parser
+    from vsearcher_lite.synthesis.commands import inject_config
+
+    assert InjectConfig.for_profile("cpu").onehop_warmup and not InjectConfig.for_profile("single_gpu").onehop_warmup
+    args = build_parser().parse_args(["inject-text", "--run-dir", str(tmp_path), "--onehop-seeds-only"])
+    assert inject_config(args).onehop_warmup is False
+    run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
+    assert main(["inject-text", "--run-dir", str(run), "--n-train", "0", "--n-heldout", "0", "--n-exam", "0",
+                 "--onehop-seeds-only"]) == 0
+    seeds = {r["id"] for r in read_seeds(run)}
+    onehop = [t for t in read_jsonl(run / "inject-text" / "tasks.jsonl") if t["difficulty"] == "onehop"]
+    assert onehop and all(t["seed_id"] in seeds for t in onehop)

@@ -59,6 +59,9 @@ def register(subparsers, common) -> None:
     r.add_argument("--name", default=None, help="eval name: the folder under RUN_DIR/eval/ and the table key (default: from the policy)")
     r.add_argument("--judge", default=None, help="match (sandbox default), llm (the chat endpoint from the environment) or llm:<chat spec>")
     r.add_argument("--concurrency", type=positive, default=None, help="episodes run at once (threads; default: the profile's)")
+    r.add_argument("--batch", type=positive, default=None,
+                   help="a local transformers model: episodes whose turns are generated together (default: 16 on cpu, "
+                        "else 1; sampling at temperature > 0 is reproducible only with 1)")
     r.add_argument("--prompt", choices=("full", "compact"), default=None, help="system prompt variant (default: the profile's)")
     r.add_argument("--top-k", type=positive, default=None, help="results per search (default: the profile's)")
     r.add_argument("--max-tool-calls", type=int, default=None, help="tool calls per episode (default: 30, as in the paper)")
@@ -71,7 +74,7 @@ def register(subparsers, common) -> None:
                         "tasks and write RUN_DIR/comparison/ (table 1 and figure 4 of this run)")
     c.add_argument("--exam-tasks", type=positive, default=None, help="with --compare: the first N exam tasks (default: all)")
     c.add_argument("--heldout-tasks", type=positive, default=None,
-                   help="with --compare: N held-out tasks, round-robin over easy/medium/hard (default: all)")
+                   help="with --compare: N held-out tasks, round-robin over the levels (default: cpu 60, the SFT stage's; else all)")
     p.set_defaults(func=run_eval_command)
 
 
@@ -141,6 +144,7 @@ def run_eval_command(args) -> int:
         seed=args.seed,
         judge=args.judge or ("match" if args.world == "sandbox" else "llm"),
         concurrency=args.concurrency,
+        batch=args.batch,
         prompt_variant=args.prompt,
         top_k=args.top_k,
         max_tool_calls=args.max_tool_calls,

@@ -20,7 +20,7 @@ Each evaluation is stored as ``RUN_DIR/eval/<benchmark>-<policy>/`` (``heldout-s
 (``evaluate.adopt_results``), and ``evaluate`` is resumable, so only missing tasks run.
 
 Settings. Held-out tasks use the SFT stage's evaluation settings (``training.config.SFTConfig``:
-on the cpu profile greedy, 256 new tokens per turn, at most 10 tool calls, 13,000 context
+on the cpu profile greedy, 192 new tokens per turn, at most 10 tool calls, 13,000 context
 characters, 60 s per episode) so that the numbers are the ones notebooks 06 and 07 report. The
 exam's 10-round questions need more: the heuristic teacher makes up to 30 calls and 29,000
 context characters on them, so the exam allows the paper's 30 tool calls (appendix A.3) and
@@ -87,7 +87,12 @@ class ComparisonConfig:
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "ComparisonConfig":
         preset: dict[str, Any] = {"profile": profile}
-        if profile != "cpu":
+        if profile == "cpu":
+            from vsearcher_lite.training.config import SFTConfig
+
+            # the SFT stage's held-out tasks (its results are reused), plus the hard ones round-robin
+            preset["heldout_max_tasks"] = SFTConfig.for_profile("cpu").eval_max_tasks
+        else:
             # Real models read long contexts: the paper's budget (about 200K tokens) applies.
             preset["exam_max_context_chars"] = 800_000
         preset.update({k: v for k, v in overrides.items() if v is not None})
@@ -108,16 +113,11 @@ class ComparisonConfig:
         return asdict(self)
 
     def heldout_eval_config(self) -> EvalConfig:
-        """The SFT stage's evaluation settings (``training.sft.evaluate_pair`` builds the same)."""
+        """The SFT stage's evaluation settings (``SFTConfig.eval_config``), this comparison's judge and threads."""
         from vsearcher_lite.training.config import SFTConfig
 
-        sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world)
-        settings = dict(seed=self.seed, world=self.world, max_tokens=sft.eval_max_tokens,
-                        max_tool_calls=sft.eval_max_tool_calls, max_context_chars=sft.eval_max_context_chars,
-                        wall_clock_s=sft.eval_wall_clock_s, judge=self.judge, concurrency=self.concurrency,
-                        progress=self.progress)
-        settings.update(self.eval_overrides)
-        return EvalConfig.for_profile(self.profile, **settings)
+        sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world, progress=self.progress)
+        return sft.eval_config(**{"judge": self.judge, "concurrency": self.concurrency, **self.eval_overrides})
 
     def exam_eval_config(self) -> EvalConfig:
         """The held-out settings with the exam's tool-call and context budget."""

@@ -32,7 +32,7 @@ trajectory, no token ids), ``metrics.json``. The evaluations are in ``RUN_DIR/ev
 Deviations from the paper (A.4), cpu profile: the 5M-parameter tiny model instead of
 Qwen3-VL-8B; 4 prompts x 4 rollouts per step instead of 32 x 8; lr 3e-5 instead of 2e-6; two
 updates per batch with clipping; a small KL to the SFT model (0.02) against the collapse the CPU
-prototype saw; temperature 0.8; episodes bounded like the SFT evaluation (256 new tokens per
+prototype saw; temperature 0.8; episodes bounded like the SFT evaluation (192 new tokens per
 turn, 10 tool calls, 2,048 positions); training limited to what a 5.5-minute budget leaves after
 the two evaluations; easy tasks only (what the SFT data covered); the offline match judge instead
 of Qwen2.5-72B.
@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.rl.config import GRPOConfig
+from vsearcher_lite.training.config import training_budget_s
 from vsearcher_lite.rl.objective import (
     final_advantage,
     group_advantages,
@@ -461,16 +462,13 @@ def training_summary(rows: list[dict], samples_excluded: list[bool]) -> dict:
 
 def eval_config_for(config: GRPOConfig):
     """Greedy evaluation settings equal to the SFT stage's (so its ``eval/sft`` results can be reused)."""
-    from vsearcher_lite.evaluation.evaluate import EvalConfig
     from vsearcher_lite.training.config import SFTConfig
 
     sft = SFTConfig.for_profile(config.profile)
     # No per-episode wall clock: batched episodes wait for each other, which is not the policy's doing.
-    return EvalConfig.for_profile(config.profile, seed=config.seed, world=config.world,
-                                  max_tokens=config.eval_max_tokens or sft.eval_max_tokens,
-                                  max_tool_calls=config.eval_max_tool_calls or sft.eval_max_tool_calls,
-                                  max_context_chars=config.eval_max_context_chars or sft.eval_max_context_chars,
-                                  wall_clock_s=1e9, concurrency=config.eval_batch, progress=config.progress)
+    return sft.eval_config(seed=config.seed, world=config.world, max_tokens=config.eval_max_tokens,
+                           max_tool_calls=config.eval_max_tool_calls, max_context_chars=config.eval_max_context_chars,
+                           wall_clock_s=1e9, concurrency=config.eval_batch, progress=config.progress)
 
 
 def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
@@ -479,7 +477,7 @@ def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
     from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
 
     backend = BatchedTransformersChat(model, processor, max_batch=config.eval_batch, max_wait_s=0.05)
-    return Policy(name, spec, lambda task: backend, shared=backend)
+    return Policy(name, spec, lambda task: backend, shared=backend, batch=config.eval_batch)
 
 
 def same_episode(stored: dict, trajectory) -> bool:
@@ -604,23 +602,6 @@ def evaluate_pair(run_dir: str | Path, init_path: Path, rl_checkpoint: Path, rl_
     return evaluate_rl(run_dir, start, rl_checkpoint, rl_model, processor, config, log)
 
 
-def training_budget_s(config: GRPOConfig, elapsed_s: float, rl_eval_estimate_s: float | None) -> float | None:
-    """Seconds left for training: the ``minutes`` cap, and what ``total_minutes`` leaves after the time
-    spent so far, the RL evaluation still to come and a margin for saving.
-
-    >>> training_budget_s(GRPOConfig.for_profile("cpu", minutes=2.5, total_minutes=6.0), 60.0, 120.0)
-    150.0
-    >>> training_budget_s(GRPOConfig.for_profile("cpu", minutes=2.5, total_minutes=6.0), 200.0, 120.0)
-    25.0
-    """
-    budgets = []
-    if config.minutes:
-        budgets.append(config.minutes * 60)
-    if config.total_minutes:
-        budgets.append(config.total_minutes * 60 - elapsed_s - (rl_eval_estimate_s or 0.0) - SAVE_MARGIN_S)
-    return max(min(budgets), 0.0) if budgets else None
-
-
 # ---------------------------------------------------------------------------------------------
 # The stage
 
@@ -691,7 +672,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         start = evaluate_start(run_dir, init_path, model, processor, config, log)
         if start["seconds_per_task"] is not None:
             rl_estimate = start["seconds_per_task"] * len(start["tasks"]) * RL_EVAL_SLACK
-    budget_s = training_budget_s(config, time.perf_counter() - wall_start, rl_estimate)
+    budget_s = training_budget_s(config.minutes, config.total_minutes, time.perf_counter() - wall_start,
+                                 rl_estimate or 0.0, SAVE_MARGIN_S)
     if budget_s is not None:
         log(f"[grpo] training budget {budget_s:.0f} s (RL evaluation estimated at {rl_estimate or 0:.0f} s)")
 

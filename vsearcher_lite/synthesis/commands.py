@@ -51,9 +51,13 @@ def inject_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mix", default="4:3:3", help="easy:medium:hard ratio (default: 4:3:3, the paper's RL mix)")
     g.add_argument("--exam-rounds", type=int, default=None, help="injection rounds of exam tasks (default: 10, paper 2.4)")
     g.add_argument("--onehop-train", type=int, default=None,
-                   help="one-hop warm-up training tasks, not in the paper (default: by profile; cpu 400, GPU profiles 0)")
+                   help="one-hop warm-up training tasks, not in the paper (default: by profile; cpu at most 2000, "
+                        "GPU profiles 0)")
     g.add_argument("--onehop-heldout", type=int, default=None,
-                   help="one-hop warm-up held-out tasks (default: by profile; cpu 100, GPU profiles 0)")
+                   help="one-hop warm-up held-out tasks (default: by profile; cpu at most 2000, GPU profiles 0)")
+    g.add_argument("--onehop-seeds-only", action="store_true",
+                   help="draw one-hop tasks from the seeds only, not also from the other pictured entities "
+                        "(the cpu default draws on both; half of those others are held out)")
     g.add_argument("--writer", choices=("rule", "llm"), default=None, help="question writer (default: rule in the sandbox, llm live)")
     g.add_argument("--chat", default=None, help="chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
     g.add_argument("--concurrency", type=int, default=None, help="tasks in flight (default: 1 for rule, 8 for llm)")
@@ -102,6 +106,8 @@ def inject_config(args):
             if value < 0:
                 raise InputError(f"--{name.replace('_', '-')} must not be negative")
             overrides[name] = value
+    if getattr(args, "onehop_seeds_only", False):
+        overrides["onehop_warmup"] = False
     return InjectConfig.for_profile(args.profile, **overrides)
 
 

@@ -27,7 +27,7 @@ import random
 import time
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -55,7 +55,10 @@ PROFILE_SIZES = {
     "multi_gpu": (1000, 200, 283),  # paper: 1K RL tasks; MM-SearchExam has 283 questions
 }
 #: One-hop warm-up tasks (``task.ONEHOP``) per profile: training, held-out. Only the tiny cpu model needs them.
-PROFILE_ONEHOP = {"cpu": (400, 100), "single_gpu": (0, 0), "multi_gpu": (0, 0)}
+#: The cpu numbers are caps: the default 2,000-entity world has fewer entities than that to draw from.
+PROFILE_ONEHOP = {"cpu": (2000, 2000), "single_gpu": (0, 0), "multi_gpu": (0, 0)}
+#: Share of the warm-up entities (``warmup_pools``) that go to the held-out split.
+WARMUP_HELDOUT_SHARE = 0.5
 
 
 @dataclass
@@ -70,6 +73,9 @@ class InjectConfig:
     exam_rounds: int = EXAM_ROUNDS
     onehop_train: int = 0  # one-hop warm-up tasks (no text round), from the training seeds
     onehop_heldout: int = 0  # and from the held-out seeds
+    # also from every other entity a seed could be apart from its popularity (``warmup_pools``; sandbox only)
+    onehop_warmup: bool = False
+    onehop_warmup_heldout_share: float = WARMUP_HELDOUT_SHARE
     writer: str = "rule"  # rule | llm
     chat: Any = None  # chat backend spec (make_chat) for the LLM writer
     concurrency: int = 1  # tasks in flight; the LLM writer benefits from 8-32
@@ -83,7 +89,8 @@ class InjectConfig:
         n_train, n_heldout, n_exam = PROFILE_SIZES.get(profile, PROFILE_SIZES["cpu"])
         onehop_train, onehop_heldout = PROFILE_ONEHOP.get(profile, PROFILE_ONEHOP["cpu"])
         return cls(**{"n_train": n_train, "n_heldout": n_heldout, "n_exam": n_exam, "onehop_train": onehop_train,
-                      "onehop_heldout": onehop_heldout, **overrides})
+                      "onehop_heldout": onehop_heldout, "onehop_warmup": bool(onehop_train or onehop_heldout),
+                      **overrides})
 
     def targets(self) -> list[tuple[str, str, int, int]]:
         """(split, difficulty, tasks wanted, rounds) for every job of the stage."""
@@ -529,15 +536,21 @@ def run_inject_text(
     for rec in seeds:
         by_pool.setdefault(rec["pool"], []).append(rec)
     heldout_levels = _heldout_levels(by_pool.get("heldout", []), config.mix)
+    warmup = (warmup_pools(source, seeds, seed=config.seed, heldout_share=config.onehop_warmup_heldout_share)
+              if config.onehop_warmup and (config.onehop_train or config.onehop_heldout) else {})
 
     existing = Counter()
     for rec in tasks_log.records():
         existing[(rec.get("split"), rec.get("difficulty"))] += 1
 
     for split, difficulty, wanted, n_rounds in config.targets():
-        if difficulty == ONEHOP:  # every seed of the split's pools, training levels interleaved
+        if difficulty == ONEHOP:  # every seed of the split's pools and the warm-up entities, shuffled
             pool = (interleave_pools([by_pool.get(p, []) for p in DIFFICULTY_ROUNDS]) if split == "train"
-                    else by_pool.get("heldout", []))
+                    else list(by_pool.get("heldout", [])))
+            pool += warmup.get(split, [])
+            # A capped evaluation takes the first tasks of a level: they must be a fair sample of both
+            # kinds (the tiny SFT model answers 0 of 26 seed one-hop tasks and 44 of 399 warm-up ones).
+            random.Random(f"vsearcher-onehop:{config.seed}:{split}").shuffle(pool)
         elif split == "train":
             pool = by_pool.get(difficulty, [])
         elif split == "heldout":
@@ -586,6 +599,29 @@ def run_inject_text(
         metrics["chat_usage"] = dict(writer.chat.usage)
     rd.write_metrics("inject-text", metrics)
     return metrics
+
+
+def warmup_pools(source: KnowledgeSource, seeds: list[dict], *, seed: int = 0,
+                 heldout_share: float = WARMUP_HELDOUT_SHARE) -> dict[str, list[dict]]:
+    """The one-hop level's warm-up entities, ``{"train": [...], "heldout": [...]}`` (sandbox only).
+
+    The paper's seeds must be rare and well documented; a one-hop warm-up task only needs an
+    entity with a picture that is not a person. So the level also draws on every such entity that
+    is not a seed (the default 2,000-entity world has 341 seeds and 1,073 more), dealt at random
+    (fixed by ``seed``) to the training or the held-out split, so a held-out one-hop task never
+    shows an entity a training one-hop task showed. Seeds stay in their own pools, so the exam's
+    seeds are never used. Records look like ``seeds.jsonl`` rows, with pool ``warmup-<split>``.
+    """
+    if getattr(source, "name", "") != "sandbox":
+        return {"train": [], "heldout": []}
+    if not 0.0 <= heldout_share <= 1.0:
+        raise ValueError(f"onehop_warmup_heldout_share must be within [0, 1], got {heldout_share}")
+    taken = {rec["id"] for rec in seeds}
+    extra = [e for e in source.seeds(10**9, 0, require_image=True, exclude_people=True) if e.id not in taken]
+    random.Random(f"vsearcher-warmup:{seed}").shuffle(extra)
+    n_heldout = int(round(len(extra) * heldout_share))
+    return {split: [{**asdict(e), "pool": f"warmup-{split}"} for e in part]
+            for split, part in (("heldout", extra[:n_heldout]), ("train", extra[n_heldout:]))}
 
 
 def _heldout_levels(records: list[dict], mix: dict[str, int]) -> dict[str, list[dict]]:

@@ -25,6 +25,7 @@ def config_from_args(args):
         epochs=args.epochs,
         max_steps=args.max_steps,
         minutes=args.minutes,
+        total_minutes=args.total_minutes,
         batch_size=args.batch_size,
         grad_accum=args.grad_accum,
         max_length=args.max_length,
@@ -84,6 +85,9 @@ def register(subparsers, common) -> None:
     g.add_argument("--epochs", type=float, help="epochs over the trajectories")
     g.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
     g.add_argument("--minutes", type=float, help="stop training after this many minutes (cpu default: 2.75)")
+    g.add_argument("--total-minutes", type=float,
+                   help="budget of the whole command: the base is evaluated first and training gets what the two "
+                        "evaluations leave (cpu default: 2.85)")
     g.add_argument("--batch-size", type=int, help="trajectories per device per step")
     g.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
     g.add_argument("--max-length", type=int, help="drop trajectories longer than this many tokens")
@@ -99,7 +103,7 @@ def register(subparsers, common) -> None:
     d.add_argument("--samples", type=int, help="teacher samples per task when trajectories must be generated")
     d.add_argument("--eval-file", help="held-out task JSONL (default: RUN_DIR/filter/heldout.jsonl)")
     d.add_argument("--eval-tasks", type=int, help="evaluate on at most this many held-out tasks")
-    d.add_argument("--all-difficulties", action="store_true", help="evaluate hard tasks too (cpu default: easy+medium)")
+    d.add_argument("--all-difficulties", action="store_true", help="evaluate hard tasks too (cpu default: onehop+easy+medium)")
     d.add_argument("--no-eval", action="store_true", help="skip the base vs SFT evaluation")
     d.add_argument("--name", help="output folder RUN_DIR/<name> and evaluation name (default: sft)")
     p.set_defaults(func=_cmd_sft)

@@ -36,6 +36,26 @@ LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
 
 
+def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float, still_to_come_s: float,
+                      margin_s: float, floor_s: float = 0.0) -> float | None:
+    """Seconds a training loop may run: the ``minutes`` cap, and what a whole-command budget of
+    ``total_minutes`` leaves after the ``elapsed_s`` already spent, the ``still_to_come_s`` estimated
+    for what follows training (an evaluation) and a margin for saving; never below ``floor_s``.
+    ``None`` when neither cap is set. (The sft and grpo stages' cpu presets.)
+
+    >>> training_budget_s(2.5, 3.0, 20.0, 25.0, 5.0), training_budget_s(1.0, 3.0, 20.0, 25.0, 5.0)
+    (130.0, 60.0)
+    >>> training_budget_s(2.5, 6.0, 200.0, 120.0, 15.0), training_budget_s(None, 1.0, 70.0, 0.0, 5.0, floor_s=10.0)
+    (25.0, 10.0)
+    """
+    budgets = []
+    if minutes:
+        budgets.append(minutes * 60)
+    if total_minutes:
+        budgets.append(total_minutes * 60 - elapsed_s - still_to_come_s - margin_s)
+    return max(min(budgets), floor_s) if budgets else None
+
+
 def with_overrides(cls, profile: str, preset: dict[str, Any], overrides: dict[str, Any], stage: str) -> dict[str, Any]:
     """A profile preset with the caller's overrides applied (``None`` means "the preset's"); a
     ``TypeError`` names any setting the dataclass ``cls`` does not have."""
@@ -100,6 +120,8 @@ class SFTConfig:
     eval_max_context_chars: int | None = None  # None: the eval profile's
     eval_wall_clock_s: float | None = None  # per episode; None: the eval profile's
     eval_base: bool = True
+    # cpu: the whole command's budget; the base is evaluated first and training gets what is left
+    total_minutes: float | None = None
     # runtime
     threads: int | None = None  # torch threads (cpu); None: leave torch's default
     use_cpu: bool = True
@@ -118,10 +140,12 @@ class SFTConfig:
                 method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
                 answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
-                eval_difficulties=("onehop", "easy", "medium"), eval_max_tokens=256, eval_max_tasks=60,
+                eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=60,
+                # the teacher's longest assistant turn is 187 tokens (runs/r3, 6,044 turns; mean 63)
+                eval_max_tokens=192,
                 # The teacher needs at most 9 calls and 12,623 context characters on a medium task
                 # (runs/sft-cpu, 8000-entity world); a looping tiny model is stopped a little above that.
-                eval_max_tool_calls=10, eval_max_context_chars=13_000, eval_wall_clock_s=60.0)
+                eval_max_tool_calls=10, eval_max_context_chars=13_000, eval_wall_clock_s=60.0, total_minutes=2.8)
         elif profile == "single_gpu":
             preset = dict(
                 base=PAPER_BASE, method="lora", dtype="bfloat16", learning_rate=1e-4, epochs=5.0, batch_size=1,
@@ -152,8 +176,23 @@ class SFTConfig:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
         if self.minutes is not None and self.minutes <= 0:
             raise ValueError(f"minutes must be positive, got {self.minutes}")
+        if self.total_minutes is not None and self.total_minutes <= 0:
+            raise ValueError(f"total_minutes must be positive, got {self.total_minutes}")
         if self.accelerate_config not in ACCELERATE_CONFIGS:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
+
+    def eval_config(self, **overrides: Any):
+        """The greedy held-out evaluation settings of this stage (an ``EvalConfig``). Base and SFT model
+        are evaluated with them; GRPO and the comparison of notebook 08 use the same, so that the
+        results stored under ``RUN_DIR/eval/`` can be reused. ``None`` overrides are ignored."""
+        from vsearcher_lite.evaluation.evaluate import EvalConfig
+
+        settings: dict[str, Any] = dict(seed=self.seed, world=self.world, max_tokens=self.eval_max_tokens,
+                                        max_tool_calls=self.eval_max_tool_calls,
+                                        max_context_chars=self.eval_max_context_chars,
+                                        wall_clock_s=self.eval_wall_clock_s, progress=self.progress)
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        return EvalConfig.for_profile(self.profile, **settings)
 
     def torch_dtype(self):
         import torch

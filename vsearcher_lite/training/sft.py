@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, csv_text, read_number_rows, replace_dir
-from vsearcher_lite.training.config import SFTConfig
+from vsearcher_lite.training.config import SFTConfig, training_budget_s
 from vsearcher_lite.training.data import (
     IGNORE_INDEX,
     answer_token_weights,
@@ -55,6 +55,11 @@ from vsearcher_lite.training.data import (
 )
 
 STAGE = "sft"
+SAVE_MARGIN_S = 5.0  # saving the checkpoint and the loss log (tiny model: about a second)
+# The SFT model's held-out evaluation takes about this many times the base model's on the same tasks
+# (it makes tool calls; the base stops at its first malformed turn): 33 s against 9 s on 60 tasks
+# (runs/r3, `sft --profile cpu`, batch 32, 192 tokens per turn; 57 s against 13 s at 16 and 256).
+SFT_EVAL_FACTOR = 4.0
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce", "mean_token_accuracy",
                "grad_norm")
 
@@ -431,25 +436,25 @@ def load_base_unquantised(config: SFTConfig):
 # The stage
 
 
-def evaluate_pair(run_dir: str | Path, checkpoint: Path, config: SFTConfig, log: Callable[[str], None]) -> dict:
-    """Base and SFT model on the same held-out tasks, same greedy settings; ``{"base", "sft"}`` metrics."""
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+def heldout_eval_setup(run_dir: str | Path, config: SFTConfig):
+    """The held-out tasks and the greedy evaluation settings that base and SFT model share."""
+    return heldout_tasks(run_dir, config), config.eval_config()
 
-    tasks = heldout_tasks(run_dir, config)
-    eval_config = EvalConfig.for_profile(config.profile, seed=config.seed, world=config.world,
-                                         max_tokens=config.eval_max_tokens, max_tool_calls=config.eval_max_tool_calls,
-                                         max_context_chars=config.eval_max_context_chars,
-                                         wall_clock_s=config.eval_wall_clock_s, progress=config.progress)
-    out = {}
-    pairs = [(config.name, f"transformers:{checkpoint}")]
-    if config.eval_base:
-        pairs.insert(0, ("base", "base" if config.base is None else f"transformers:{config.base}"))
-    for name, spec in pairs:
-        t0 = time.perf_counter()
-        out[name] = evaluate(run_dir, tasks, spec, name=name, config=eval_config, benchmark="heldout", fresh=True)
-        log(f"[sft] eval {name}: accuracy {out[name].get('pass_at_1')}, format-valid "
-            f"{out[name].get('format_valid_rate')} on {len(tasks)} held-out tasks ({time.perf_counter() - t0:.0f} s)")
-    return out
+
+def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig, log: Callable[[str], None]) -> dict:
+    """One model (``base`` or the SFT checkpoint) on the held-out tasks; its metrics, with ``seconds``."""
+    from vsearcher_lite.evaluation.evaluate import evaluate
+
+    tasks, eval_config = heldout_eval_setup(run_dir, config)
+    t0 = time.perf_counter()
+    metrics = evaluate(run_dir, tasks, spec, name=name, config=eval_config, benchmark="heldout", fresh=True)
+    log(f"[sft] eval {name}: accuracy {metrics.get('pass_at_1')}, format-valid "
+        f"{metrics.get('format_valid_rate')} on {len(tasks)} held-out tasks ({time.perf_counter() - t0:.0f} s)")
+    return metrics
+
+
+def base_spec(config: SFTConfig) -> str:
+    return "base" if config.base is None else f"transformers:{config.base}"
 
 
 def _eval_summary(prefix: str, m: dict) -> dict:
@@ -491,8 +496,16 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than {config.max_length} tokens dropped); "
         f"method {config.method}, {config.dtype}, {threads} thread(s)")
 
+    # With a whole-command budget (cpu), the base model is evaluated first: the SFT model's evaluation,
+    # still to come, is estimated from it, and training gets the rest.
+    evals: dict[str, dict] = {}
+    eval_estimate_s = 0.0
+    if config.total_minutes and config.evaluate and config.eval_base:
+        evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
+        eval_estimate_s = SFT_EVAL_FACTOR * float(evals["base"].get("seconds") or 0.0)
+    budget_s = training_budget_s(config.minutes, config.total_minutes, time.perf_counter() - wall_start,
+                                 eval_estimate_s, SAVE_MARGIN_S, floor_s=10.0)
     AgentSFTTrainer, LossLog = _trainer_classes()
-    budget_s = config.minutes * 60 if config.minutes else None
     tokenizer = processor.tokenizer
     trainer_box: list[Any] = []
     callback = LossLog(lambda: trainer_box[0], budget_s, config.progress)
@@ -547,7 +560,10 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     }
     del trainer
     if config.evaluate and is_main:
-        evals = evaluate_pair(run_dir, checkpoint, config, log)
+        if config.eval_base and "base" not in evals:
+            evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
+        evals[config.name] = evaluate_named(run_dir, config.name, f"transformers:{checkpoint}", config, log)
+        metrics["eval_seconds"] = {k: v.get("seconds") for k, v in evals.items()}
         metrics.update(_eval_summary("heldout", evals[config.name]))
         if "base" in evals:
             metrics.update(_eval_summary("base", evals["base"]))
