@@ -796,7 +796,7 @@ def evaluate(
     update_summary(run_dir, name, metrics)
     from vsearcher_lite.evaluation.manifest import write_manifest
 
-    write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "benchmark": benchmark, "n_tasks": len(tasks),
+    write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
                                                  "settings": config.to_dict()}, elapsed)
     return metrics
 
