@@ -259,7 +259,7 @@ def test_a_local_model_evaluated_in_batches_answers_as_one_by_one(tmp_path):
         records[batch] = sorted((r["id"], r["prediction"], r["termination"], [t["text"] for t in r["trajectory"]["turns"]])
                                 for r in ev.load_results(tmp_path / f"b{batch}", f"b{batch}"))
     assert records[1] == records[4]
-    assert ev.EvalConfig.for_profile("cpu").batch == 32 and ev.EvalConfig.for_profile("single_gpu").batch == 1
+    assert ev.EvalConfig.for_profile("cpu").batch == 16 and ev.EvalConfig.for_profile("single_gpu").batch == 1
 
 
 def test_a_greedy_model_run_under_another_seed_resumes_but_a_seeded_policy_does_not(tmp_path):

@@ -117,10 +117,11 @@ class EvalConfig:
         }
         if profile == "cpu":
             preset["temperature"] = 0.0  # the tiny model is evaluated greedily (reference/learning_cpu*.md)
-            # Up to 32 episodes' turns in one generate call: 60 held-out tasks of the tiny SFT model
+            # Up to 16 episodes' turns in one generate call: 60 held-out tasks of the tiny SFT model
             # took 127.9 s one at a time, 52.8 s at 16 and 45.5 s at 32, with the same answers
-            # (benchmarks/eval_batching.py, 2 threads).
-            preset["batch"] = 32
+            # (benchmarks/eval_batching.py, 2 threads); 32 rows of 1,500-token prompts took the SFT
+            # notebook's kernel to 4.1 GB (the prefill's attention), 16 keep it under the 4 GB budget.
+            preset["batch"] = 16
         preset.update({k: v for k, v in overrides.items() if v is not None})
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(preset) - known)

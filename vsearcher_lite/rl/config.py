@@ -139,7 +139,7 @@ class GRPOConfig:
                 # one-hop warm-up tasks: the only level where the tiny SFT model answers some held-out
                 # tasks, so the only one whose groups have reward variance to learn from
                 difficulty_mix={"onehop": 1}, eval_difficulties=sft.eval_difficulties, eval_max_tasks=sft.eval_max_tasks,
-                eval_batch=32,
+                eval_batch=16,  # as the evaluation's cpu preset (memory)
                 threads=2, use_cpu=True)
         elif profile == "single_gpu":
             preset = dict(

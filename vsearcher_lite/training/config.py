@@ -4,7 +4,8 @@
 
 =============  ================================================================================
 ``cpu``        full fine-tune, fp32, of the shipped tiny base (``data/tiny_base``), at most 1,000
-               steps of batch 1 or 2.75 minutes of training, two torch threads (on an idle 2-core
+               steps of batch 1 or 2.75 minutes of training and the whole stage, both evaluations
+               included, within 2.8 minutes (``total_minutes``), two torch threads (on an idle 2-core
                machine a 570-token one-hop step takes 0.18-0.2 s; with another torch job beside it,
                pass ``threads=1``: oversubscribed threads spin, 5.0 s against 0.65 s per step);
                the markup tokens' embeddings started from plain-text cues; answer-bearing tokens
