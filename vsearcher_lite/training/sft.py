@@ -58,8 +58,9 @@ from vsearcher_lite.training.data import (
 STAGE = "sft"
 SAVE_MARGIN_S = 5.0  # saving the checkpoint and the loss log (tiny model: about a second)
 # The SFT model's held-out evaluation takes about this many times the base model's on the same tasks
-# (it makes tool calls; the base stops at its first malformed turn): 33 s against 9 s on 60 tasks
-# (runs/r3, `sft --profile cpu`, batch 32, 192 tokens per turn; 57 s against 13 s at 16 and 256).
+# (it makes tool calls; the base stops at its first malformed turn): on 60 tasks, 192 tokens per turn,
+# 53 s against 12 s and 61 s against 12 s at batch 16 (two `make reproduce` runs), 33 s against 8 s
+# at batch 32 (runs/r3).
 SFT_EVAL_FACTOR = 4.0
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce", "mean_token_accuracy",
                "grad_norm")
@@ -437,18 +438,14 @@ def load_base_unquantised(config: SFTConfig):
 # The stage
 
 
-def heldout_eval_setup(run_dir: str | Path, config: SFTConfig):
-    """The held-out tasks and the greedy evaluation settings that base and SFT model share."""
-    return heldout_tasks(run_dir, config), config.eval_config()
-
-
 def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig, log: Callable[[str], None]) -> dict:
-    """One model (``base`` or the SFT checkpoint) on the held-out tasks; its metrics, with ``seconds``."""
+    """One model (``base`` or the SFT checkpoint) on the held-out tasks, with the greedy settings
+    both share (``SFTConfig.eval_config``); its metrics, with ``seconds``."""
     from vsearcher_lite.evaluation.evaluate import evaluate
 
-    tasks, eval_config = heldout_eval_setup(run_dir, config)
+    tasks = heldout_tasks(run_dir, config)
     t0 = time.perf_counter()
-    metrics = evaluate(run_dir, tasks, spec, name=name, config=eval_config, benchmark="heldout", fresh=True)
+    metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval_config(), benchmark="heldout", fresh=True)
     log(f"[sft] eval {name}: accuracy {metrics.get('pass_at_1')}, format-valid "
         f"{metrics.get('format_valid_rate')} on {len(tasks)} held-out tasks ({time.perf_counter() - t0:.0f} s)")
     return metrics
