@@ -578,6 +578,11 @@ def _load_transformers_model(model_id: str, *, device: str | None, dtype: Any, t
     """(model, tokenizer, processor or None) for a local folder or hub id."""
     import transformers
 
+    from vsearcher_lite.runtime import limit_heap_growth
+
+    if device is None or not str(device).startswith("cuda"):
+        limit_heap_growth()  # CPU generation frees tens-of-MB buffers per call: see runtime.py
+
     try:
         config = transformers.AutoConfig.from_pretrained(model_id, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:

@@ -64,6 +64,7 @@ from vsearcher_lite.model.corpus import (
 )
 from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, DOC_SEPARATOR, PAD_TOKEN, build_tokenizer, token_id
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text
+from vsearcher_lite.runtime import set_threads
 
 CARD_NAME = "MODEL_CARD.md"
 COPY_TARGET = 0.9  # issue 5: copy-probe accuracy on the lookup probe
@@ -484,14 +485,6 @@ def previous_runs(path: str | Path) -> list[dict]:
     return list(m.get("previous_runs") or []) + [run]
 
 
-def _set_threads(threads: int | None) -> int:
-    import torch
-
-    if threads:
-        torch.set_num_threads(int(threads))
-    return torch.get_num_threads()
-
-
 def hardware_summary(threads: int) -> str:
     import torch
 
@@ -581,7 +574,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True) if config.progress else None)
     t0 = time.perf_counter()
-    threads = _set_threads(config.threads)
+    threads = set_threads(config.threads)
     torch.manual_seed(config.seed)
     corpus = Corpus(config.world_seeds, config.world_entities, exclude_seed=config.eval_world_seed,
                     exclude_entities=config.eval_world_entities, restate_share=config.restate_share)
@@ -864,7 +857,7 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_d
         raise InputError(f"{base / METRICS_NAME}: unreadable or without a 'config' entry ({exc})") from None
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    threads = _set_threads(threads)
+    threads = set_threads(threads)
     rec_probes = recorded.get("probes") or {}
     config = PretrainConfig(
         out_dir=str(base), seed=int(recorded.get("seed", 0)),

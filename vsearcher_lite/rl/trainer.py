@@ -637,7 +637,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     from vsearcher_lite.agent.judge import make_judge
     from vsearcher_lite.model.tiny import save_base
     from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
-    from vsearcher_lite.training.sft import set_threads
+    from vsearcher_lite.runtime import set_threads
 
     wall_start = time.perf_counter()
     threads = set_threads(config.threads)

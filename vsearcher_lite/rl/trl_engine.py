@@ -288,7 +288,8 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         train_tasks,
         training_summary,
     )
-    from vsearcher_lite.training.sft import freeze_vision, load_model, lora_config, save_checkpoint, set_threads, suppress_vision_tokens
+    from vsearcher_lite.runtime import set_threads
+    from vsearcher_lite.training.sft import freeze_vision, load_model, lora_config, save_checkpoint, suppress_vision_tokens
 
     wall_start = time.perf_counter()
     if config.use_cpu:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, csv_text, read_number_rows, replace_dir
+from vsearcher_lite.runtime import set_threads
 from vsearcher_lite.training.config import SFTConfig, training_budget_s
 from vsearcher_lite.training.data import (
     IGNORE_INDEX,
@@ -132,14 +133,6 @@ def balanced_head(items: list, n: int | None, key: Callable[[Any], str]) -> list
 
 def loss_csv(rows: list[dict]) -> str:
     return csv_text(rows, LOSS_FIELDS)
-
-
-def set_threads(threads: int | None) -> int:
-    import torch
-
-    if threads:
-        torch.set_num_threads(int(threads))
-    return torch.get_num_threads()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,79 @@
+"""runtime.limit_heap_growth and set_threads, each in a fresh interpreter (mallopt is process-wide)."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt settings are glibc's")
+
+# Frees one 4 MB block (by glibc's default that lifts the mmap threshold above 4 MB), allocates 40
+# blocks of 4 MB from C, each followed by a 256 KB block that pins the heap above it, then frees the
+# big blocks: served from the heap they stay resident (holes below the top cannot be trimmed), mapped
+# one by one they go back to the system. Prints the resident growth, at the peak and what remains, in MB.
+PROBE = r"""
+import ctypes, json, sys
+from vsearcher_lite.runtime import limit_heap_growth
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+applied = [limit_heap_growth(), limit_heap_growth()]
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(4 << 20))  # glibc's default: freeing a mapped block raises the threshold above it
+before = rss_mb()
+big, pins = [], []
+for _ in range(40):
+    p = libc.malloc(4 << 20)
+    ctypes.memset(p, 1, 4 << 20)
+    big.append(p)
+    pins.append(libc.malloc(256 << 10))  # too big for any free small chunk: it lands right after the block
+peak = rss_mb()
+for p in big:
+    libc.free(p)
+print(json.dumps({"applied": applied, "grown_mb": peak - before, "kept_mb": rss_mb() - before}))
+"""
+
+
+def run_python(code: str, **env_extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.update(env_extra)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@glibc_only
+def test_limited_heap_returns_freed_big_blocks_and_default_keeps_them():
+    limited = run_python(PROBE)
+    assert limited["applied"] == [True, True]
+    assert limited["grown_mb"] > 150
+    assert limited["kept_mb"] < 20
+    # glibc's own default arena count makes limit_heap_growth step aside: the dynamic threshold
+    # then moves the 4 MB blocks onto the heap after the first free, and they stay resident
+    default = run_python(PROBE, MALLOC_ARENA_MAX=str(8 * (os.cpu_count() or 1)))
+    assert default["applied"] == [False, False]
+    assert default["kept_mb"] > 100
+
+
+@glibc_only
+@pytest.mark.parametrize("var", ["MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"])
+def test_user_malloc_settings_win(var):
+    code = "import json; from vsearcher_lite.runtime import limit_heap_growth; print(json.dumps({'applied': limit_heap_growth()}))"
+    assert run_python(code, **{var: "4" if var == "MALLOC_ARENA_MAX" else "65536"}) == {"applied": False}
+
+
+def test_set_threads_sets_torch_threads_and_none_keeps_the_default():
+    code = ("import json, torch; from vsearcher_lite.runtime import set_threads; d = torch.get_num_threads(); "
+            "kept = set_threads(None); one = set_threads(1); "
+            "print(json.dumps({'default': d, 'kept': kept, 'one': one, 'now': torch.get_num_threads()}))")
+    got = run_python(code)
+    assert got["kept"] == got["default"]
+    assert got["one"] == 1 and got["now"] == 1
