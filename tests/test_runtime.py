@@ -77,3 +77,37 @@ def test_set_threads_sets_torch_threads_and_none_keeps_the_default():
     got = run_python(code)
     assert got["kept"] == got["default"]
     assert got["one"] == 1 and got["now"] == 1
+
+
+def load_heap_benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "heap_growth.py"
+    spec = importlib.util.spec_from_file_location("heap_growth", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_heap_benchmark_scratch_copy_links_inputs_and_copies_what_grpo_writes(tmp_path):
+    bench = load_heap_benchmark()
+    run, scratch = tmp_path / "run", tmp_path / "scratch"
+    (run / "sft" / "checkpoint").mkdir(parents=True)
+    (run / "eval" / "sft").mkdir(parents=True)
+    (run / "eval" / "sft" / "results.jsonl").write_text("{}\n")
+    (run / "run_manifest.json").write_text("{}")
+    scratch.mkdir()
+    bench.scratch_copy(run, scratch)
+    assert (scratch / "sft").is_symlink() and (scratch / "sft" / "checkpoint").is_dir()
+    assert not (scratch / "eval").is_symlink() and (scratch / "eval" / "sft" / "results.jsonl").read_text() == "{}\n"
+    (scratch / "eval" / "rl").mkdir()
+    (scratch / "run_manifest.json").write_text('{"changed": 1}')
+    assert not (run / "eval" / "rl").exists() and (run / "run_manifest.json").read_text() == "{}"
+
+
+def test_heap_benchmark_names_a_run_without_sft(tmp_path, monkeypatch):
+    bench = load_heap_benchmark()
+    monkeypatch.setattr(sys, "argv", ["heap_growth.py", "--run-dir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="no sft/ folder"):
+        bench.main()

@@ -120,7 +120,8 @@ class EvalConfig:
             # Up to 16 episodes' turns in one generate call: 60 held-out tasks of the tiny SFT model
             # took 127.9 s one at a time, 52.8 s at 16 and 45.5 s at 32, with the same answers
             # (benchmarks/eval_batching.py, 2 threads); 32 rows of 1,500-token prompts took the SFT
-            # notebook's kernel to 4.1 GB (the prefill's attention), 16 keep it under the 4 GB budget.
+            # notebook's kernel to 4.1 GB (measured before runtime.limit_heap_growth; 16 is the
+            # margin kept under the 4 GB budget).
             preset["batch"] = 16
         preset.update({k: v for k, v in overrides.items() if v is not None})
         known = {f.name for f in fields(cls)}
