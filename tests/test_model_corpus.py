@@ -11,9 +11,11 @@ import pytest
 from vsearcher_lite.model.corpus import (
     DOC_KINDS,
     Corpus,
+    Doc,
     ForbiddenNames,
     default_world_names,
     name_roots,
+    refresh_names,
     rename_roots,
     substitute_words,
 )
@@ -85,9 +87,32 @@ def test_every_kind_appears_and_copy_targets_are_copies(docs):
         for text, role in doc.segments:
             if role == "repeat":  # the whole list, exactly as written before
                 assert text.count("\n") + text.count(",") + text.count(";") >= 2 and text in prefix
-            if role in ("recall", "answer"):
+            if role in ("recall", "answer") and doc.kind != "restate":
                 assert text and text in prefix, (doc.kind, text)
+            if doc.kind == "restate" and role == "answer":  # a copy with one phrase swapped for a name
+                words = re.compile(r"[^\W_]+")
+                assert set(words.findall(text)) <= set(words.findall(prefix))
             prefix += text
+
+
+def test_restate_documents_swap_one_description_for_its_name_per_step(corpus):
+    rng = random.Random(11)
+    levels = set()
+    for _ in range(60):
+        doc = corpus.document("restate", rng)
+        if doc.kind != "restate":
+            continue
+        lines = doc.text.strip().split("\n")
+        questions = [line[3:] for line in lines if line.startswith("Q: ")]
+        statements = [line for line in lines if not line.startswith("Q: ")]
+        assert len(questions) == len(statements) + 1 == doc.meta["levels"] + 1
+        assert any(w in questions[0] for w in ("shown in the image", "pictured in the image", "seen in the image"))
+        for before, after, statement in zip(questions, questions[1:], statements):
+            description, name = statement[:-1].split(" is ", 1)[0], statement[:-1].rsplit(" is ", 1)[1]
+            assert before.replace(description[0].lower() + description[1:], name, 1) == after, (before, statement)
+        assert "image" not in questions[-1]
+        levels.add(doc.meta["levels"])
+    assert levels == {1, 2}
 
 
 def test_segments_tokenize_like_the_whole_text(docs):
@@ -127,3 +152,64 @@ def test_lookup_questions_are_answered_from_the_result_list(corpus):
                 assert text in listing
         seen_fact |= "fact" in doc.meta["modes"]
     assert seen_fact
+
+
+@pytest.fixture(scope="module")
+def fresh_corpus():
+    return Corpus(world_seeds=(101, 102, 103), n_entities=200, exclude_entities=EXCLUDE_ENTITIES, fresh_names=True)
+
+
+@pytest.fixture(scope="module")
+def fresh_docs(fresh_corpus):
+    stream = fresh_corpus.stream({k: 1.0 for k in DOC_KINDS}, seed=7)
+    return [next(stream) for _ in range(400)]
+
+
+def test_refresh_names_renames_titles_text_and_urls_together():
+    doc = Doc("lookup", [("1. Zorvath River\n   URL: https://wiki.sandbox.test/wiki/Zorvath_River\n"
+                          "   The Zorvath River flows through Plimsk.\nQ: Where does the Zorvath River flow?\nA: ", ""),
+                         ("Plimsk", "answer"), ("\n", "")])
+    assert name_roots([doc.text]) >= {"zorvath", "plimsk"}
+    new = refresh_names(doc, random.Random(0), name_roots_of_world={"zorvath", "plimsk"})
+    first = new.text.split("\n")[0][3:]  # the new title
+    root = first.split()[0]
+    assert first.endswith(" River") and root.lower() not in ("zorvath", "plimsk")
+    assert f"/wiki/{root}_River" in new.text and new.text.count(root) == 4
+    answer = new.segments[1]
+    assert answer[1] == "answer" and answer[0] != "Plimsk" and answer[0] in new.segments[0][0]
+    assert "flows through" in new.text and "URL: https://wiki.sandbox.test/wiki/" in new.text
+
+
+def test_refresh_names_keeps_ordinary_words_and_never_draws_a_forbidden_root():
+    doc = Doc("page", [("Plimsk has two villages and a founding date.", "")])
+    rng = random.Random(1)
+    for _ in range(30):
+        new = refresh_names(doc, rng, forbidden_roots={"plimsk"}, name_roots_of_world={"plimsk"})
+        assert new.text.endswith(" has two villages and a founding date.")
+        assert "Plimsk" not in new.text
+    assert refresh_names(doc, rng, name_roots_of_world=set()) is doc  # nothing to rename
+
+
+def test_fresh_documents_name_entities_the_source_worlds_do_not_have(fresh_corpus, fresh_docs):
+    world_names = {n for w in fresh_corpus.worlds for n in w.all_names()}
+    guard = ForbiddenNames(default_world_names(0, EXCLUDE_ENTITIES))
+    fresh_titles = seen = 0
+    for doc in fresh_docs:
+        assert guard.found(doc.text) == []
+        if doc.kind == "lookup":
+            for title in re.findall(r"^\d+\. (.+)$", doc.segments[0][0], flags=re.M):
+                seen += 1
+                fresh_titles += title not in world_names
+    assert seen > 100 and fresh_titles / seen > 0.9
+
+
+def test_fresh_documents_keep_their_copy_targets_and_determinism(fresh_corpus, fresh_docs):
+    for doc in fresh_docs:
+        prefix = ""
+        for text, role in doc.segments:
+            if role in ("recall", "answer", "repeat") and doc.kind != "restate":
+                assert text and text in prefix, (doc.kind, text)
+            prefix += text
+    a = fresh_corpus.stream({"lookup": 1.0, "pageqa": 1.0}, seed=3)
+    b = fresh_corpus.stream({"lookup": 1.0, "pageqa": 1.0}, seed=3)
+    assert [next(a).text for _ in range(15)] == [next(b).text for _ in range(15)]

@@ -194,8 +194,36 @@ def test_the_continue_recipe_is_one_stage_a_from_the_init_checkpoint(smoke_run):
     assert capped.probes.agent_run_dir == "runs/default"
 
 
+def test_the_fresh_recipe_continues_on_fresh_names_with_weighted_copies(smoke_run):
+    from vsearcher_lite.model.commands import config_from_args
+    from vsearcher_lite.model.pretrain import fresh_stages
+
+    base = str(smoke_run[2])
+    fresh = config_from_args(parse(["pretrain", "--init", base, "--recipe", "fresh", "--out", "x"]))
+    cont = config_from_args(parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"]))
+    assert fresh.stages == fresh_stages() and fresh.init_from == base
+    (a,) = fresh.stages
+    assert (a.minutes, a.lr, a.seq_len, a.batch_size) == (40.0, 1e-3, 1024, 4)
+    assert (fresh.fresh_names, fresh.copy_weight) == (True, 2.0) and (cont.fresh_names, cont.copy_weight) == (False, 1.0)
+    assert fresh.probes.agent_tasks == 0
+    assert fresh.command == f"vsearcher-lite pretrain --out x --init {base} --recipe fresh"
+
+
+def test_copy_targets_weigh_more_in_the_loss():
+    import torch
+
+    from vsearcher_lite.model.pretrain import weighted_mean
+
+    losses = torch.tensor([[1.0, 2.0, 6.0, 3.0]])
+    valid = torch.tensor([[True, True, True, False]])
+    roles = torch.tensor([[0, 0, 0, ROLE_IDS["answer"], 0]])  # the target of position t is token t + 1
+    assert float(weighted_mean(losses, valid, roles)) == pytest.approx(3.0)
+    assert float(weighted_mean(losses, valid, roles, 2.0)) == pytest.approx((1 + 2 + 2 * 6) / 4)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--recipe", "continue"], "--recipe continue continues a checkpoint: give it one with --init DIR"),
+    (["--recipe", "fresh"], "--recipe fresh continues a checkpoint: give it one with --init DIR"),
     (["--recipe", "continue", "--smoke", "--init", "{base}"], "does not combine with --recipe continue"),
     (["--probe-only"], "--probe-only probes an existing checkpoint: give it with --init DIR"),
     (["--probe-only", "--init", "{base}", "--out", "y", "--minutes", "2"], "trains nothing; drop --out, --minutes"),

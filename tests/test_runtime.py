@@ -71,12 +71,17 @@ def test_user_malloc_settings_win(var):
 
 
 def test_set_threads_sets_torch_threads_and_none_keeps_the_default():
-    code = ("import json, torch; from vsearcher_lite.runtime import set_threads; d = torch.get_num_threads(); "
-            "kept = set_threads(None); one = set_threads(1); "
-            "print(json.dumps({'default': d, 'kept': kept, 'one': one, 'now': torch.get_num_threads()}))")
+    code = ("import json, torch; from vsearcher_lite import runtime; d = torch.get_num_threads(); "
+            "kept = runtime.set_threads(None, limit_heap=False); untouched = runtime._applied; "
+            "one = runtime.set_threads(1); "
+            "print(json.dumps({'default': d, 'kept': kept, 'one': one, 'now': torch.get_num_threads(), "
+            "'untouched': untouched, 'applied': runtime._applied}))")
     got = run_python(code)
     assert got["kept"] == got["default"]
     assert got["one"] == 1 and got["now"] == 1
+    assert got["untouched"] is None  # limit_heap=False (pretraining) leaves malloc alone
+    if platform.libc_ver()[0] == "glibc":
+        assert got["applied"] is True
 
 
 def load_heap_benchmark():

@@ -22,11 +22,14 @@ from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import (
     answer_token_weights,
     check_record,
+    copy_token_weights,
     decode_trained,
     load_sft_records,
     make_collator,
     tag_ids,
     to_dataset,
+    render_lengths,
+    rendered_lengths,
     trained_spans,
 )
 from vsearcher_lite.training.sft import first_last, run_progress, schedule_factor
@@ -112,6 +115,22 @@ def test_trained_tokens_are_exactly_the_assistant_turns(base, train_file):
                                                         processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")] == -100)
 
 
+def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path):
+    """The fast length (no pixels processed) is what the collator really builds, images of any size."""
+    _, processor = base
+    records = load_sft_records(train_file)
+    wide = dict(records[0], images=[_image(tmp_path / "wide.png")])
+    from PIL import Image
+
+    Image.new("RGB", (160, 48), (9, 9, 9)).save(wide["images"][0])
+    records.append(wide)
+    collator = make_collator(processor)
+    dataset = to_dataset(records)
+    collated = [int(collator([dataset[i]])["input_ids"].shape[1]) for i in range(len(records))]
+    assert rendered_lengths(processor, records) == render_lengths(processor, records) == collated
+    assert len(set(collated)) > 1
+
+
 def test_answer_weights_fall_on_the_answer_and_its_statement(base, train_file):
     _, processor = base
     tok = processor.tokenizer
@@ -125,6 +144,21 @@ def test_answer_weights_fall_on_the_answer_and_its_statement(base, train_file):
     assert all(w == 0.0 for w, x in zip(weights, labels) if x == -100)
     assert answer_token_weights(labels, tag_ids(tok, "<answer>"), tag_ids(tok, "</answer>"), 1.0) == \
         [0.0 if x == -100 else 1.0 for x in labels]
+
+
+def test_copy_weights_fall_on_copied_names_never_on_markup(base, train_file):
+    _, processor = base
+    tok = processor.tokenizer
+    records = load_sft_records(train_file)
+    batch = make_collator(processor)([to_dataset(records)[0]])
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    weights = copy_token_weights(ids, labels, 3.0)
+    heavy = "".join(tok.decode([ids[i]]) for i, w in enumerate(weights) if w == 3.0)
+    assert "Garnound" in heavy or "ound" in heavy  # the bridge's name, copied from the tool response
+    markup = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>", "<|im_end|>"}
+    assert not any(tok.decode([ids[i]]) in markup for i, w in enumerate(weights) if w == 3.0)
+    assert all(w == 0.0 for w, x in zip(weights, labels) if x == -100)
+    assert copy_token_weights(ids, labels, 1.0) == [0.0 if x == -100 else 1.0 for x in labels]
 
 
 def test_answer_weights_by_hand():

@@ -7,7 +7,7 @@ import pytest
 
 from test_synth_support import copy_run, small_sandbox
 from vsearcher_lite.cli import main
-from vsearcher_lite.runio import read_jsonl
+from vsearcher_lite.runio import InputError, read_jsonl
 from vsearcher_lite.synthesis.inject import InjectConfig, index_for, run_inject_text
 from vsearcher_lite.synthesis.seeds import read_seeds
 from vsearcher_lite.synthesis.text import mentions_answer
@@ -219,3 +219,36 @@ def test_onehop_seeds_only_option(tmp_path_factory, tmp_path):
     seeds = {r["id"] for r in read_seeds(run)}
     onehop = [t for t in read_jsonl(run / "inject-text" / "tasks.jsonl") if t["difficulty"] == "onehop"]
     assert onehop and all(t["seed_id"] in seeds for t in onehop)
+
+
+def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_factory, tmp_path):
+    """The cpu profile builds more easy and medium tasks than there are seeds: from the warm-up
+    entities, each split from its own half, so a held-out task's seed never seeds a training task."""
+    from vsearcher_lite.cli import build_parser
+    from vsearcher_lite.synthesis.commands import inject_config, parse_warmup_levels
+    from vsearcher_lite.synthesis.inject import warmup_pools
+    from vsearcher_lite.synthesis.sources import open_source
+
+    assert InjectConfig.for_profile("cpu").warmup_levels == {"easy": (600, 200), "medium": (300, 100)}
+    assert InjectConfig.for_profile("single_gpu").warmup_levels == {}
+    args = build_parser().parse_args(["inject-text", "--run-dir", str(tmp_path), "--warmup-levels", "none"])
+    assert inject_config(args).warmup_levels == {}
+    with pytest.raises(InputError, match="LEVEL:TRAIN:HELDOUT"):
+        parse_warmup_levels("onehop:3:1")
+    with pytest.raises(ValueError, match="unknown level"):
+        InjectConfig(warmup_levels={"expert": (1, 1)}).targets()
+
+    run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
+    assert main(["inject-text", "--run-dir", str(run), "--n-train", "6", "--n-heldout", "3", "--n-exam", "0",
+                 "--onehop-train", "0", "--onehop-heldout", "0", "--warmup-levels", "easy:12:6"]) == 0
+    seeds = read_seeds(run)
+    warmup = warmup_pools(open_source(run, "sandbox"), seeds, seed=0)
+    warm = {s: {r["id"] for r in warmup[s]} for s in ("train", "heldout")}
+    tasks = list(read_jsonl(run / "inject-text" / "tasks.jsonl"))
+    easy = {s: [t for t in tasks if t["difficulty"] == "easy" and t["split"] == s] for s in ("train", "heldout")}
+    assert len(easy["train"]) > 6 and len(easy["heldout"]) > 3  # more than the seed pools' share
+    for split, other in (("train", "heldout"), ("heldout", "train")):
+        used = {t["seed_id"] for t in easy[split]}
+        assert used & warm[split] and not used & warm[other]
+    assert not {t["seed_id"] for t in easy["train"]} & {t["seed_id"] for t in easy["heldout"]}
+    assert all(t["difficulty"] != "medium" or t["seed_id"] not in warm["train"] | warm["heldout"] for t in tasks)

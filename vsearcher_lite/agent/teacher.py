@@ -288,6 +288,10 @@ class TeacherBrief:
     seed_name: str | None  # only when the seed is still named in the question
     answer_relation: str
     answer_label: str
+    image_noun: str = ""  # how the question names the pictured thing ("river" in "the river shown in the image")
+    image_description: str = ""  # the phrase that stands for it ("the river shown in the image")
+    # the question about the seed with its name as "{seed}" ("What is the area of {seed}?"); "" when unknown
+    seed_question: str = ""
 
     @classmethod
     def from_task(cls, task: Task) -> "TeacherBrief":
@@ -310,9 +314,13 @@ class TeacherBrief:
                     clues.append(Clue(c["relation"], c.get("direction", "out"), c.get("kind", "entity"), text=text, label=c.get("label", "")))
             steps.append(Step(rnd.entity_id, rnd.entity_type, template, clues))
         seed_name = task.seed_title if task.seed_title and mentions(task.question, task.seed_title) else None
-        image_type = ""
+        image_type = image_noun = ""
         if task.image is not None:
-            image_type = task.image.entity_type or _image_noun(task.image.description)
+            image_noun = _image_noun(task.image.description) if task.image.description else ""
+            image_type = task.image.entity_type or image_noun
+        seed_question = ""
+        if task.initial_question and task.seed_title and mentions(task.initial_question, task.seed_title):
+            seed_question = _replace_name(task.initial_question, task.seed_title, "{seed}")
         return cls(
             task_id=task.id,
             question=task.question,
@@ -324,6 +332,9 @@ class TeacherBrief:
             seed_name=seed_name,
             answer_relation=task.answer_relation,
             answer_label=_relation_label(task.answer_relation),
+            image_noun=image_noun if image_noun != "entity" else "",
+            image_description=task.image.description if task.image is not None else "",
+            seed_question=seed_question,
         )
 
 
@@ -348,6 +359,28 @@ def answer_goal(label: str, subject: str) -> str:
     if label.split()[-1:] and label.split()[-1] in _PREPOSITIONS:
         return f"who or what {subject} is {label}"
     return f"the {label} of {subject}"
+
+
+def identified(description: str, name: str) -> str:
+    """The compact teacher's note when it has found what a description stands for: the sentence the
+    pretraining corpus's ``restate`` documents use, right before the question is asked again.
+
+    >>> identified("the river shown in the image", "Cerbol River")
+    'The river shown in the image is Cerbol River.'
+    """
+    return f"{description[:1].upper()}{description[1:]} is {name}."
+
+
+def restated_question(template: str, seed: str) -> str:
+    """The question about the seed with the seed's name filled in: the compact teacher's visit goal.
+
+    Every word of it is in the task question or was read in a tool result, so the tiny model can
+    copy it instead of having to name the relation in words of its own.
+
+    >>> restated_question("What is the area of {seed}?", "Kerora")
+    'What is the area of Kerora?'
+    """
+    return template.replace("{seed}", seed)
 
 
 def _relation_label(relation: str) -> str:
@@ -447,8 +480,17 @@ def _pick(candidates: list[Hit], rng: random.Random, mistake_rate: float, noun: 
 
 
 #: ``full``: the teacher explains each step in a sentence or two (the paper-sized setting);
-#: ``compact``: the same steps in a few words (the cpu profile's short episodes).
+#: ``compact``: the same steps in a few words (the cpu profile's short episodes), and arguments the
+#: tiny model can copy: the image's noun from the question ("Which river is in the image?") and, as
+#: the last visit's goal, the question restated about the name found ("Which mountain is the source
+#: of Cerbol River?") instead of a relation named in the teacher's words ("who or what Cerbol River
+#: rises on"). A 10-minute SFT run on the earlier wording wrote "who or what X is located in" for
+#: most questions: naming the relation was what it could not learn.
 THOUGHT_STYLES = ("full", "compact")
+#: The compact teacher searches with the restated question only up to this many words; longer (hard
+#: and exam questions before their inner descriptions are resolved), it searches with the description:
+#: the whole restated question as the query cut its acceptance on hard tasks from 0.37 to 0.10.
+RESTATED_MAX_WORDS = 30
 
 
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
@@ -456,7 +498,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     ``style="compact"`` (the cpu profile) writes the same decisions in a few words each, so the tiny
-    model's episodes stay short; the search itself does not change.
+    model's episodes stay short, and words every argument with words of the question and of the
+    tool responses (``THOUGHT_STYLES``); which tools it calls and which pages it opens do not change.
     """
     if style not in THOUGHT_STYLES:
         raise ValueError(f"unknown thought style {style!r}: use one of {', '.join(THOUGHT_STYLES)}")
@@ -467,12 +510,27 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
 
     state = SearchState()
     note = ""  # what the last observation taught, opening the next <think>
+    # compact: the question with each description resolved so far replaced by the name found; it is
+    # every query and every goal, so each argument is the previous one with one phrase swapped
+    restated = brief.question
+
+    def resolve(description: str, name: str) -> None:
+        nonlocal restated
+        if description and description in restated:
+            restated = restated.replace(description, name, 1)
+
+    def ask(description: str) -> str:
+        """What a search or a visit asks for: the description, or (compact) the restated question
+        while it is short enough to search with (a long one buries the description's words)."""
+        if short and description in restated and len(restated.split()) <= RESTATED_MAX_WORDS:
+            return restated
+        return description
 
     if brief.has_image and brief.image_entity_id:
         obs = yield Action(
             "image_search", {},
             say(f"The question hides a {brief.image_type} behind the image. A reverse image search should tell me which one it is.",
-                f"Which {brief.image_type} is in the image?"),
+                f"Which {brief.image_noun or brief.image_type} is in the image?"),
         )
         hits = parse_hits(obs)
         state.learn(hits)
@@ -483,18 +541,19 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                        "No article matches the image.")
         else:
             state.names[brief.image_entity_id] = choice.title
+            resolve(brief.image_description, choice.title)
             note = say(
                 f"Among the pages with a matching image, {choice.title} {'also looks plausible, and I will go with it' if hasty else 'is the best article match'}, "
                 f"so the {brief.image_type} in the image is probably {choice.title}.",
-                f"The image shows {choice.title}.",
+                identified(brief.image_description, choice.title) if brief.image_description else f"The image shows {choice.title}.",
             )
 
     for step in brief.steps:
         description = state.fill(step.template)
         visible_names = [state.names.get(c.ref, "") if c.ref else c.text for c in step.clues if c.kind == "entity"]
         known = set(state.names.values()) | {n for n in visible_names if n}
-        obs = yield Action("text_search", {"query": description},
-                           say(f"{note} Next I need {description}; I will search for it.", f"{note} Search: {description}.").strip())
+        obs = yield Action("text_search", {"query": ask(description)},
+                           say(f"{note} Next I need {description}; I will search for it.", note or "Search.").strip())
         hits = parse_hits(obs)
         state.learn(hits)
         candidates = [h for h in hits if h.is_article and h.title not in known]
@@ -509,7 +568,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             url = state.urls.get(source)
             if url:
                 obs = yield Action(
-                    "visit", {"url": url, "goal": description},
+                    "visit", {"url": url, "goal": ask(description)},
                     say(f"The results do not name it directly. The page of {source} should say {description}.",
                         f"Read the page of {source}."),
                 )
@@ -536,7 +595,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 ordered = [h for _, _, h in scored]
                 for hit in ordered[:max_visits]:
                     obs = yield Action(
-                        "visit", {"url": hit.url, "goal": description},
+                        "visit", {"url": hit.url, "goal": ask(description)},
                         say(f"The snippets are not enough to be sure. I will open {hit.title} and check whether it is {description}.",
                             f"Check {hit.title}."),
                     )
@@ -554,13 +613,18 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             note = say(f"I could not find {description}.", "Not found.")
             continue
         state.names[step.entity_id] = found
-        note = f"{how}; so it is {found}." if not short else f"{how}: {found}."
+        resolve(description, found)
+        note = f"{how}; so it is {found}." if not short else identified(description, found)
 
     seed = brief.seed_name or state.names.get(brief.seed_id, "")
     if not seed:
         return Final(UNKNOWN_ANSWER, say(f"{note} I could not identify what the question asks about, so I cannot answer.",
                                          f"{note} I cannot tell what the question is about.").strip())
     goal = answer_goal(brief.answer_label, seed)
+    if short and restated != brief.question and mentions(restated, seed):
+        goal = restated  # every description resolved: the question about the seed, copied
+    elif short and brief.seed_question:
+        goal = restated_question(brief.seed_question, seed)
     url = state.urls.get(seed)
     if url is None:
         obs = yield Action("text_search", {"query": seed}, say(f"{note} Now I need the page of {seed}.", f"{note} Find {seed}.").strip())
@@ -572,13 +636,13 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     values: list[str] = []
     if url:
         obs = yield Action("visit", {"url": url, "goal": goal},
-                           say(f"{note} The question asks for {goal}; the page of {seed} should say.", f"{note} Read {seed}: {goal}.").strip())
+                           say(f"{note} The question asks for {goal}; the page of {seed} should say.", note or f"Read {seed}.").strip())
         title, _, content = parse_visit(obs)
         values = read_values(content, brief.answer_relation, [seed, title])
     if not values:
         obs = yield Action(
-            "text_search", {"query": f"{seed} {brief.answer_label}"},
-            say(f"The page summary does not state {goal} clearly. A search may show it in a snippet.", f"Search: {goal}."),
+            "text_search", {"query": goal if short and goal.endswith("?") else f"{seed} {brief.answer_label}"},
+            say(f"The page summary does not state {goal} clearly. A search may show it in a snippet.", "Search."),
         )
         for hit in parse_hits(obs):
             values = read_values(hit.snippet, brief.answer_relation, [seed])

@@ -68,8 +68,8 @@ def config_from_args(args):
     from vsearcher_lite.model.pretrain import PretrainConfig
 
     recipe = args.recipe or "full"
-    if recipe == "continue" and not args.init:
-        raise InputError("--recipe continue continues a checkpoint: give it one with --init DIR")
+    if recipe in ("continue", "fresh") and not args.init:
+        raise InputError(f"--recipe {recipe} continues a checkpoint: give it one with --init DIR")
     if recipe != "full" and args.smoke:
         raise InputError(f"--smoke has its own short stages; it does not combine with --recipe {recipe}")
     if args.init:
@@ -153,7 +153,7 @@ def register(subparsers, common) -> None:
             "than the evaluation world, probe it (copying, page reading, the base model as an agent), and save "
             "it with its model card. Output: RUN_DIR/pretrain/ unless --out is given; the shipped base is "
             "replaced only by --out data/tiny_base. The full run takes about 26 minutes on 2 otherwise idle CPU cores; "
-            "--recipe continue (the shipped base's last run) at most 30 minutes. --probe-only re-runs the probes of "
+            "--recipe continue at most 30 minutes, --recipe fresh (the shipped base's last runs) at most 40. --probe-only re-runs the probes of "
             "an existing checkpoint (a few minutes) and rewrites its metrics and card."
         ),
     )
@@ -166,13 +166,15 @@ def register(subparsers, common) -> None:
     p.add_argument("--probe-n", type=_positive(int), default=None, help="probe documents per probe kind (default: 150)")
     p.add_argument("--agent-tasks", type=int, default=None,
                    help="held-out sandbox tasks for the base model's agent probe; 0 skips it "
-                        "(default: 20; 0 with --recipe continue)")
+                        "(default: 20; 0 with --recipe continue or fresh)")
     p.add_argument("--init", default=None,
                    help="continue training this checkpoint (its tokenizer and weights) instead of starting from scratch")
-    p.add_argument("--recipe", choices=("full", "continue"), default=None,
+    p.add_argument("--recipe", choices=("full", "continue", "fresh"), default=None,
                    help="full (default): stages A + B (1800 + 500 steps); continue: one stage A of up to 2400 steps "
                         "or 30 minutes at lr 2e-3 with more lookup and page-reading text, from --init (required); "
-                        "the shipped base is `--init data/tiny_base --recipe continue --out data/tiny_base`")
+                        "fresh: 40 minutes from --init (required) on documents whose names are drawn afresh, rows of "
+                        "1024 tokens, lr 1e-3, copy targets weighted x2; the shipped base's last run is "
+                        "`--init data/tiny_base --recipe fresh --out data/tiny_base`")
     p.add_argument("--probe-only", action="store_true",
                    help="train nothing: re-run every probe on the checkpoint --init and rewrite its metrics.json "
                         "probes and MODEL_CARD.md in place (the agent probe's tasks come from --run-dir)")

@@ -15,6 +15,8 @@ lookup      a search-result list as the search tool prints it, then a fact, a na
             copied from one entry
 pageqa      one to three pages as the visit tool prints them, a question, the answer copied
             from the page; half of them restate it as "Answer: X"
+restate     a question about "the <kind> shown in the image" (or a fact-based description of
+            it), what that description names, then the question asked again with the name
 ==========  ==================================================================================
 
 Result lists, page extracts and URLs are laid out with the toolbox's own formatting functions,
@@ -56,12 +58,14 @@ DEFAULT_WORLD_SEED = 0  # the evaluation world (``vsearcher-lite world`` default
 DEFAULT_WORLD_ENTITIES = 2000
 CORPUS_WORLD_SEEDS = tuple(range(101, 121))
 
-DOC_KINDS = ("page", "repeat", "kv", "pick", "lookup", "pageqa")
+DOC_KINDS = ("page", "repeat", "kv", "pick", "lookup", "pageqa", "restate")
 #: Segment roles whose tokens are copies; training logs their loss, probes generate them.
 COPY_ROLES = ("repeat", "recall", "answer")
 ROLE_IDS = {"": 0, "repeat": 1, "recall": 2, "answer": 3}
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+#: A word: letters and digits. Underscores split words, so the name in a URL path
+#: (``.../wiki/Velna_River``) reads as the words of the title ("Velna", "River").
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-2][0-9]|2030)$")
 
 
@@ -125,15 +129,51 @@ def name_roots(names: Iterable[str]) -> set[str]:
     return out
 
 
-def _fresh_root(rng: random.Random, taken: set[str]) -> str:
+def _fresh_root(rng: random.Random, taken: set[str], styled: bool = False) -> str:
+    """A name root not in ``taken`` (which it joins) and not a generator word.
+
+    ``styled``: drawn like the world's own names (plain roots, places, regions, family names)
+    instead of plain roots only.
+    """
     from vsearcher_lite.world import names as name_parts
 
+    makers = ((name_parts.root, name_parts.root, name_parts.place_root, name_parts.family_name,
+               name_parts.region_root) if styled else (name_parts.root,))
     for _ in range(1000):
-        word = name_parts.root(rng, 2, 3)
+        make = rng.choice(makers)
+        word = make(rng, 2, 3) if make is name_parts.root else make(rng)
         if word.lower() not in taken and word.lower() not in code_vocabulary():
             taken.add(word.lower())
             return word
     raise RuntimeError("could not draw a fresh name root")
+
+
+def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
+                  name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
+    """The document with every name root replaced by a freshly drawn one, the same within the document.
+
+    Why: the corpus comes from a fixed set of worlds, so over hours of training the model sees each
+    name hundreds of times and can "copy" a name it has memorised; the probes (and the agent) must
+    copy names never seen before. Fresh names per document make every copy a real one. Titles,
+    running text and URL paths change together ("Velna River", ``.../wiki/Velna_River``), so a
+    document stays consistent; ``forbidden_roots`` (the evaluation world's) are never drawn.
+    ``name_roots_of_world``: the roots of the source world's entity names; only those are renamed
+    (a page's ordinary words, "villages" or "founding", are not generator vocabulary either).
+
+    >>> d = Doc("kv", [("Pejund: 1874\nPejund: ", ""), ("1874", "recall")])
+    >>> new = refresh_names(d, random.Random(0))
+    >>> new.segments[1], new.text.count(new.text.split(":")[0]), "Pejund" in new.text
+    (('1874', 'recall'), 2, False)
+    """
+    roots = name_roots([doc.text])
+    if name_roots_of_world is not None:
+        roots &= set(name_roots_of_world)
+    if not roots:
+        return doc
+    taken = set(roots) | {r.lower() for r in forbidden_roots}
+    mapping = {r: _fresh_root(rng, taken, styled=True) for r in sorted(roots)}
+    segments = [(substitute_words(text, mapping), role) for text, role in doc.segments]
+    return Doc(doc.kind, segments, dict(doc.meta, fresh_names=len(mapping)))
 
 
 def _match_case(new: str, old: str) -> str:
@@ -397,11 +437,63 @@ def doc_pick(world: SourceWorld, rng: random.Random) -> Doc:
     return Doc("pick", [(f"{listing}\n{question}", ""), (e.title, "answer"), ("\n", "")], {"kind": e.kind})
 
 
-def _question_for(entity: SourceEntity, fact: SourceFact, rng: random.Random) -> str:
+def _question_for(entity: SourceEntity, fact: SourceFact, rng: random.Random, subject: str | None = None) -> str:
     phrases = phrases_for(fact.relation, fact.kind, fact.label)
     template = rng.choice(phrases.questions)
-    text = template.format(subject=entity.ref, value_noun=fact.value_noun, value_type=fact.value_noun)
+    text = template.format(subject=entity.ref if subject is None else subject, value_noun=fact.value_noun,
+                           value_type=fact.value_noun)
+    return _capitalised(text)
+
+
+def _capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+IMAGE_WORDS = ("shown in the image", "pictured in the image", "seen in the image")
+
+
+def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
+    """A question about an entity named only by a description, what the description names, and
+    the question asked again with the name in place of the description (the copy target).
+
+    The descriptions are the ones a task's question is built from: "the <kind> shown in the
+    image", or one fact about the entity with the image phrase inside it ("the duchy whose
+    capital is the town shown in the image"), resolved one level at a time. Rewriting a question
+    with what one has learned is reading and copying; the search protocol an agent wraps it in is
+    never shown.
+    """
+    from vsearcher_lite.synthesis.describe import OUT, Constraint, describe
+
+    by_name = {e.name: e for e in world.entities}
+    for _ in range(20):
+        e = rng.choice(world.entities)
+        if e.facts:
+            break
+    else:
+        return doc_repeat(world, rng)
+    asked = rng.choice(e.facts)
+    links = [f for f in e.facts if f.kind == "entity" and f is not asked and f.value in by_name]
+    image = lambda kind: f"the {kind} {rng.choice(IMAGE_WORDS)}"  # noqa: E731
+    steps: list[tuple[str, str]] = []  # (description as the question has it, the name it stands for)
+    if links and rng.random() < 0.5:
+        link = rng.choice(links)
+        inner = by_name[link.value]
+        outer = describe(e.kind, [Constraint(link.relation, OUT, link.value, "entity", link.value, link.label)], rng)
+        if link.value not in outer:
+            return doc_repeat(world, rng)
+        inner_desc = image(inner.kind)
+        steps = [(inner_desc, inner.name), (outer, e.name)]
+        subject = outer.replace(link.value, inner_desc, 1)
+    else:
+        steps = [(image(e.kind), e.name)]
+        subject = steps[0][0]
+    question = _question_for(e, asked, rng, subject=subject)
+    segs: list[tuple[str, str]] = [(f"Q: {question}\n", "")]
+    current = question
+    for description, name in steps:
+        current = current.replace(description, name, 1)
+        segs += [(f"{_capitalised(description)} is {name}.\nQ: ", ""), (current, "answer"), ("\n", "")]
+    return Doc("restate", segs, {"levels": len(steps), "relation": asked.relation})
 
 
 def _restate(question: str, answer: str, rng: random.Random, restate: bool) -> list[tuple[str, str]]:
@@ -468,7 +560,7 @@ def doc_pageqa(world: SourceWorld, rng: random.Random, restate_share: float = 0.
 
 
 WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pick, "lookup": doc_lookup,
-           "pageqa": doc_pageqa}
+           "pageqa": doc_pageqa, "restate": doc_restate}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,23 +579,29 @@ class Corpus:
 
     def __init__(self, world_seeds: Iterable[int] = CORPUS_WORLD_SEEDS, n_entities: int = 600, *,
                  exclude_seed: int | None = DEFAULT_WORLD_SEED, exclude_entities: int = DEFAULT_WORLD_ENTITIES,
-                 restate_share: float = 0.5):
+                 restate_share: float = 0.5, fresh_names: bool = False):
         self.world_seeds = tuple(world_seeds)
         if exclude_seed is not None and exclude_seed in self.world_seeds:
             raise ValueError(f"the corpus may not use the evaluation world's seed {exclude_seed}")
         forbidden = default_world_names(exclude_seed, exclude_entities) if exclude_seed is not None else ()
         self.forbidden = ForbiddenNames(forbidden)
         roots = name_roots(forbidden)
+        self.forbidden_roots = frozenset(roots)
         self.worlds = [build_source_world(s, n_entities, roots) for s in self.world_seeds]
+        self.world_roots = {w.seed: frozenset(name_roots(w.all_names())) for w in self.worlds}
         self.restate_share = restate_share
+        self.fresh_names = fresh_names
         self.dropped = 0
 
     def document(self, kind: str, rng: random.Random) -> Doc:
-        """One document of ``kind`` from a random source world; re-drawn if it names a forbidden entity."""
+        """One document of ``kind`` from a random source world (with fresh names when the corpus has
+        ``fresh_names``); re-drawn if it names a forbidden entity."""
         writer = WRITERS[kind]
         for _ in range(20):
             world = rng.choice(self.worlds)
             doc = writer(world, rng, self.restate_share) if kind in ("lookup", "pageqa") else writer(world, rng)
+            if self.fresh_names:
+                doc = refresh_names(doc, rng, self.forbidden_roots, self.world_roots[world.seed])
             if not self.forbidden.found(doc.text):
                 return doc
             self.dropped += 1

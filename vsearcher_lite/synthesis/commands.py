@@ -58,6 +58,9 @@ def inject_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--onehop-seeds-only", action="store_true",
                    help="draw one-hop tasks from the seeds only, not also from the other pictured entities "
                         "(the cpu default draws on both; half of those others are held out)")
+    g.add_argument("--warmup-levels", default=None, metavar="LEVEL:TRAIN:HELDOUT,...",
+                   help="more tasks of a level drawn from the other pictured entities too, e.g. easy:600:200,medium:300:100 "
+                        "(the cpu default); 'none' for seeds only (the GPU profiles' default)")
     g.add_argument("--writer", choices=("rule", "llm"), default=None, help="question writer (default: rule in the sandbox, llm live)")
     g.add_argument("--chat", default=None, help="chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
     g.add_argument("--concurrency", type=int, default=None, help="tasks in flight (default: 1 for rule, 8 for llm)")
@@ -108,7 +111,29 @@ def inject_config(args):
             overrides[name] = value
     if getattr(args, "onehop_seeds_only", False):
         overrides["onehop_warmup"] = False
+    if getattr(args, "warmup_levels", None) is not None:
+        overrides["warmup_levels"] = parse_warmup_levels(args.warmup_levels)
     return InjectConfig.for_profile(args.profile, **overrides)
+
+
+def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
+    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``; ``"none"`` -> ``{}``.
+
+    >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
+    ({'easy': (600, 200), 'medium': (300, 100)}, {})
+    """
+    from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS
+
+    if text.strip().lower() in ("none", ""):
+        return {}
+    out: dict[str, tuple[int, int]] = {}
+    for part in text.split(","):
+        pieces = part.strip().split(":")
+        if len(pieces) != 3 or pieces[0] not in DIFFICULTY_ROUNDS or not all(p.isdigit() for p in pieces[1:]):
+            raise InputError(f"--warmup-levels: {part.strip()!r} is not LEVEL:TRAIN:HELDOUT with LEVEL one of "
+                             f"{', '.join(DIFFICULTY_ROUNDS)} and two counts (e.g. easy:600:200)")
+        out[pieces[0]] = (int(pieces[1]), int(pieces[2]))
+    return out
 
 
 def filter_config(args):

@@ -30,6 +30,7 @@ def config_from_args(args):
         grad_accum=args.grad_accum,
         max_length=args.max_length,
         answer_weight=args.answer_weight,
+        copy_weight=args.copy_weight,
         train_file=args.train_file,
         max_train_samples=args.max_train_samples,
         samples_per_task=args.samples,
@@ -93,6 +94,9 @@ def register(subparsers, common) -> None:
     g.add_argument("--max-length", type=int, help="drop trajectories longer than this many tokens")
     g.add_argument("--answer-weight", type=float,
                    help="loss weight of answer-bearing assistant tokens (default 1 = plain loss; the CPU prototype used 10)")
+    g.add_argument("--copy-weight", type=float,
+                   help="loss weight of assistant tokens that copy the context: names, URLs, the restated question "
+                        "(default 1 = plain loss)")
     g.add_argument("--markup-init", dest="markup_init", action="store_true", default=None,
                    help="start the markup tokens' embeddings from plain-text cues (cpu default)")
     g.add_argument("--no-markup-init", dest="markup_init", action="store_false")

@@ -101,6 +101,7 @@ class SFTConfig:
     freeze_vision: bool = True  # vision tower and projector (paper: frozen)
     # the two measured additions of the cpu recipe
     answer_weight: float = 1.0
+    copy_weight: float = 1.0  # trained tokens that copy the context (``data.copy_token_weights``)
     init_markup_embeddings: bool = False
     # LoRA / QLoRA
     lora_r: int = 16
@@ -142,8 +143,9 @@ class SFTConfig:
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
                 answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
                 eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=60,
-                # the teacher's longest assistant turn is 187 tokens (runs/r3, 6,044 turns; mean 63)
-                eval_max_tokens=192,
+                # the compact teacher's longest assistant turn is 147 tokens (13,324 turns of the default
+                # run's accepted trajectories; median 70): a looping model is cut a little above that
+                eval_max_tokens=160,
                 # The teacher needs at most 9 calls and 12,623 context characters on a medium task
                 # (runs/sft-cpu, 8000-entity world); a looping tiny model is stopped a little above that.
                 eval_max_tool_calls=10, eval_max_context_chars=13_000, eval_wall_clock_s=60.0, total_minutes=2.8)
@@ -169,6 +171,8 @@ class SFTConfig:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.answer_weight <= 0:
             raise ValueError(f"answer_weight must be positive, got {self.answer_weight}")
+        if self.copy_weight <= 0:
+            raise ValueError(f"copy_weight must be positive, got {self.copy_weight}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if self.batch_size < 1 or self.grad_accum < 1:

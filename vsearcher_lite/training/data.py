@@ -96,6 +96,44 @@ def to_dataset(records: Sequence[dict]):
     return ds.cast_column("images", datasets.Sequence(datasets.Image()))
 
 
+def image_token_count(processor, path: str | Path) -> int:
+    """How many ``<|image_pad|>`` tokens the processor expands one image into (from its size alone:
+    the file header is read, the pixels are not)."""
+    from PIL import Image
+
+    ip = processor.image_processor
+    with Image.open(path) as im:
+        width, height = im.size
+    merge = int(getattr(ip, "merge_size", 1) or 1)
+    return int(ip.get_number_of_image_patches(height, width, {})) // (merge * merge)
+
+
+def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
+    """The token length of each record as training sees it, without processing any pixels.
+
+    The chat template is rendered to text (one ``<|image_pad|>`` per image), tokenized in one
+    batch, and each image adds the tokens the processor would expand it into. Equal to
+    ``render_lengths`` (a test checks it) and about 20 times faster (32 trajectories: 1.51 s against
+    0.07 s on one thread), which matters inside the cpu profile's 3-minute SFT budget: 3,151
+    trajectories took over a minute with ``render_lengths``.
+    """
+    from trl.data_utils import prepare_multimodal_messages
+
+    tokenizer = getattr(processor, "tokenizer", processor)
+    pad = getattr(processor, "image_token", "<|image_pad|>")
+    texts, extra = [], []
+    for r in records:
+        images = r.get("images", [])
+        messages = prepare_multimodal_messages(with_string_parts(r)["messages"], images=list(images))
+        texts.append(processor.apply_chat_template(messages, tokenize=False))
+        extra.append(sum(image_token_count(processor, p) - 1 for p in images))
+    counts = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    for text, n in zip(texts, extra):
+        if n and pad not in text:
+            raise ValueError(f"the chat template wrote no {pad} for a record with images")
+    return [len(ids) + n for ids, n in zip(counts, extra)]
+
+
 def render_lengths(processor, records: Iterable[dict]) -> list[int]:
     """The token length of each record as the chat template renders it (images included)."""
     from PIL import Image
@@ -204,6 +242,34 @@ def answer_token_weights(labels: Sequence[int], open_ids: Sequence[int], close_i
                         weights[i] = weight
                 j = find_subsequence(labels, answer, j + len(answer), a)
         pos = b + len(close_ids)
+    return weights
+
+
+def copy_token_weights(input_ids: Sequence[int], labels: Sequence[int], weight: float) -> list[float]:
+    """Per-position loss weights: ``weight`` on trained tokens that copy the context, 1 on other
+    trained tokens, 0 where the label is ignored.
+
+    A trained token copies when it and the token before it already stood next to each other in the
+    masked part of the sequence before it: the question, a tool response (a name, a URL, a phrase of
+    the question restated). The protocol's own markup never appears there, so it keeps weight 1.
+    Why: on the cpu profile the tiny model learns the markup in a few dozen steps; what its
+    held-out episodes fail on is copying the question and the names into the arguments.
+
+    >>> copy_token_weights([5, 6, 7, 1, 5, 6, 9], [-100, -100, -100, 1, 5, 6, 9], 3.0)
+    [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 1.0]
+    """
+    ids = [int(x) for x in input_ids]
+    labels = [int(x) for x in labels]
+    weights = [0.0 if x == IGNORE_INDEX else 1.0 for x in labels]
+    if weight == 1.0:
+        return weights
+    seen: set[tuple[int, int]] = set()
+    for i in range(1, len(ids)):
+        pair = (ids[i - 1], ids[i])
+        if labels[i] == IGNORE_INDEX:
+            seen.add(pair)
+        elif pair in seen:
+            weights[i] = weight
     return weights
 
 

@@ -49,9 +49,10 @@ from vsearcher_lite.training.config import SFTConfig, training_budget_s
 from vsearcher_lite.training.data import (
     IGNORE_INDEX,
     answer_token_weights,
+    copy_token_weights,
     load_sft_records,
     make_collator,
-    render_lengths,
+    rendered_lengths,
     tag_ids,
     to_dataset,
 )
@@ -248,18 +249,21 @@ def _trainer_classes():
     from trl import SFTTrainer
 
     class AgentSFTTrainer(SFTTrainer):
-        """TRL's ``SFTTrainer`` with two additions: the answer-weighted loss and a time-aware schedule.
+        """TRL's ``SFTTrainer`` with two additions: a weighted loss and a time-aware schedule.
 
-        With ``answer_weight == 1`` the loss is TRL's own (assistant tokens, mean per token).
-        Otherwise each trained token's cross-entropy is multiplied by its weight
-        (``data.answer_token_weights``) and the sum is divided by the number of trained tokens,
-        as TRL does, so weight 1 gives TRL's number exactly.
+        With ``answer_weight == copy_weight == 1`` the loss is TRL's own (assistant tokens, mean per
+        token). Otherwise each trained token's cross-entropy is multiplied by its weight
+        (``data.answer_token_weights``, then ``data.copy_token_weights`` for the other tokens) and
+        the sum is divided by the number of trained tokens, as TRL does, so weight 1 gives TRL's
+        number exactly.
         """
 
         def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
-                     time_budget_s: float | None = None, min_lr_ratio: float = 0.0, **kwargs):
+                     copy_weight: float = 1.0, time_budget_s: float | None = None, min_lr_ratio: float = 0.0,
+                     **kwargs):
             super().__init__(*args, **kwargs)
             self.answer_weight = float(answer_weight)
+            self.copy_weight = float(copy_weight)
             self.answer_open, self.answer_close = answer_tags
             self.time_budget_s = time_budget_s
             self.min_lr_ratio = min_lr_ratio
@@ -282,6 +286,11 @@ def _trainer_classes():
             marks_t = torch.tensor(marks, dtype=ce.dtype, device=ce.device)[:, 1:]
             answer = marks_t > 1
             weights = torch.where(answer, torch.full_like(marks_t, self.answer_weight), marks_t)
+            if self.copy_weight != 1.0:  # copied tokens (names, URLs, the restated question); answers keep theirs
+                copies = [copy_token_weights(ids, row, self.copy_weight)
+                          for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
+                copies_t = torch.tensor(copies, dtype=ce.dtype, device=ce.device)[:, 1:]
+                weights = torch.where(answer, weights, copies_t)
             mask = targets != IGNORE_INDEX
             n_tokens = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch)
             loss = (ce * weights).sum() / n_tokens.clamp(min=1)
@@ -476,7 +485,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     prep = prepare_model(model, processor, config)
     n_dropped = 0
     if config.max_length:
-        lengths = render_lengths(processor, records)
+        lengths = rendered_lengths(processor, records)
         kept = [r for r, n in zip(records, lengths) if n <= config.max_length]
         n_dropped = len(records) - len(kept)
         records = kept
@@ -511,6 +520,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         callbacks=[callback],
         answer_weight=config.answer_weight,
         answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
+        copy_weight=config.copy_weight,
         time_budget_s=budget_s,
         min_lr_ratio=config.min_lr_ratio,
     )
