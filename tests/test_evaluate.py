@@ -9,6 +9,7 @@ import pytest
 
 from agent_fakes import answer, call, make_toolbox
 from vsearcher_lite.agent.judge import LLMJudge, MatchJudge
+from vsearcher_lite.agent.protocol import COMPACT_QUESTION_CUE
 from vsearcher_lite.chat import ScriptedChat, message_text
 from vsearcher_lite.evaluation import evaluate as ev
 from vsearcher_lite.evaluation.manifest import read_manifest
@@ -32,7 +33,7 @@ def n_observations(messages):
 
 def scripted_reply(messages):
     """A policy whose behaviour depends on the question: right, right via an alias, wrong, broken."""
-    question = message_text(messages[1])
+    question = message_text(messages[1]).removeprefix(COMPACT_QUESTION_CUE)  # the cpu profile's "Q: "
     seen = n_observations(messages)
     if question.startswith("Q easy"):
         return call("text_search", {"query": "Tope founded"}) if seen == 0 else answer("1874")

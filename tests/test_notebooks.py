@@ -62,7 +62,7 @@ CI_PARAMETERS = {
     # 600 steps: notebook 08 asserts that this SFT model beats the base model on held-out tasks
     "06_sft": {"MAX_STEPS": 600, "EVAL_TASKS": 8},
     "07_grpo": {"MAX_STEPS": 2, "EVAL_TASKS": 4},
-    "08_evaluation": {"EXAM_TASKS": 3},  # held-out: the preset's 60 tasks
+    "08_evaluation": {"EXAM_TASKS": 3},  # held-out: the preset's 30 tasks (10 per level)
 }
 
 

@@ -131,12 +131,15 @@ def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path)
     assert len(set(collated)) > 1
 
 
+def first_collated(base, train_file):
+    """The tokenizer, and the ids and labels the collator makes of the training file's first record."""
+    processor = base[1]
+    batch = make_collator(processor)([to_dataset(load_sft_records(train_file))[0]])
+    return processor.tokenizer, batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+
+
 def test_answer_weights_fall_on_the_answer_and_its_statement(base, train_file):
-    _, processor = base
-    tok = processor.tokenizer
-    records = load_sft_records(train_file)
-    batch = make_collator(processor)([to_dataset(records)[0]])
-    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    tok, ids, labels = first_collated(base, train_file)
     weights = answer_token_weights(labels, tag_ids(tok, "<answer>"), tag_ids(tok, "</answer>"), 10.0)
     heavy = [i for i, w in enumerate(weights) if w == 10.0]
     # "1874" is one token: once in <think>, once in <answer>.
@@ -147,11 +150,7 @@ def test_answer_weights_fall_on_the_answer_and_its_statement(base, train_file):
 
 
 def test_copy_weights_fall_on_copied_names_never_on_markup(base, train_file):
-    _, processor = base
-    tok = processor.tokenizer
-    records = load_sft_records(train_file)
-    batch = make_collator(processor)([to_dataset(records)[0]])
-    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    tok, ids, labels = first_collated(base, train_file)
     weights = copy_token_weights(ids, labels, 3.0)
     heavy = "".join(tok.decode([ids[i]]) for i, w in enumerate(weights) if w == 3.0)
     assert "Garnound" in heavy or "ound" in heavy  # the bridge's name, copied from the tool response

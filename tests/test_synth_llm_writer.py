@@ -281,7 +281,7 @@ def test_cli_llm_writer_against_a_served_model(tmp_path_factory, tmp_path):
     with ReplayChatServer([fake_llm] * 100) as server:
         code = main(["inject-text", "--run-dir", str(run), "--writer", "llm", "--chat", f"openai:writer@{server.base_url}",
                      "--n-train", "2", "--n-heldout", "0", "--n-exam", "0", "--mix", "1:0:0", "--concurrency", "2",
-                     "--onehop-train", "0", "--onehop-heldout", "0"])
+                     "--onehop-train", "0", "--onehop-heldout", "0", "--warmup-levels", "none"])
         n_requests = len(server.requests)
     assert code == 0
     metrics = json.loads((run / "inject-text" / "metrics.json").read_text())

@@ -191,8 +191,9 @@ def test_llm_teacher_through_the_loop_including_broken_replies(tmp_path):
 
 def test_compact_style_solves_as_many_tasks_in_fewer_tokens(tasks, run):
     """The compact teacher (the cpu profile's) makes the same first decision from the same image
-    search, answers about as many tasks correctly as the full one, and writes far shorter thoughts;
-    its observations are shorter than the full ones for the same calls."""
+    search, answers about as many tasks correctly as the full one, and writes shorter thoughts (its
+    notes are a few words plus the restated "Q: ..." line the next call copies, so a little over half
+    as many characters); its observations are shorter than the full ones for the same calls."""
     full_box, compact_box = sandbox_toolbox(run, top_k=3), sandbox_toolbox(run, top_k=3, style="compact")
     judge = MatchJudge()
     think_full = think_compact = obs_full = obs_compact = solved_full = solved_compact = 0
@@ -213,7 +214,7 @@ def test_compact_style_solves_as_many_tasks_in_fewer_tokens(tasks, run):
                 obs_full += len(full_box.call(turn.tool, turn.arguments).text)
                 obs_compact += len(compact_box.call(turn.tool, turn.arguments).text)
     assert solved_compact >= solved_full - 2 and solved_compact >= 6, (solved_compact, solved_full)
-    assert think_compact < 0.5 * think_full, (think_compact, think_full)
+    assert think_compact < 0.6 * think_full, (think_compact, think_full)
     assert obs_compact < 0.85 * obs_full, (obs_compact, obs_full)
     with pytest.raises(ValueError, match="thought style"):
         HeuristicTeacher(tasks[0], style="terse")
@@ -242,3 +243,22 @@ def test_compact_arguments_are_copies_of_the_question_and_the_observations(tasks
             first = traj.messages[2]["content"]
             assert not noun or f"Which {noun} is in the image?" in first
     assert restated >= 10
+
+
+def test_the_cpu_evaluation_lets_every_compact_teacher_turn_through(tasks, run):
+    """The cpu preset cuts a turn at ``eval_max_tokens`` new tokens (to stop a looping tiny model);
+    every turn the compact teacher writes, and so every turn SFT teaches, must fit under that cut."""
+    from transformers import AutoTokenizer
+
+    from vsearcher_lite.model.tiny import default_base_dir
+    from vsearcher_lite.training.config import SFTConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
+    limit = SFTConfig.for_profile("cpu").eval_max_tokens
+    box = sandbox_toolbox(run, top_k=3, style="compact")
+    lengths = []
+    for task in tasks:
+        trajectory = run_episode(HeuristicTeacher(task, seed=3, style="compact"), box, task)
+        lengths += [len(tokenizer(m["content"] + "<|im_end|>")["input_ids"])
+                    for m in trajectory.messages if m["role"] == "assistant"]
+    assert len(lengths) > 2 * len(tasks) and max(lengths) <= limit, (max(lengths), limit)

@@ -247,6 +247,21 @@ def error_message(message: str) -> dict:
     return {"role": "user", "content": [text_part(tool_response_text(f"Error: {message}"))]}
 
 
+#: How the compact variant marks the question (and how its teacher marks a restated one): the
+#: pretraining corpus's ``restate`` documents ask with "Q: ", so the tiny model's copy of the question
+#: finds the same cue in an episode.
+COMPACT_QUESTION_CUE = "Q: "
+
+
+def question_text(question: str, variant: str = "full") -> str:
+    """The question as the first user turn shows it (``Q: `` before it in the compact variant).
+
+    >>> question_text("Who?"), question_text("Who?", "compact")
+    ('Who?', 'Q: Who?')
+    """
+    return f"{COMPACT_QUESTION_CUE}{question.strip()}" if variant == "compact" else question.strip()
+
+
 def initial_messages(
     question: str,
     image_path: str | None = None,
@@ -257,7 +272,7 @@ def initial_messages(
     """System prompt plus the question: the conversation every episode starts from."""
     return [
         {"role": "system", "content": system_prompt(today, variant=variant)},
-        question_message(question, image_path),
+        question_message(question_text(question, variant), image_path),
     ]
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Iterable
 
 from vsearcher_lite.agent.protocol import (
+    COMPACT_QUESTION_CUE,
     TOOL_RESPONSE_CLOSE,
     TOOL_RESPONSE_OPEN,
     format_assistant_turn,
@@ -541,12 +542,15 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                        "No article matches the image.")
         else:
             state.names[brief.image_entity_id] = choice.title
+            before = restated
             resolve(brief.image_description, choice.title)
             note = say(
                 f"Among the pages with a matching image, {choice.title} {'also looks plausible, and I will go with it' if hasty else 'is the best article match'}, "
                 f"so the {brief.image_type} in the image is probably {choice.title}.",
                 identified(brief.image_description, choice.title) if brief.image_description else f"The image shows {choice.title}.",
             )
+            if short and restated != before and len(restated.split()) <= RESTATED_MAX_WORDS:
+                note += f"\n{COMPACT_QUESTION_CUE}{restated}"
 
     for step in brief.steps:
         description = state.fill(step.template)
@@ -613,8 +617,11 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             note = say(f"I could not find {description}.", "Not found.")
             continue
         state.names[step.entity_id] = found
+        before = restated
         resolve(description, found)
         note = f"{how}; so it is {found}." if not short else identified(description, found)
+        if short and restated != before and len(restated.split()) <= RESTATED_MAX_WORDS:
+            note += f"\n{COMPACT_QUESTION_CUE}{restated}"
 
     seed = brief.seed_name or state.names.get(brief.seed_id, "")
     if not seed:
@@ -650,8 +657,10 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 break
     if not values:
         return Final(UNKNOWN_ANSWER, say(f"I could not find {goal} in what I read.", f"No {goal} found."))
+    # compact: the page-reading documents of the pretraining corpus end "Q: <question>\nA: <answer>"
+    answer_note = (f"{COMPACT_QUESTION_CUE}{goal}\nA: {values[0]}" if goal.endswith("?") else f"It gives {values[0]}.")
     return Final(values[0], say(f"I was looking for {goal}, and the page gives {values[0]}. That answers the question.",
-                                f"It gives {values[0]}."))
+                                answer_note))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def _fresh_root(rng: random.Random, taken: set[str], styled: bool = False) -> st
 
 def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
                   name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
-    """The document with every name root replaced by a freshly drawn one, the same within the document.
+    r"""The document with every name root replaced by a freshly drawn one, the same within the document.
 
     Why: the corpus comes from a fixed set of worlds, so over hours of training the model sees each
     name hundreds of times and can "copy" a name it has memorised; the probes (and the agent) must

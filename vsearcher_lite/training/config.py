@@ -142,10 +142,13 @@ class SFTConfig:
                 method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
                 answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
-                eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=60,
-                # the compact teacher's longest assistant turn is 147 tokens (13,324 turns of the default
-                # run's accepted trajectories; median 70): a looping model is cut a little above that
-                eval_max_tokens=160,
+                # 10 held-out tasks per level: the SFT model's evaluation takes about 10x the base model's
+                # (it makes tool calls), 60 tasks left training too little of the 3 minutes
+                eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=30,
+                # the compact teacher's longest assistant turn is 196 tokens (13,324 turns of the default
+                # run's accepted trajectories; median 93, 99th percentile 178): a looping model is cut just
+                # above that
+                eval_max_tokens=200,
                 # The teacher needs at most 9 calls and 12,623 context characters on a medium task
                 # (runs/sft-cpu, 8000-entity world); a looping tiny model is stopped a little above that.
                 eval_max_tool_calls=10, eval_max_context_chars=13_000, eval_wall_clock_s=60.0, total_minutes=2.8)
