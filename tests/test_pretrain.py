@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from vsearcher_lite.cli import main  # noqa: E402
 from vsearcher_lite.model.corpus import ROLE_IDS, Doc  # noqa: E402
 from vsearcher_lite.model.pretrain import (  # noqa: E402
+    PROBE_KINDS,
     Packer,
     PretrainConfig,
     encode_doc,
@@ -121,7 +122,8 @@ def test_the_pretrain_command_writes_a_loadable_base_with_card_log_and_metrics(s
     assert type(processor).__name__ == "Qwen3VLImageOnlyProcessor"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["parameters"]["total"] == sum(p.numel() for p in model.parameters())
-    assert set(metrics["probes"]) == {"lookup", "recall", "repeat", "pick", "page_reading", "lookup_far", "agent_accuracy"}
+    assert set(metrics["probes"]) == {*PROBE_KINDS, "agent_accuracy"}
+    assert {"lookup", "recall", "repeat", "page_reading", "restate"} <= set(PROBE_KINDS)
     assert all(0.0 <= metrics["probes"][k] <= 1.0 for k in ("lookup", "recall", "repeat", "pick", "page_reading"))
     assert metrics["loss_last"] < metrics["loss_first"]  # even six steps learn something
     assert metrics["agent_probe"]["measured"] is False  # the smoke run skips the agent probe, and says so
