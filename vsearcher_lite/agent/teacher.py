@@ -515,17 +515,23 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     # every query and every goal, so each argument is the previous one with one phrase swapped
     restated = brief.question
 
-    def resolve(description: str, name: str) -> None:
+    def searchable() -> bool:
+        """(compact) Whether the restated question is short enough to search with (a long one buries
+        the description's words)."""
+        return short and len(restated.split()) <= RESTATED_MAX_WORDS
+
+    def resolve(description: str, name: str) -> str:
+        """Put ``name`` in place of ``description`` in the restated question; returns the line that
+        (compact) asks it again, to end the note with, or "" when it did not change or is too long."""
         nonlocal restated
+        before = restated
         if description and description in restated:
             restated = restated.replace(description, name, 1)
+        return f"\n{COMPACT_QUESTION_CUE}{restated}" if restated != before and searchable() else ""
 
     def ask(description: str) -> str:
-        """What a search or a visit asks for: the description, or (compact) the restated question
-        while it is short enough to search with (a long one buries the description's words)."""
-        if short and description in restated and len(restated.split()) <= RESTATED_MAX_WORDS:
-            return restated
-        return description
+        """What a search or a visit asks for: the description, or (compact) the restated question."""
+        return restated if description in restated and searchable() else description
 
     if brief.has_image and brief.image_entity_id:
         obs = yield Action(
@@ -542,15 +548,12 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                        "No article matches the image.")
         else:
             state.names[brief.image_entity_id] = choice.title
-            before = restated
-            resolve(brief.image_description, choice.title)
+            asked_again = resolve(brief.image_description, choice.title)
             note = say(
                 f"Among the pages with a matching image, {choice.title} {'also looks plausible, and I will go with it' if hasty else 'is the best article match'}, "
                 f"so the {brief.image_type} in the image is probably {choice.title}.",
                 identified(brief.image_description, choice.title) if brief.image_description else f"The image shows {choice.title}.",
-            )
-            if short and restated != before and len(restated.split()) <= RESTATED_MAX_WORDS:
-                note += f"\n{COMPACT_QUESTION_CUE}{restated}"
+            ) + asked_again
 
     for step in brief.steps:
         description = state.fill(step.template)
@@ -617,11 +620,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             note = say(f"I could not find {description}.", "Not found.")
             continue
         state.names[step.entity_id] = found
-        before = restated
-        resolve(description, found)
-        note = f"{how}; so it is {found}." if not short else identified(description, found)
-        if short and restated != before and len(restated.split()) <= RESTATED_MAX_WORDS:
-            note += f"\n{COMPACT_QUESTION_CUE}{restated}"
+        asked_again = resolve(description, found)
+        note = f"{how}; so it is {found}." if not short else identified(description, found) + asked_again
 
     seed = brief.seed_name or state.names.get(brief.seed_id, "")
     if not seed:
