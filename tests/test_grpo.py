@@ -426,3 +426,63 @@ def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):
         trainer.resolve_init(tmp_path, GRPOConfig.for_profile("cpu"))
     with pytest.raises(InputError, match="--init"):
         trainer.resolve_init(tmp_path, GRPOConfig.for_profile("cpu", init=str(tmp_path / "nowhere")))
+
+
+def _tandem_blocks(ids: list[int], min_block: int) -> list[int]:
+    """Positions where a block of at least ``min_block`` tokens ends right after itself."""
+    return [end for end in range(len(ids) + 1)
+            for b in range(min_block, end // 2 + 1) if ids[end - b:end] == ids[end - 2 * b:end - b]]
+
+
+def test_repeat_guard_stops_loops_in_both_local_backends(tiny, monkeypatch):
+    from vsearcher_lite.chat import TransformersChat
+
+    model, processor = tiny
+    generated: list[list[int]] = []
+    real_generate = model.generate
+
+    def recording_generate(**kw):
+        out = real_generate(**kw)
+        generated.extend(out[:, kw["input_ids"].shape[1]:].tolist())
+        return out
+
+    monkeypatch.setattr(model, "generate", recording_generate)
+    convs = [[{"role": "user", "content": f"Q: {text}"}] for text in
+             ("the town of the town of the town of the town of", "Mount Skinki, Mount Skinki, Mount Skinki")]
+    options = {"temperature": 0.0, "max_tokens": 48}
+    plain = [TransformersChat(model, processor=processor).chat(c, **options) for c in convs]
+    plain_ids, generated[:] = list(generated), []
+    assert any(_tandem_blocks(ids, 3) for ids in plain_ids)  # the base model loops on these prompts
+    single = [TransformersChat(model, processor=processor).chat(c, repeat_guard=3, **options) for c in convs]
+    single_ids, generated[:] = list(generated), []
+    batched = batched_chat.BatchedTransformersChat(model, processor, max_batch=8)
+    together = batched_chat.run_lockstep(batched, convs, lambda c: batched.chat(c, repeat_guard=3, **options))
+    assert not any(_tandem_blocks(ids, 3) for ids in single_ids)
+    assert together == single and single != plain
+    assert batched.stats.calls == 1
+
+
+def test_repeat_guard_is_refused_where_it_cannot_be_applied():
+    from vsearcher_lite.chat import ChatError, OpenAIChat
+
+    bot = OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    assert "repeat_guard" not in bot.build_request([{"role": "user", "content": "x"}], repeat_guard=0)
+    with pytest.raises(ChatError, match="repeat_guard"):
+        bot.build_request([{"role": "user", "content": "x"}], repeat_guard=3)
+
+
+def test_repeat_ban_agrees_with_a_brute_force_search():
+    import random
+
+    from vsearcher_lite.chat import repeat_ban
+
+    def brute(tokens: list[int], min_block: int) -> set[int]:
+        return {t for t in set(tokens) | {99} if _tandem_blocks(tokens + [t], min_block)[-1:] == [len(tokens) + 1]}
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        tokens = [rng.randint(0, 2) for _ in range(rng.randint(0, 14))]
+        min_block = rng.randint(1, 4)
+        assert repeat_ban(tokens, min_block) == brute(tokens, min_block), (tokens, min_block)
+    with pytest.raises(ValueError, match="min_block"):
+        repeat_ban([1, 2], 0)

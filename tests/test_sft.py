@@ -215,7 +215,7 @@ def test_profile_presets():
     cpu = SFTConfig.for_profile("cpu")
     assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == ("full", "float32", False, 10.0)
     assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
-    assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None
+    assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None and cpu.eval_repeat_guard == 0
     multi = SFTConfig.for_profile("multi_gpu")
     assert (multi.learning_rate, multi.epochs, multi.max_length, multi.batch_size, multi.grad_accum) == (1e-5, 5.0, 20480, 1, 2)
     assert (multi.scheduler, multi.warmup_ratio, multi.freeze_vision, multi.dtype) == ("cosine", 0.1, True, "bfloat16")
@@ -227,6 +227,16 @@ def test_profile_presets():
         SFTConfig.for_profile("cpu", lerning_rate=1.0)
     with pytest.raises(ValueError, match="method must be one of"):
         SFTConfig.for_profile("cpu", method="adapter")
+
+
+def test_repeat_guard_reaches_every_evaluation_episode():
+    off = SFTConfig.for_profile("cpu").eval_config()
+    assert off.sampling("t1").to_kwargs().get("repeat_guard") is None
+    on = SFTConfig.for_profile("cpu", eval_repeat_guard=3).eval_config()
+    assert on.repeat_guard == 3 and on.sampling("t1").to_kwargs()["repeat_guard"] == 3
+    assert on.result_settings()["repeat_guard"] == 3  # stored results of the other setting are not reused
+    with pytest.raises(ValueError, match="eval_repeat_guard"):
+        SFTConfig.for_profile("cpu", eval_repeat_guard=-1)
 
 
 def test_cli_rejects_bad_settings_in_one_line(tmp_path, capsys):

@@ -66,6 +66,9 @@ def register(subparsers, common) -> None:
     r.add_argument("--top-k", type=positive, default=None, help="results per search (default: the profile's)")
     r.add_argument("--max-tool-calls", type=int, default=None, help="tool calls per episode (default: 30, as in the paper)")
     r.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: 0 on cpu, 0.6 otherwise)")
+    r.add_argument("--repeat-guard", type=int, default=None, metavar="N",
+                   help="a local model: never write a block of N or more tokens twice in a row within a reply "
+                        "(chat.repeat_ban; default 0 = off)")
     r.add_argument("--no-cache", action="store_true", help="do not read or write the run's tool cache")
     r.add_argument("--fresh", action="store_true", help="discard earlier results under this name and start over")
     c = p.add_argument_group("comparison (notebook 08)")
@@ -149,6 +152,7 @@ def run_eval_command(args) -> int:
         top_k=args.top_k,
         max_tool_calls=args.max_tool_calls,
         temperature=args.temperature,
+        repeat_guard=args.repeat_guard,
         cache_mode="off" if args.no_cache else None,
     )
     if args.world == "live":

@@ -20,7 +20,7 @@ Each evaluation is stored as ``RUN_DIR/eval/<benchmark>-<policy>/`` (``heldout-s
 (``evaluate.adopt_results``), and ``evaluate`` is resumable, so only missing tasks run.
 
 Settings. Held-out tasks use the SFT stage's evaluation settings (``training.config.SFTConfig``:
-on the cpu profile greedy, 192 new tokens per turn, at most 10 tool calls, 13,000 context
+on the cpu profile greedy, 200 new tokens per turn, at most 10 tool calls, 13,000 context
 characters; a batched model has no per-episode clock) so that the numbers are the ones notebooks 06 and 07 report. The
 exam's 10-round questions need more: the heuristic teacher makes up to 30 calls and 29,000
 context characters on them, so the exam allows the paper's 30 tool calls (appendix A.3) and

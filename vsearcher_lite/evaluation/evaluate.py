@@ -67,7 +67,7 @@ STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
-                   "temperature", "top_p", "max_tokens", "seed", "mistake_rate", "world")
+                   "temperature", "top_p", "max_tokens", "repeat_guard", "seed", "mistake_rate", "world")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,6 +94,9 @@ class EvalConfig:
     temperature: float = 0.6  # paper A.3 / A.4 rollouts
     top_p: float = 0.95
     max_tokens: int = 10_000
+    # a local model: never write the same block of this many or more tokens twice in a row within a reply
+    # (chat.repeat_ban); 0 = off
+    repeat_guard: int = 0
     seed: int = 0
     mistake_rate: float = 0.1  # the heuristic teacher's (same as in trajectories)
     world: str = "sandbox"
@@ -140,7 +143,8 @@ class EvalConfig:
     def sampling(self, task_id: str) -> Sampling:
         """Per-task sampling, seeded from the task id so results do not depend on thread order."""
         return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                        seed=task_seed(self.seed, task_id))
+                        seed=task_seed(self.seed, task_id),
+                        extra={"repeat_guard": self.repeat_guard} if self.repeat_guard else {})
 
     def result_settings(self) -> dict:
         d = asdict(self)
@@ -565,11 +569,13 @@ def run_identity(policy: Policy, config: EvalConfig, judge: Judge) -> dict:
 
     ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
     Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's seeds, say) reuses the same results.
+    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on.
     """
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
         settings.pop("seed")
+    if not settings.get("repeat_guard"):
+        settings.pop("repeat_guard")  # off: results stored before the option existed still match
     return {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
             **settings, "judge": getattr(judge, "name", type(judge).__name__)}
 

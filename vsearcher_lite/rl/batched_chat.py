@@ -36,9 +36,16 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from vsearcher_lite.chat import ChatBackend, ChatError, cut_at_stop, processor_message
+from vsearcher_lite.chat import (
+    LOCAL_SAMPLING_KEYS,
+    SAMPLING_KEYS,
+    ChatBackend,
+    ChatError,
+    cut_at_stop,
+    processor_message,
+    repeat_guard_kwargs,
+)
 
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
 _thread = threading.local()
 
 
@@ -72,12 +79,12 @@ def options_key(options: dict) -> tuple:
     """The sampling settings that must agree for two requests to share one ``generate`` call.
 
     >>> options_key({"temperature": 0.8, "top_p": 1.0, "max_tokens": 64, "stop": ["<x>"], "seed": 3})
-    (0.8, 1.0, 64, ('<x>',))
+    (0.8, 1.0, 64, ('<x>',), 0)
     """
     stop = options.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     return (float(options.get("temperature") or 0.0), float(options.get("top_p") or 1.0),
-            options.get("max_tokens"), stops)
+            options.get("max_tokens"), stops, int(options.get("repeat_guard") or 0))
 
 
 def batch_seed(seeds: list[int | None], call: int) -> int | None:
@@ -143,7 +150,7 @@ class LockstepBatcher(ChatBackend, abc.ABC):
     # -- the ChatBackend call ------------------------------------------------------------------
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
-        unknown = set(sampling) - set(SAMPLING_KEYS)
+        unknown = set(sampling) - set(SAMPLING_KEYS + LOCAL_SAMPLING_KEYS)
         if unknown:
             raise ChatError(f"{type(self).__name__} does not support sampling options {sorted(unknown)}")
         with self._cond:
@@ -337,6 +344,7 @@ class BatchedTransformersChat(LockstepBatcher):
             kwargs.update(stop_strings=stop_strings, tokenizer=self.tokenizer)
         if self.static_cache:
             kwargs["cache_implementation"] = "static"
+        kwargs.update(repeat_guard_kwargs(options, inputs["input_ids"].shape[1]))
         was_training = self.model.training
         self.model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -387,6 +395,8 @@ class BatchedVLLMChat(LockstepBatcher):
         self.tokenizer = getattr(processor, "tokenizer", processor)
 
     def generate_batch(self, conversations: list[list[dict]], options: dict, seed: int | None) -> list[str]:
+        if options.get("repeat_guard"):
+            raise ChatError("repeat_guard is not applied by the vLLM engine; set it to 0 for vLLM generation")
         prompt_ids, images = [], []
         for conv in conversations:
             converted = [processor_message(m) for m in conv]

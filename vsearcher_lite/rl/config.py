@@ -11,7 +11,7 @@
                ``reference/learning_cpu.md`` section 5 and ``learning_cpu_3.md`` (constant lr,
                temperature 0.8, k3 KL 0.02 to the SFT model, zero-variance groups dropped) with
                two updates per batch so that the clipping acts; episodes with the SFT evaluation's
-               limits (192 new tokens per turn, 10 tool calls, 13,000 context characters).
+               limits (200 new tokens per turn, 10 tool calls, 13,000 context characters).
 ``single_gpu`` TRL's ``GRPOTrainer`` (``trl_engine.py``) with LoRA in bf16 through PEFT
                (``method="qlora"``: the base in 4-bit NF4), the paper's A.4 settings below.
 ``multi_gpu``  the same engine, full bf16 fine-tune under ``accelerate launch``, generation with

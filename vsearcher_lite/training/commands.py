@@ -36,6 +36,7 @@ def config_from_args(args):
         samples_per_task=args.samples,
         eval_file=args.eval_file,
         eval_max_tasks=args.eval_tasks,
+        eval_repeat_guard=args.repeat_guard,
         threads=args.threads,
         seed=args.seed,
         world=args.world,
@@ -107,6 +108,9 @@ def register(subparsers, common) -> None:
     d.add_argument("--samples", type=int, help="teacher samples per task when trajectories must be generated")
     d.add_argument("--eval-file", help="held-out task JSONL (default: RUN_DIR/filter/heldout.jsonl)")
     d.add_argument("--eval-tasks", type=int, help="evaluate on at most this many held-out tasks")
+    d.add_argument("--repeat-guard", type=int, metavar="N",
+                   help="evaluation decoding: never write a block of N or more tokens twice in a row within a reply "
+                        "(0 = off, the default)")
     d.add_argument("--all-difficulties", action="store_true", help="evaluate hard tasks too (cpu default: onehop+easy+medium)")
     d.add_argument("--no-eval", action="store_true", help="skip the base vs SFT evaluation")
     d.add_argument("--name", help="output folder RUN_DIR/<name> and evaluation name (default: sft)")

@@ -13,7 +13,11 @@
                each, 60 held-out tasks): weight 1 and 400 steps gave accuracy 0.067 and format 0.90;
                weight 10 and 913 steps gave 0.15 and 0.73. Held-out evaluation covers the one-hop
                warm-up level and easy and medium tasks; gradient checkpointing off (it only costs
-               time on CPU); vision tokens suppressed in generation.
+               time on CPU); vision tokens suppressed in generation. Plain greedy evaluation; the
+               repeat guard (``eval_repeat_guard``, ``--repeat-guard 3``: no block of 3 or more tokens
+               twice in a row within a reply, ``chat.repeat_ban``) is an option, off: on six 3-minute
+               SFT models (30 held-out tasks each) it raised the format-valid rate by 0 to 0.13
+               (mean 0.07) and changed one answer's verdict, a correct one that became a format error.
 ``single_gpu`` LoRA in bf16 through PEFT on a real Qwen3-VL checkpoint (``method="qlora"``: the
                same with the base quantised to 4-bit NF4 by bitsandbytes).
 ``multi_gpu``  full fine-tune in bf16 under ``accelerate launch`` with the shipped FSDP or
@@ -121,6 +125,7 @@ class SFTConfig:
     eval_max_tool_calls: int | None = None  # None: the eval profile's (paper: 30)
     eval_max_context_chars: int | None = None  # None: the eval profile's
     eval_wall_clock_s: float | None = None  # per episode; None: the eval profile's
+    eval_repeat_guard: int = 0  # local models: no block of this many tokens twice in a row in a reply (0 = off)
     eval_base: bool = True
     # cpu: the whole command's budget; the base is evaluated first and training gets what is left
     total_minutes: float | None = None
@@ -186,6 +191,8 @@ class SFTConfig:
             raise ValueError(f"minutes must be positive, got {self.minutes}")
         if self.total_minutes is not None and self.total_minutes <= 0:
             raise ValueError(f"total_minutes must be positive, got {self.total_minutes}")
+        if self.eval_repeat_guard < 0:
+            raise ValueError(f"eval_repeat_guard must be 0 (off) or a block length, got {self.eval_repeat_guard}")
         if self.accelerate_config not in ACCELERATE_CONFIGS:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
 
@@ -198,7 +205,8 @@ class SFTConfig:
         settings: dict[str, Any] = dict(seed=self.seed, world=self.world, max_tokens=self.eval_max_tokens,
                                         max_tool_calls=self.eval_max_tool_calls,
                                         max_context_chars=self.eval_max_context_chars,
-                                        wall_clock_s=self.eval_wall_clock_s, progress=self.progress)
+                                        wall_clock_s=self.eval_wall_clock_s, repeat_guard=self.eval_repeat_guard,
+                                        progress=self.progress)
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return EvalConfig.for_profile(self.profile, **settings)
 
