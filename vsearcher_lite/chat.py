@@ -237,8 +237,8 @@ def repeat_ban(tokens: list[int], min_block: int) -> set[int]:
     place while copying a long description writes it again and again until the token limit, and
     the turn fails the format check. The compact teacher never does this: in the 13,324 assistant
     turns of a cpu run's accepted trajectories no block of 3 or more tokens follows itself (blocks
-    of 1 and 2 tokens do: digits of a year, letters of a name), so with ``min_block`` 3 the rule
-    forbids nothing the SFT data shows.
+    of 1 token do in 10,266 turns, of 2 tokens in 4), so with ``min_block`` 3 the rule forbids
+    nothing the SFT data shows.
 
     >>> sorted(repeat_ban([5, 1, 2, 3, 1, 2], 3)), sorted(repeat_ban([1, 2, 1], 2)), repeat_ban([1, 2, 1], 3)
     ([3], [2], set())
