@@ -68,3 +68,50 @@ def test_several_processes_share_one_file(tmp_path):
     cache = ToolCache(path)
     assert len(cache) == 100
     assert all(cache.get("t", {"i": i}) == {"v": i} for i in range(100))
+
+
+def test_threads_opening_a_new_cache_together_all_get_it_in_wal_mode(tmp_path):
+    import sqlite3
+    import threading
+
+    path = tmp_path / "c.sqlite"
+    barrier, errors, caches = threading.Barrier(8), [], []
+
+    def open_and_use(i):
+        barrier.wait()
+        try:
+            cache = ToolCache(path)
+            caches.append(cache.get_or_call("echo", {"q": i}, lambda: {"a": i}))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted on below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=open_and_use, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == [] and len(caches) == 8
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_the_wal_switch_retries_only_a_locked_database():
+    import sqlite3
+
+    from vsearcher_lite.cache import enable_wal
+
+    class Conn:
+        def __init__(self, message):
+            self.message, self.calls = message, 0
+
+        def execute(self, sql):
+            self.calls += 1
+            raise sqlite3.OperationalError(self.message)
+
+    locked = Conn("database is locked")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        enable_wal(locked, attempts=3, wait_s=0.0)
+    assert locked.calls == 3  # tried three times, then gave up with SQLite's own error
+    broken = Conn("disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        enable_wal(broken, attempts=3, wait_s=0.0)
+    assert broken.calls == 1  # anything else is not retried

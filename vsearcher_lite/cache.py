@@ -33,6 +33,40 @@ def request_key(namespace: str, request: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+#: Threads of one process switch a cache file to WAL one at a time (see ``enable_wal``).
+_WAL_SWITCH = threading.Lock()
+
+
+def enable_wal(conn, attempts: int = 40, wait_s: float = 0.05) -> None:
+    """Put the connection's database in WAL mode (persistent: later connections find it so).
+
+    Switching the journal mode needs an exclusive lock, and when two connections try it on a new
+    file at the same moment SQLite answers one of them "database is locked" at once instead of
+    waiting out the busy timeout (it would otherwise deadlock). Seen in CI: the threads of one
+    trajectories run opening their tool caches together. So the switch is retried, with growing
+    waits of at most half a second, and skipped when the file is already in WAL mode.
+
+    >>> class Flaky:  # locked twice, then WAL
+    ...     def __init__(self): self.calls = []
+    ...     def execute(self, sql):
+    ...         self.calls.append(sql)
+    ...         if len(self.calls) <= 2: raise sqlite3.OperationalError("database is locked")
+    ...         return self
+    ...     def fetchone(self): return ("wal",)
+    >>> conn = Flaky(); enable_wal(conn, wait_s=0.0); conn.calls
+    ['PRAGMA journal_mode', 'PRAGMA journal_mode', 'PRAGMA journal_mode']
+    """
+    for attempt in range(attempts):
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(min(wait_s * (attempt + 1), 0.5))
+
+
 class ToolCache:
     """``get_or_call(namespace, request, fn)``: the stored response, or ``fn()`` stored and returned.
 
@@ -69,8 +103,9 @@ class ToolCache:
         conn = getattr(self._local, "conn", None)
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA busy_timeout=30000")
+            with _WAL_SWITCH:
+                enable_wal(conn)
             self._local.conn = conn
             self._local.pid = os.getpid()
         return conn
