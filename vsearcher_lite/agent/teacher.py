@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Iterable
 
 from vsearcher_lite.agent.protocol import (
-    COMPACT_QUESTION_CUE,
     TOOL_RESPONSE_CLOSE,
     TOOL_RESPONSE_OPEN,
     format_assistant_turn,
+    question_text,
 )
 from vsearcher_lite.chat import ChatBackend, message_text
 from vsearcher_lite.synthesis.task import Task
@@ -527,7 +527,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         before = restated
         if description and description in restated:
             restated = restated.replace(description, name, 1)
-        return f"\n{COMPACT_QUESTION_CUE}{restated}" if restated != before and searchable() else ""
+        return "\n" + question_text(restated, "compact") if restated != before and searchable() else ""
 
     def ask(description: str) -> str:
         """What a search or a visit asks for: the description, or (compact) the restated question."""
@@ -658,7 +658,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     if not values:
         return Final(UNKNOWN_ANSWER, say(f"I could not find {goal} in what I read.", f"No {goal} found."))
     # compact: the page-reading documents of the pretraining corpus end "Q: <question>\nA: <answer>"
-    answer_note = (f"{COMPACT_QUESTION_CUE}{goal}\nA: {values[0]}" if goal.endswith("?") else f"It gives {values[0]}.")
+    answer_note = (f"{question_text(goal, 'compact')}\nA: {values[0]}" if goal.endswith("?") else f"It gives {values[0]}.")
     return Final(values[0], say(f"I was looking for {goal}, and the page gives {values[0]}. That answers the question.",
                                 answer_note))
 

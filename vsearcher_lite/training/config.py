@@ -147,8 +147,8 @@ class SFTConfig:
                 method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
                 answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
-                # 10 held-out tasks per level: the SFT model's evaluation takes about 10x the base model's
-                # (it makes tool calls), 60 tasks left training too little of the 3 minutes
+                # 10 held-out tasks per level: the SFT model's evaluation takes about 7x the base model's
+                # (sft.SFT_EVAL_FACTOR: it makes tool calls), 60 tasks left training too little of the 3 minutes
                 eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=30,
                 # the compact teacher's longest assistant turn is 196 tokens (13,324 turns of the default
                 # run's accepted trajectories; median 93, 99th percentile 178): a looping model is cut just
