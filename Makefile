@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 RUN_DIR ?= runs/reproduce
 PROFILE ?= cpu
 WORLD ?= sandbox
-# More `vsearcher-lite reproduce` options, e.g. REPRODUCE_ARGS="--only 07 08" or "-p MAX_STEPS=None"
+# More `vsearcher-lite reproduce` options, e.g. REPRODUCE_ARGS="--only 07 08" or "--only 06 -p MAX_STEPS=300" (a 300-step SFT run)
 REPRODUCE_ARGS ?=
 
 .PHONY: install test reproduce clean-notebooks lint-notebooks clean

@@ -152,3 +152,19 @@ def test_image_text_model_reads_data_urls_and_pil_images(tiny_vl):
     b = bot.chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_to_url(img)}},
                                                {"type": "text", "text": "?"}]}], max_tokens=5)
     assert a == b
+
+
+def test_tiny_checkpoint_loads_in_a_fresh_interpreter():
+    """``make_chat("transformers:<tiny base>")`` as the first thing a script does: the processor the
+    folder names must be found without importing ``vsearcher_lite.model.tiny`` by hand first."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parents[1] / "data" / "tiny_base"
+    code = ("import sys\nfrom vsearcher_lite.chat import make_chat\n"
+            f"chat = make_chat('transformers:{base}')\n"
+            "print(type(chat.processor).__name__, 'vsearcher_lite.model.tiny' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["Qwen3VLImageOnlyProcessor", "True"]

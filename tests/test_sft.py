@@ -114,6 +114,23 @@ def test_trained_tokens_are_exactly_the_assistant_turns(base, train_file):
                                                         processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")] == -100)
 
 
+def test_fast_assistant_masks_equal_transformers_own(base, train_file, monkeypatch):
+    """The tiny processor's faster mask walk gives exactly the labels of transformers' own."""
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+
+    _, processor = base
+    assert type(processor)._adjust_assistant_masks_indices is not Qwen3VLProcessor._adjust_assistant_masks_indices
+    records = load_sft_records(train_file)
+    items = [to_dataset(records)[i] for i in range(3)]
+    fast = make_collator(processor)(items)
+    monkeypatch.setattr(type(processor), "_adjust_assistant_masks_indices",
+                        Qwen3VLProcessor._adjust_assistant_masks_indices)
+    slow = make_collator(processor)(items)
+    assert (fast["labels"] != -100).sum() > 0
+    assert fast["labels"].tolist() == slow["labels"].tolist()
+    assert fast["input_ids"].tolist() == slow["input_ids"].tolist()
+
+
 def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path):
     """The fast length (no pixels processed) is what the collator really builds, images of any size."""
     _, processor = base

@@ -658,9 +658,16 @@ def _load_transformers_model(model_id: str, *, device: str | None, dtype: Any, t
     if dtype is not None:
         kwargs["dtype"] = dtype
     if getattr(config, "vision_config", None) is not None:
+        # A tiny-base checkpoint names the project's image-only processor; importing the module
+        # registers it with AutoProcessor (without it AutoProcessor falls back to a bare tokenizer).
+        import vsearcher_lite.model.tiny  # noqa: F401
+
         model = transformers.AutoModelForImageTextToText.from_pretrained(model_id, **kwargs)
         processor = transformers.AutoProcessor.from_pretrained(model_id, trust_remote_code=trust_remote_code)
-        tokenizer = processor.tokenizer
+        tokenizer = getattr(processor, "tokenizer", None)
+        if tokenizer is None:
+            raise InputError(f"cannot load model {model_id!r}: AutoProcessor gave a {type(processor).__name__}, "
+                             "not a processor with a tokenizer and an image processor")
     else:
         model = transformers.AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
         tokenizer = transformers.AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)

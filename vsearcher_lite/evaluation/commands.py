@@ -77,7 +77,7 @@ def register(subparsers, common) -> None:
                         "tasks and write RUN_DIR/comparison/ (table 1 and figure 4 of this run)")
     c.add_argument("--exam-tasks", type=positive, default=None, help="with --compare: the first N exam tasks (default: all)")
     c.add_argument("--heldout-tasks", type=positive, default=None,
-                   help="with --compare: N held-out tasks, round-robin over the levels (default: cpu 60, the SFT stage's; else all)")
+                   help="with --compare: N held-out tasks, round-robin over the levels (default: cpu 30, the SFT stage's; else all)")
     p.set_defaults(func=run_eval_command)
 
 

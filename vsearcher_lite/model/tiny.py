@@ -15,7 +15,8 @@ Three things differ from a stock Qwen3-VL folder, each for a measured reason
   processor's parts are read from its ``__init__`` signature) and returns torch tensors for
   ``pixel_values`` and ``image_grid_thw`` even when called without ``return_tensors`` (TRL calls
   it that way, and the PIL image processor would otherwise give numpy arrays). It is registered
-  with ``AutoProcessor`` when this module is imported (``import vsearcher_lite.model``).
+  with ``AutoProcessor`` when this module is imported (``import vsearcher_lite.model.tiny``; the
+  local chat backend imports it before it loads a folder).
 - **TRL's own ``qwen3_vl.jinja`` chat template, byte for byte.** TRL recognises templates by exact
   comparison: only then does it swap in its training template (assistant-only loss) and its
   tool-call parser.
@@ -117,6 +118,15 @@ def _processor_class():
                 if key in out and isinstance(out[key], np.ndarray):
                     out[key] = torch.from_numpy(out[key])
             return out
+
+        def _adjust_assistant_masks_indices(self, processed_dict, generation_indices):
+            # transformers walks the offset tensor one element at a time, which took three quarters
+            # of SFT's collate time (about 40 ms a trajectory); the same walk over nested lists gives
+            # the same masks (tests/test_sft.py) in about a millisecond.
+            offsets = processed_dict.get("offset_mapping")
+            if hasattr(offsets, "tolist"):
+                processed_dict["offset_mapping"] = offsets.tolist()
+            return super()._adjust_assistant_masks_indices(processed_dict, generation_indices)
 
     Qwen3VLImageOnlyProcessor.__module__ = __name__
     Qwen3VLImageOnlyProcessor.__qualname__ = "Qwen3VLImageOnlyProcessor"

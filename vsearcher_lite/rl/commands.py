@@ -67,7 +67,7 @@ def register(subparsers, common) -> None:
         "grpo", parents=[common], help="multi-turn GRPO in the search environment (notebook 07)",
         description="Paper 2.3 / A.4: group rollouts through the ReAct loop and tools, reward = judged correctness, "
                     "group-normalised advantages, clipped ratio, optional KL, loss on policy tokens only; then SFT "
-                    "vs RL on the same held-out tasks (paired difference). Profiles: cpu (own engine, ~6 min), "
+                    "vs RL on the same held-out tasks (paired difference). Profiles: cpu (own engine, 5.5 min budget), "
                     "single_gpu (TRL GRPOTrainer + LoRA / QLoRA), multi_gpu (TRL + vLLM, the paper's settings).")
     g = p.add_argument_group("training")
     g.add_argument("--init", help="starting checkpoint (default: RUN_DIR/sft/checkpoint)")

@@ -4,7 +4,7 @@
 
 =============  ================================================================================
 ``cpu``        the project's own engine (``trainer.py``, a plain PyTorch loop) on the tiny model
-               from ``RUN_DIR/sft/checkpoint``: full fine-tune, fp32, one torch thread; the whole
+               from ``RUN_DIR/sft/checkpoint``: full fine-tune, fp32, two torch threads; the whole
                command, held-out evaluations included, budgeted at 5.5 minutes on 2 cores
                (``total_minutes``: the SFT model is evaluated first, and training gets what is
                left after the RL evaluation still to come, at most ``minutes`` = 3); the starting points of

@@ -89,12 +89,13 @@ def register(subparsers, common) -> None:
     g.add_argument("--minutes", type=float, help="stop training after this many minutes (cpu default: 2.75)")
     g.add_argument("--total-minutes", type=float,
                    help="budget of the whole command: the base is evaluated first and training gets what the two "
-                        "evaluations leave (cpu default: 2.85)")
+                        "evaluations leave (cpu default: 2.8)")
     g.add_argument("--batch-size", type=int, help="trajectories per device per step")
     g.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
     g.add_argument("--max-length", type=int, help="drop trajectories longer than this many tokens")
     g.add_argument("--answer-weight", type=float,
-                   help="loss weight of answer-bearing assistant tokens (default 1 = plain loss; the CPU prototype used 10)")
+                   help="loss weight of answer-bearing assistant tokens (1 = plain loss; cpu default 10, as the CPU "
+                        "prototype; GPU profiles 1)")
     g.add_argument("--copy-weight", type=float,
                    help="loss weight of assistant tokens that copy the context: names, URLs, the restated question "
                         "(default 1 = plain loss)")
