@@ -717,6 +717,9 @@ def make_chat(spec: "str | dict | ChatBackend", **overrides: Any) -> ChatBackend
         at = rest.rfind("@http")
         if at >= 0:
             model, base_url = rest[:at], rest[at + 1:]
+        elif "@" in rest:
+            raise InputError(f"chat spec {spec!r}: the base URL after '@' must start with http:// or https:// "
+                             "(a model name with '@' in it: use the dict form)")
         return OpenAIChat(model or None, base_url, **overrides)
     if kind == "transformers":
         if not rest:

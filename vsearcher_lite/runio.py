@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -95,12 +96,34 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
+    """A text file's content, or an ``InputError`` naming the path: missing, a folder, or bytes
+    that are not ``encoding`` (with the line and byte where decoding failed)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a file")
+    data = path.read_bytes()
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        name = "UTF-8" if encoding.lower().startswith("utf-8") else encoding
+        raise InputError(f"{path}:{line}: not {name} text (byte {exc.start}: "
+                         f"{data[exc.start:exc.start + 1]!r})") from None
+
+
+def text_lines(text: str) -> list[str]:
+    """``text`` split after each newline (``\r\n`` read as ``\n``), as a text-mode ``readlines`` does:
+    unlike ``str.splitlines`` it does not split inside a JSON string holding U+2028 and the like."""
+    return io.StringIO(text, newline=None).readlines()
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
 
@@ -124,7 +147,7 @@ def jsonl_records(
             if torn or not strict:
                 warnings.warn(f"{source}:{number}: skipping an incomplete or malformed line", stacklevel=3)
                 continue
-            raise InputError(f"{source}:{number}: not valid JSON ({exc.msg})") from None
+            raise InputError(f"{source}:{number}: not valid JSON ({exc.msg}, column {exc.colno})") from None
         if not isinstance(obj, dict):
             if not strict:
                 continue
@@ -137,13 +160,16 @@ def read_jsonl(path: str | os.PathLike, *, strict: bool = True) -> Iterator[dict
 
     A last line with no newline (an interrupted append) is skipped with a warning.
     """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    with path.open("r", encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for _, obj in jsonl_records(lines, str(path), strict=strict, tolerate_torn_tail=True):
+    for _, obj in read_jsonl_numbered(path, strict=strict):
         yield obj
+
+
+def read_jsonl_numbered(path: str | os.PathLike, *, strict: bool = True) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each object of a JSONL file, as ``read_jsonl`` reads them: for
+    messages that name the line of a record (blank lines count)."""
+    path = Path(path)
+    lines = text_lines(read_text(path))
+    yield from jsonl_records(lines, str(path), strict=strict, tolerate_torn_tail=True)
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> Path:
@@ -201,6 +227,21 @@ class JsonlLog:
         if not self.path.exists():
             return []
         return list(read_jsonl(self.path, strict=False))
+
+
+FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_folder_name(name: Any, what: str) -> str:
+    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no path).
+
+    >>> check_folder_name("sft-v2", "--name")
+    'sft-v2'
+    """
+    if not isinstance(name, str) or not FOLDER_NAME.match(name) or name in (".", ".."):
+        raise InputError(f"{what} {name!r}: use letters, digits, '-', '_' and '.' only, starting with a letter "
+                         "or digit (it names one folder inside the run)")
+    return name
 
 
 class RunDir:

@@ -71,6 +71,8 @@ def set_threads(threads: int | None, *, limit_heap: bool = True) -> int:
     """
     import torch
 
+    if threads is not None and int(threads) < 1:
+        raise ValueError(f"threads must be at least 1 (or unset), got {threads}")
     if limit_heap:
         limit_heap_growth()
     if threads:

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.chat import message_text
-from vsearcher_lite.runio import InputError, jsonl_records
+from vsearcher_lite.runio import InputError, jsonl_records, read_text, text_lines
 
 
 def assistant_turns(record: dict, where: str) -> Iterator[tuple[str, object]]:
@@ -27,6 +27,9 @@ def assistant_turns(record: dict, where: str) -> Iterator[tuple[str, object]]:
     for message in messages:
         if isinstance(message, dict) and message.get("role") == "assistant":
             content = message.get("content")
+            if not (content is None or isinstance(content, (str, list))):
+                raise InputError(f"{where}: assistant message {index}: content must be text or a list of parts, "
+                                 f"got {type(content).__name__}")
             yield f".{index}", content if isinstance(content, str) or content is None else message_text(message)
             index += 1
 
@@ -35,13 +38,16 @@ def format_check_file(path: str | Path, out=None) -> tuple[int, int]:
     """Print one verdict per assistant turn (``LINE[.TURN]<TAB>ok`` or the reason); ``(n_turns, n_failed)``."""
     out = out if out is not None else sys.stdout
     path = Path(path)
-    n_turns = n_failed = 0
+    n_turns = n_failed = n_records = 0
     for number, record in enumerate_records(path):
+        n_records += 1
         for label, turn in assistant_turns(record, f"{path}:{number}"):
             verdict = strict_format_check(turn)
             n_turns += 1
             n_failed += 0 if verdict.ok else 1
             print(f"{number}{label}\t{verdict}", file=out)
+    if not n_records:
+        raise InputError(f"{path}: no records to check (the file is empty)")
     return n_turns, n_failed
 
 
@@ -51,10 +57,7 @@ def enumerate_records(path: Path) -> Iterator[tuple[int, dict]]:
     Stricter than ``read_jsonl``: a user's file is being validated, so even a last line without
     its newline must parse.
     """
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    with path.open("r", encoding="utf-8") as fh:
-        yield from jsonl_records(fh, str(path))
+    yield from jsonl_records(text_lines(read_text(path)), str(path))
 
 
 def _cmd_format_check(args) -> int:

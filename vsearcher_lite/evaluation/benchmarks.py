@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from vsearcher_lite.runio import InputError, JsonlLog, atomic_write_bytes, jsonl_records
+from vsearcher_lite.runio import InputError, JsonlLog, atomic_write_bytes, jsonl_records, read_text, text_lines
 from vsearcher_lite.synthesis.task import Task
 
 FORMATS = ("mmsearchexam", "browsecomp-vl", "mmsearch", "simplevqa", "task")
@@ -364,6 +364,9 @@ def parse_task(record: dict, ctx: ParseContext) -> BenchmarkRow:
         raise ctx.fail(f"not a task record ({exc})") from None
     for name in ("question", "answer"):
         text_field(record, name, ctx)
+    for name in ("question", "difficulty", "split"):
+        if name in record and not isinstance(record[name], str):
+            raise ctx.fail(f"field {name!r} must be text, got {type(record[name]).__name__}")
     image = image_source(task.image_path, ctx, "image_path")
     return BenchmarkRow(ctx.where, str(task.id), task.question, str(task.answer), aliases=list(task.aliases),
                         image=image, group=task.difficulty, task=task)
@@ -431,7 +434,7 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     if path.suffix.lower() == ".parquet":
         yield from _parquet_records(path)
         return
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_text(path, "utf-8-sig")
     if path.suffix.lower() == ".json" and text.lstrip().startswith(("[", "{")):
         try:
             whole = json.loads(text)
@@ -446,7 +449,7 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
                     raise InputError(f"{path}: item {i}: expected a JSON object, got {type(item).__name__}")
                 yield f"{path}: item {i}", item
             return
-    for number, record in jsonl_records(text.splitlines(), str(path)):
+    for number, record in jsonl_records(text_lines(text), str(path)):
         yield f"{path}:{number}", record
 
 

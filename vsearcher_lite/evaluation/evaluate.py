@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import statistics
 import threading
 import time
@@ -60,7 +59,7 @@ from vsearcher_lite.agent.protocol import (
     resolve_today,
 )
 from vsearcher_lite.chat import ChatBackend, usage_of
-from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_json, atomic_write_text, read_json
+from vsearcher_lite.runio import FOLDER_NAME, InputError, JsonlLog, RunDir, atomic_write_json, atomic_write_text, read_json
 from vsearcher_lite.synthesis.task import Task, in_level_order
 
 STAGE = "eval"
@@ -131,7 +130,18 @@ class EvalConfig:
         unknown = sorted(set(preset) - known)
         if unknown:
             raise TypeError(f"unknown eval setting(s): {', '.join(unknown)}")
-        return cls(**preset)
+        config = cls(**preset)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the first setting out of range (``evaluate`` calls it too)."""
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {self.temperature} and {self.top_p}")
+        if self.max_tool_calls < 0:
+            raise ValueError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
         """The episode limits; a batched policy's episodes have no wall clock (they wait for each other,
@@ -270,15 +280,17 @@ def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
         from vsearcher_lite.model.tiny import default_base_dir
 
         spec = f"transformers:{default_base_dir()}"
-    elif not spec.startswith(("openai", "transformers:")) and (Path(spec) / "config.json").is_file():
-        spec = f"transformers:{spec}"  # a bare checkpoint folder
+    elif not spec.startswith(("openai", "transformers:")) and (
+            Path(spec).exists() or spec.startswith((".", "/", "~")) or "/" in spec):
+        spec = f"transformers:{spec}"  # a bare checkpoint folder (or hub id)
     if spec.startswith("transformers:"):
         path = spec[len("transformers:"):]
+        if not path.strip():
+            raise InputError("policy 'transformers:' needs a model folder or hub id after the colon")
         # "org/name" is a hub id; anything with a deeper path, or rooted, is meant as a local folder.
         looks_local = Path(path).exists() or path.startswith((".", "/", "~")) or path.count("/") >= 2
         if looks_local and not (Path(path) / "config.json").is_file():
             raise InputError(f"{path}: no model here (no config.json); train it first or give another --policy")
-        import vsearcher_lite.model.tiny  # noqa: F401  registers the tiny model's image-only processor
     chat = make_chat(spec)
     if batch > 1 and isinstance(chat, TransformersChat) and chat.processor is not None:
         from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
@@ -512,7 +524,7 @@ def eval_dir(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir) / STAGE / name
 
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = FOLDER_NAME
 
 
 def check_name(name: str) -> str:
@@ -534,6 +546,8 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
     try:
         return make_judge(spec)
     except ValueError as exc:
+        if isinstance(spec, str) and spec.startswith("llm"):
+            raise InputError(f"the LLM judge ({spec!r}; --judge match is the offline one): {exc}") from None
         raise InputError(str(exc)) from None
 
 
@@ -742,6 +756,7 @@ def evaluate(
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)  # the caller's config stays as it was
+    config.check()
     tasks = list(tasks)
     if not tasks:
         raise InputError("no tasks to evaluate")
@@ -752,12 +767,16 @@ def evaluate(
     policy = make_policy(policy, config)
     judge_obj = resolve_judge(judge, config)
     name = check_name(name or policy.name)
+    if toolbox is None and policy.tools and config.world == "sandbox":
+        from vsearcher_lite.world import open_world
+
+        open_world(run_dir)  # a missing world fails here, before anything is written
+    thread_toolbox, made = per_thread_toolbox(toolbox, run_dir, config)
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
     identity = run_identity(policy, config, judge_obj)
     guard_resume(out, identity, fresh)
 
-    thread_toolbox, made = per_thread_toolbox(toolbox, run_dir, config)
     limits = config.limits(tools=policy.tools, batched=policy.batch > 1)
 
     def run_task(task: Task) -> dict:

@@ -644,10 +644,10 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     threads = set_threads(config.threads)
     torch.manual_seed(config.seed)
     rd = RunDir(run_dir)
-    out = rd.stage(config.name)
     init_path = resolve_init(run_dir, config)
     tasks = train_tasks(run_dir, config)
     model, processor = load_policy(init_path, config)
+    out = rd.stage(config.name)  # made once the tasks and the model have loaded: a bad input leaves no folder
     ref_model = None
     if config.beta > 0:
         ref_model = copy.deepcopy(model).eval()

@@ -104,6 +104,10 @@ def interleave(counts: dict[str, int]) -> list[str]:
 
 def assign_pools(seeds: list[Seed], config: SeedConfig) -> dict[str, str]:
     """Seed id -> pool. Deterministic for ``config.seed``; every seed in exactly one pool."""
+    shares = (config.exam_share, config.heldout_share)
+    if any(not 0 <= x < 1 for x in shares) or sum(shares) >= 1:
+        raise InputError(f"exam_share and heldout_share must each be in [0, 1) and leave seeds for training "
+                         f"(sum below 1), got {config.exam_share} and {config.heldout_share}")
     order = sorted(seeds, key=lambda s: s.id)
     random.Random(f"vsearcher-seeds:{config.seed}").shuffle(order)
     n = len(order)

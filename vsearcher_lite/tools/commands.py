@@ -11,6 +11,7 @@ import json
 import sys
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.world.commands import positive_int
 from vsearcher_lite.world.model import ImageRef
 
 
@@ -22,7 +23,7 @@ def register(subparsers, common) -> None:
         description="Call one agent tool over the run's world and print the observation the agent reads.",
     )
     p.add_argument("--json", action="store_true", help="print the whole result as JSON (hits, images, ok)")
-    p.add_argument("--top-k", type=int, default=5, help="results per search (default 5, as in the paper)")
+    p.add_argument("--top-k", type=positive_int, default=5, help="results per search (default 5, as in the paper)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the run's tool cache")
     tools = p.add_subparsers(dest="tool", metavar="TOOL", required=True)
     ts = tools.add_parser("text-search", help="text_search(query)")

@@ -38,11 +38,11 @@ def make_toolbox(
     ``observations`` sizes the sandbox's snippets and page summaries (``tools.sandbox.OBSERVATION_STYLES``:
     ``"compact"`` for the cpu profile); live tools show what the web APIs return, whatever the style.
     """
-    cache = tool_cache(run_dir, cache_mode)
     if world == "sandbox":
         from vsearcher_lite.world import open_world
 
-        sandbox = open_world(run_dir)
+        sandbox = open_world(run_dir)  # before the cache file is made: a missing world leaves nothing behind
+        cache = tool_cache(run_dir, cache_mode)
         b = sandbox.backends(observations)
         # The namespace names the world's content (and the observation style), so a rebuilt world or
         # another style never sees stale observations.
@@ -52,6 +52,7 @@ def make_toolbox(
     if world == "live":
         from vsearcher_lite.tools.live import make_live_backends
 
+        cache = tool_cache(run_dir, cache_mode)
         live = make_live_backends(chat=chat, cache=cache, env_file=env_file)
         return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live")
     raise ValueError(f"unknown world {world!r}; choose sandbox or live")

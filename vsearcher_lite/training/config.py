@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from vsearcher_lite.runio import check_folder_name
+
 METHODS = ("full", "lora", "qlora")
 DTYPES = ("float32", "bfloat16", "float16")
 #: The paper's base model (section 3.1) and the GPU profiles' default.
@@ -195,6 +197,13 @@ class SFTConfig:
             raise ValueError(f"eval_repeat_guard must be 0 (off) or a block length, got {self.eval_repeat_guard}")
         if self.accelerate_config not in ACCELERATE_CONFIGS:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
+        if self.epochs <= 0:
+            raise ValueError(f"epochs must be positive, got {self.epochs}")
+        for key in ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ValueError(f"{key} must be at least 1 (or unset), got {value}")
+        check_folder_name(self.name, "name")
 
     def eval_config(self, **overrides: Any):
         """The greedy held-out evaluation settings of this stage (an ``EvalConfig``). Base and SFT model

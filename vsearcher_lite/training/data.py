@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from vsearcher_lite.runio import InputError, read_jsonl
+from vsearcher_lite.runio import InputError, read_jsonl_numbered
 
 ROLES = ("system", "user", "assistant", "tool")
 IGNORE_INDEX = -100
@@ -64,10 +64,12 @@ def check_record(record: dict, where: str) -> dict:
 def load_sft_records(path: str | Path, limit: int | None = None) -> list[dict]:
     """The checked records of a TRL chat JSONL file (``limit``: the first ones only)."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; give the TRL chat JSONL file (trajectories/export/sft_trl.jsonl)")
     if not path.is_file():
         raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` first")
     records = []
-    for number, record in enumerate(read_jsonl(path), start=1):
+    for number, record in read_jsonl_numbered(path):
         records.append(check_record(record, f"{path}:{number}"))
         if limit is not None and len(records) >= limit:
             break

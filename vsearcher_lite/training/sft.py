@@ -478,7 +478,6 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
     torch.manual_seed(config.seed)
     rd = RunDir(run_dir)
-    out = rd.stage(config.name)
 
     data_path = ensure_train_file(run_dir, config)
     records = load_sft_records(data_path, config.max_train_samples)
@@ -494,6 +493,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
             raise InputError(f"{data_path}: every trajectory is longer than max_length={config.max_length} tokens")
     dataset = to_dataset(records)
     collator = make_collator(processor)
+    out = rd.stage(config.name)  # made once the data and the model have loaded: a bad input leaves no folder
     log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than {config.max_length} tokens dropped); "
         f"method {config.method}, {config.dtype}, {threads} thread(s)")
 
