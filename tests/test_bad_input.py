@@ -122,13 +122,17 @@ def test_seed_shares_must_leave_training_seeds():
         assign_pools([], SeedConfig(exam_share=0.6, heldout_share=0.5))
 
 
-def test_cli_refuses_bad_numbers_in_one_line(capsys):
+def test_cli_refuses_bad_numbers_and_empty_policies_in_one_line(capsys, tmp_path):
     from vsearcher_lite.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["tools", "--top-k", "0", "text-search", "x"])
     assert exc.value.code == 2
     assert "--top-k" in capsys.readouterr().err
+    assert main(["eval", "--run-dir", str(tmp_path / "run"), "--policy", " "]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--policy is empty" in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_failed_evaluation_leaves_nothing_behind(tmp_path):
@@ -153,3 +157,11 @@ def test_failed_sft_leaves_no_stage_folder(tmp_path):
     with pytest.raises(InputError, match=r"bad\.jsonl:1"):
         run_sft(run, config, log=lambda _: None)
     assert not (run / "sft").exists()
+
+
+def test_benchmark_files_of_an_unknown_type_are_refused(tmp_path):
+    from vsearcher_lite.evaluation.benchmarks import check_benchmark
+
+    path = _write(tmp_path / "rows.csv", "question,answer\nWhich town?,Lenith\n")
+    with pytest.raises(InputError, match=r"rows\.csv: unsupported file type '\.csv'"):
+        check_benchmark(path)

@@ -20,7 +20,8 @@ def test_hit_miss_and_persistence(tmp_path):
     # A new process-level object over the same file sees the stored entry.
     assert ToolCache(path).get("t", {"q": "x"}) == {"hits": [1, 2]}
     # Key order in the request does not matter; the namespace does.
-    assert cache.get("t", {"q": "x"}) == cache.get("t", dict(q="x"))
+    cache.put("t", {"a": 1, "b": 2}, {"hits": [3]})
+    assert cache.get("t", {"b": 2, "a": 1}) == {"hits": [3]}
     assert cache.get("other", {"q": "x"}) is None
 
 

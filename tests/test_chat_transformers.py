@@ -147,11 +147,22 @@ def test_image_text_model_reads_data_urls_and_pil_images(tiny_vl):
     img = Image.new("RGB", (60, 60), (1, 2, 3))
     from vsearcher_lite.chat import image_to_url
 
-    a = bot.chat([{"role": "user", "content": [{"type": "image", "image": img}, {"type": "text", "text": "?"}]}],
-                 max_tokens=5)
-    b = bot.chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_to_url(img)}},
-                                               {"type": "text", "text": "?"}]}], max_tokens=5)
+    pixels: list = []
+    hook = model.model.visual.register_forward_hook(lambda mod, args, out: pixels.append(args[0].clone()))
+    try:
+        bot.chat([{"role": "user", "content": "?"}], max_tokens=5)
+        text_only = bot.usage["prompt_tokens"]
+        a = bot.chat([{"role": "user", "content": [{"type": "image", "image": img}, {"type": "text", "text": "?"}]}],
+                     max_tokens=5)
+        after_a = bot.usage["prompt_tokens"]
+        b = bot.chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_to_url(img)}},
+                                                   {"type": "text", "text": "?"}]}], max_tokens=5)
+    finally:
+        hook.remove()
     assert a == b
+    # Both calls ran the vision tower on the same pixels, and each prompt grew by the image's tokens.
+    assert len(pixels) == 2 and pixels[0].shape == pixels[1].shape and bool((pixels[0] == pixels[1]).all())
+    assert after_a - 2 * text_only == bot.usage["prompt_tokens"] - after_a - text_only > 0
 
 
 def test_tiny_checkpoint_loads_in_a_fresh_interpreter():

@@ -97,7 +97,8 @@ def test_parse_tool_call_reads_tags_or_a_bare_payload():
     assert parse_tool_call("<tool_call>{}").code == "unclosed_tag"
     assert parse_tool_call('{"name": "a", "arguments": {}}</tool_call>').code == "unclosed_tag"
     assert parse_tool_call("[" * 100_000).code == "tool_call_bad_json"  # recursion, not a crash
-    assert parse_tool_call('{"name": "a", "arguments": {"n": ' + "9" * 10_000 + "}}").ok in (True, False)
+    # A 10,000-digit number passes Python's int-conversion limit: reported as bad JSON, not an internal error.
+    assert parse_tool_call('{"name": "a", "arguments": {"n": ' + "9" * 10_000 + "}}").code == "tool_call_bad_json"
 
 
 def test_verdict_to_dict_is_json_ready():

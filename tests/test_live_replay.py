@@ -36,6 +36,7 @@ from vsearcher_lite.tools.live import (
     SerperTextSearch,
     make_live_backends,
 )
+from vsearcher_lite.tools.base import ToolError
 from vsearcher_lite.tools.sandbox import ExtractiveSummariser
 from vsearcher_lite.tools.toolbox import Toolbox
 from vsearcher_lite.world.live import LiveKnowledge
@@ -145,9 +146,9 @@ def test_readwrite_cache_serves_repeats_and_never_pins_failures(tmp_path):
     web = MockWeb().add("POST", SERPER_SEARCH_URL, httpx.Response(401, text="bad key"), httpx.Response(503),
                         json_response("serper_search.json"))
     backend = SerperTextSearch(api_key=SECRET, cache=cache, http_options=fast_http(web, max_retries=0))
-    with pytest.raises(Exception, match="SERPER_API_KEY"):
+    with pytest.raises(ToolError, match="SERPER_API_KEY"):
         backend.search("oldmere abbey")
-    with pytest.raises(Exception, match="503"):
+    with pytest.raises(ToolError, match="503"):
         backend.search("oldmere abbey")
     assert len(cache) == 0  # a key problem or an outage is not an answer worth keeping
     first = backend.search("oldmere abbey")
@@ -165,7 +166,7 @@ def test_transient_page_failures_are_not_recorded(tmp_path):
     backends = make_live_backends(cache=cache, reader="jina", text="serper", image="vision",
                                   guard=UrlGuard(resolver=stub_resolver()),
                                   http_options=fast_http(web, max_retries=0), summariser=ExtractiveSummariser())
-    with pytest.raises(Exception, match="timed out"):
+    with pytest.raises(ToolError, match="timed out"):
         backends.reader.read("https://heritage.example.org/oldmere")
     assert len(cache) == 0
     assert "1147" in backends.reader.read("https://heritage.example.org/oldmere").text

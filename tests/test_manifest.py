@@ -40,6 +40,8 @@ def test_git_commit_matches_the_checkout_and_outside_git_is_none(tmp_path):
     state = mf.git_state()
     if expected.returncode == 0:
         assert state["commit"] == expected.stdout.strip() and isinstance(state["dirty"], bool)
+    else:  # the package runs from a copy that is not a checkout (a tarball, a wheel)
+        assert state == {"commit": None, "dirty": None}
     assert mf.git_state(tmp_path) == {"commit": None, "dirty": None}  # tmp_path is not a checkout
 
 

@@ -47,6 +47,19 @@ def test_the_cache_is_keyed_by_world(small_world, tmp_path):
     run_dir = _run_dir(small_world)
     toolbox = make_toolbox(run_dir)
     first = toolbox.call("text_search", {"query": "river"})
-    assert toolbox.namespace == f"tools.{small_world.fingerprint}"
+    assert toolbox.namespace == f"tools.{small_world.fingerprint}" and toolbox.namespace.endswith("-n300-s0")
     entries = tool_cache(run_dir).entries(toolbox.namespace)
     assert any(e["response"]["text"] == first.text for e in entries)
+    # Another world over a copy of the same cache file: the same query is a miss there, not world 0's answer.
+    import shutil
+
+    from vsearcher_lite.world import ensure_world
+
+    other_run = tmp_path / "other"
+    ensure_world(other_run, 60, 1, workers=1)
+    shutil.copytree(run_dir / "cache", other_run / "cache")
+    other = make_toolbox(other_run)
+    assert other.namespace.endswith("-n60-s1")
+    other.call("text_search", {"query": "river"})
+    assert (other.cache.hits, other.cache.misses) == (0, 1)
+    assert any(e["response"]["text"] == first.text for e in tool_cache(other_run).entries(toolbox.namespace))

@@ -425,12 +425,19 @@ def detect_format(record: dict) -> str | None:
 # Reading files
 
 
+#: File types a benchmark may come in ("" : no extension, read as JSONL).
+BENCHMARK_SUFFIXES = ("", ".jsonl", ".ndjson", ".json", ".parquet")
+
+
 def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     """``(where, record)`` for each row of a JSONL, JSON-array or Parquet file."""
     if not path.exists():
         raise InputError(f"{path}: file not found")
     if path.is_dir():
         raise InputError(f"{path}: is a folder; give a benchmark file (.jsonl, .json or .parquet)")
+    if path.suffix.lower() not in BENCHMARK_SUFFIXES:
+        raise InputError(f"{path}: unsupported file type {path.suffix!r}; give a .jsonl, .json or .parquet file "
+                         "(a file without an extension is read as JSONL)")
     if path.suffix.lower() == ".parquet":
         yield from _parquet_records(path)
         return

@@ -138,6 +138,9 @@ def run_eval_command(args) -> int:
     from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks, load_benchmark_report
     from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate, policy_label
 
+    if args.policy is not None and not args.policy.strip():
+        raise InputError("--policy is empty: give teacher, base, direct, a checkpoint folder, transformers:PATH "
+                         "or openai:MODEL@URL")
     policy = args.policy or ("teacher" if args.world == "sandbox" else None)
     if policy is None:
         raise InputError("--world live needs --policy (e.g. openai:<model>@<base_url>)")

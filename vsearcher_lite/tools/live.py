@@ -684,6 +684,11 @@ def _recorded_namespaces(cache: ToolCache | None) -> set[str]:
         return {e["namespace"] for e in cache.entries() if e["namespace"].startswith("live.")}
 
 
+#: The start of a missing-key message: the live toolbox sets up text search, image search and visit
+#: together, so a call to any one of them (visit too) needs the text and image search keys.
+_WHOLE_TOOLBOX = "the live toolbox (its three tools are set up together, whichever is called)"
+
+
 def choose_live_backends(*, cache: ToolCache | None = None, env_file: str | None = None,
                          text: str | None = None, image: str | None = None, reader: str | None = None) -> dict:
     """Backend names per tool: the explicit choice, else what the keys allow (Serper for text;
@@ -709,8 +714,8 @@ def choose_live_backends(*, cache: ToolCache | None = None, env_file: str | None
             text = "google_cse"
         else:
             raise InputError(
-                "live text search needs a key: set $SERPER_API_KEY (Serper, the default; https://serper.dev) "
-                "or $GOOGLE_CSE_KEY and $GOOGLE_CSE_ID (Google Custom Search, existing customers only)"
+                f"{_WHOLE_TOOLBOX} needs a text-search key: set $SERPER_API_KEY (Serper, the default; "
+                "https://serper.dev) or $GOOGLE_CSE_KEY and $GOOGLE_CSE_ID (Google Custom Search, existing customers only)"
             )
     if image is None:
         if _has("GOOGLE_VISION_API_KEY", env_file):
@@ -719,8 +724,8 @@ def choose_live_backends(*, cache: ToolCache | None = None, env_file: str | None
             image = "serper_lens"
         else:
             raise InputError(
-                "live image search needs a key: set $GOOGLE_VISION_API_KEY (Cloud Vision web detection) "
-                "or $SERPER_API_KEY (Serper Lens; needs public image URLs)"
+                f"{_WHOLE_TOOLBOX} needs an image-search key: set $GOOGLE_VISION_API_KEY (Cloud Vision web "
+                "detection) or $SERPER_API_KEY (Serper Lens; needs public image URLs)"
             )
     if reader is None:
         reader = "jina" if _has("JINA_API_KEY", env_file) else "direct"
