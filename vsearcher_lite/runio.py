@@ -164,12 +164,14 @@ def read_jsonl(path: str | os.PathLike, *, strict: bool = True) -> Iterator[dict
         yield obj
 
 
-def read_jsonl_numbered(path: str | os.PathLike, *, strict: bool = True) -> Iterator[tuple[int, dict]]:
+def read_jsonl_numbered(path: str | os.PathLike, *, strict: bool = True,
+                        tolerate_torn_tail: bool = True) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each object of a JSONL file, as ``read_jsonl`` reads them: for
-    messages that name the line of a record (blank lines count)."""
+    messages that name the line of a record (blank lines count). ``tolerate_torn_tail=False``: a
+    last line without its newline must parse too (a user's file being validated)."""
     path = Path(path)
     lines = text_lines(read_text(path))
-    yield from jsonl_records(lines, str(path), strict=strict, tolerate_torn_tail=True)
+    yield from jsonl_records(lines, str(path), strict=strict, tolerate_torn_tail=tolerate_torn_tail)
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> Path:
@@ -232,15 +234,16 @@ class JsonlLog:
 FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def check_folder_name(name: Any, what: str) -> str:
-    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no path).
+def check_folder_name(name: Any, what: str, hint: str = "") -> str:
+    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no path);
+    ``hint`` ends the error message (e.g. a suggested name).
 
     >>> check_folder_name("sft-v2", "--name")
     'sft-v2'
     """
     if not isinstance(name, str) or not FOLDER_NAME.match(name) or name in (".", ".."):
         raise InputError(f"{what} {name!r}: use letters, digits, '-', '_' and '.' only, starting with a letter "
-                         "or digit (it names one folder inside the run)")
+                         f"or digit (it names one folder inside the run){hint}")
     return name
 
 

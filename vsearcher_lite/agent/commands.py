@@ -8,7 +8,7 @@ from typing import Iterator
 
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.chat import message_text
-from vsearcher_lite.runio import InputError, jsonl_records, read_text, text_lines
+from vsearcher_lite.runio import InputError, read_jsonl_numbered
 
 
 def assistant_turns(record: dict, where: str) -> Iterator[tuple[str, object]]:
@@ -57,7 +57,7 @@ def enumerate_records(path: Path) -> Iterator[tuple[int, dict]]:
     Stricter than ``read_jsonl``: a user's file is being validated, so even a last line without
     its newline must parse.
     """
-    yield from jsonl_records(text_lines(read_text(path)), str(path))
+    yield from read_jsonl_numbered(path, tolerate_torn_tail=False)
 
 
 def _cmd_format_check(args) -> int:

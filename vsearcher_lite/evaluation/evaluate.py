@@ -59,8 +59,17 @@ from vsearcher_lite.agent.protocol import (
     resolve_today,
 )
 from vsearcher_lite.chat import ChatBackend, usage_of
-from vsearcher_lite.runio import FOLDER_NAME, InputError, JsonlLog, RunDir, atomic_write_json, atomic_write_text, read_json
+from vsearcher_lite.runio import (
+    InputError,
+    JsonlLog,
+    RunDir,
+    atomic_write_json,
+    atomic_write_text,
+    check_folder_name,
+    read_json,
+)
 from vsearcher_lite.synthesis.task import Task, in_level_order
+from vsearcher_lite.training.config import check_sampling
 
 STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
@@ -136,8 +145,7 @@ class EvalConfig:
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range (``evaluate`` calls it too)."""
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {self.temperature} and {self.top_p}")
+        check_sampling(self.temperature, self.top_p)
         if self.max_tool_calls < 0:
             raise ValueError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -271,6 +279,11 @@ def policy_label(spec: str) -> str:
     return slug(name)
 
 
+def _path_like(spec: str) -> bool:
+    """An existing path, or one written as a path (``./``, ``/``, ``~``)."""
+    return Path(spec).exists() or spec.startswith((".", "/", "~"))
+
+
 def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
     """The chat backend of a spec; a local image-text model with ``batch`` > 1 comes behind the batcher
     (``rl.batched_chat.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
@@ -280,15 +293,14 @@ def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
         from vsearcher_lite.model.tiny import default_base_dir
 
         spec = f"transformers:{default_base_dir()}"
-    elif not spec.startswith(("openai", "transformers:")) and (
-            Path(spec).exists() or spec.startswith((".", "/", "~")) or "/" in spec):
+    elif not spec.startswith(("openai", "transformers:")) and (_path_like(spec) or "/" in spec):
         spec = f"transformers:{spec}"  # a bare checkpoint folder (or hub id)
     if spec.startswith("transformers:"):
         path = spec[len("transformers:"):]
         if not path.strip():
             raise InputError("policy 'transformers:' needs a model folder or hub id after the colon")
         # "org/name" is a hub id; anything with a deeper path, or rooted, is meant as a local folder.
-        looks_local = Path(path).exists() or path.startswith((".", "/", "~")) or path.count("/") >= 2
+        looks_local = _path_like(path) or path.count("/") >= 2
         if looks_local and not (Path(path) / "config.json").is_file():
             raise InputError(f"{path}: no model here (no config.json); train it first or give another --policy")
     chat = make_chat(spec)
@@ -524,18 +536,13 @@ def eval_dir(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir) / STAGE / name
 
 
-_NAME = FOLDER_NAME
-
-
 def check_name(name: str) -> str:
-    """An eval name is a folder name: letters, digits, ``.``, ``_`` and ``-``.
+    """An eval name is a folder name: letters, digits, ``.``, ``_`` and ``-`` (``runio.check_folder_name``).
 
     >>> check_name("sft-v2")
     'sft-v2'
     """
-    if not name or not _NAME.match(name) or name in (".", ".."):
-        raise InputError(f"eval name {name!r}: use letters, digits, '-', '_' and '.' only (e.g. {slug(name or 'x')!r})")
-    return name
+    return check_folder_name(name, "eval name", hint=f"; e.g. {slug(str(name or 'x'))!r}")
 
 
 def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:

@@ -28,7 +28,13 @@ from typing import Any
 
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
-from vsearcher_lite.training.config import LORA_TARGET_REGEX, PAPER_BASE, with_overrides
+from vsearcher_lite.training.config import (
+    LORA_TARGET_REGEX,
+    PAPER_BASE,
+    check_at_least_one,
+    check_sampling,
+    with_overrides,
+)
 
 ENGINES = ("cpu", "trl")
 METHODS = ("full", "lora", "qlora")
@@ -206,12 +212,8 @@ class GRPOConfig:
             raise ValueError(f"difficulty_mix needs a positive weight, got {self.difficulty_mix}")
         if self.engine == "cpu" and self.method != "full":
             raise ValueError("the cpu engine trains the full model; LoRA / QLoRA go through engine='trl'")
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {self.temperature} and {self.top_p}")
-        for key in ("eval_max_tasks", "threads"):
-            value = getattr(self, key)
-            if value is not None and value < 1:
-                raise ValueError(f"{key} must be at least 1 (or unset), got {value}")
+        check_sampling(self.temperature, self.top_p)
+        check_at_least_one(self, ("eval_max_tasks", "threads"))
         check_folder_name(self.name, "name")
 
     def torch_dtype(self):

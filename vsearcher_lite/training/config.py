@@ -63,6 +63,20 @@ def training_budget_s(minutes: float | None, total_minutes: float | None, elapse
     return max(min(budgets), floor_s) if budgets else None
 
 
+def check_at_least_one(config: Any, keys: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the first of ``keys`` that is set (not ``None``) and below 1."""
+    for key in keys:
+        value = getattr(config, key)
+        if value is not None and value < 1:
+            raise ValueError(f"{key} must be at least 1 (or unset), got {value}")
+
+
+def check_sampling(temperature: float, top_p: float) -> None:
+    """Raise ``ValueError`` unless ``temperature >= 0`` and ``0 < top_p <= 1``."""
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature} and {top_p}")
+
+
 def with_overrides(cls, profile: str, preset: dict[str, Any], overrides: dict[str, Any], stage: str) -> dict[str, Any]:
     """A profile preset with the caller's overrides applied (``None`` means "the preset's"); a
     ``TypeError`` names any setting the dataclass ``cls`` does not have."""
@@ -199,10 +213,7 @@ class SFTConfig:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
         if self.epochs <= 0:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
-        for key in ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"):
-            value = getattr(self, key)
-            if value is not None and value < 1:
-                raise ValueError(f"{key} must be at least 1 (or unset), got {value}")
+        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"))
         check_folder_name(self.name, "name")
 
     def eval_config(self, **overrides: Any):
