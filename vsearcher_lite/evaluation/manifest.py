@@ -16,6 +16,10 @@
   changes (``None`` outside a git checkout, or where git is not installed: never an error);
 - ``seconds`` (the stage's wall time) and ``finished_at`` (UTC).
 
+At the top level it records ``run_dir``, the absolute folder the run was first written in: its
+files name images and checkpoints under it, so a run found elsewhere is a moved or copied one
+(``relocate.check_not_moved``; ``vsearcher-lite relocate`` rewrites the paths).
+
 Several stages may finish at once (a notebook kernel and a CLI run sharing a run dir), so the
 file is updated under a lock: read, update one stage, write atomically (``runio``), release.
 A stage run twice keeps its latest entry and counts its runs.
@@ -307,6 +311,8 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, config: dict, seconds
     def merge(data: dict) -> None:
         data.setdefault("manifest_version", MANIFEST_VERSION)
         data.setdefault("created_at", entry["finished_at"])
+        # The folder the run's files name; ``relocate`` updates it when the run is moved.
+        data.setdefault("run_dir", str(Path(run_dir).resolve()))
         data["updated_at"] = entry["finished_at"]
         stages = data.setdefault("stages", {})
         previous = stages.get(stage) or {}

@@ -38,6 +38,9 @@ def make_toolbox(
     ``observations`` sizes the sandbox's snippets and page summaries (``tools.sandbox.OBSERVATION_STYLES``:
     ``"compact"`` for the cpu profile); live tools show what the web APIs return, whatever the style.
     """
+    from vsearcher_lite.relocate import check_not_moved
+
+    check_not_moved(run_dir)
     if world == "sandbox":
         from vsearcher_lite.world import open_world
 
