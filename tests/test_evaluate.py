@@ -69,6 +69,7 @@ def test_metrics_match_a_hand_count(tmp_path):
     assert m["mean_tool_calls"] == 1.25
     assert m["terminations"]["answer"] == 3 and m["terminations"]["format_error"] == 1
     assert m["format_valid_rate"] == 0.75 and m["answer_rate"] == 0.75
+    assert m["format_errors"] == {"missing_think": 1}  # the exam task's plain-prose reply
     assert m["by_difficulty"]["medium"] == {"n_tasks": 1, "n_correct": 1, "accuracy": 1.0, "mean_tool_calls": 2.0}
     times = m["seconds_per_task"]
     assert 0 <= times["median"] <= times["p90"] <= times["max"] and times["mean"] is not None
@@ -77,11 +78,30 @@ def test_metrics_match_a_hand_count(tmp_path):
     by_id = {r["id"]: r for r in results}
     assert by_id["t-medium"]["judge"]["reason"].startswith("matches alias")
     assert by_id["t-exam"]["prediction"] is None and by_id["t-exam"]["termination"] == "format_error"
+    assert [by_id[i]["format_error"] for i in ("t-easy", "t-medium", "t-hard", "t-exam")] == [None, None, None, "missing_think"]
     assert by_id["t-hard"]["tool_counts"] == {"image_search": 0, "text_search": 2, "visit": 0}
     assert by_id["t-easy"]["trajectory"]["messages"][-1]["content"].endswith("<answer>1874</answer>")
     assert json.loads((out / "metrics.json").read_text())["pass_at_1"] == 0.5
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
     assert [r["id"] for r in rows] == ["t-easy", "t-medium", "t-hard", "t-exam"] and rows[2]["text_search"] == "2"
+
+
+def test_format_errors_count_the_first_bad_turn_of_each_episode_also_in_older_records():
+    def turn(code=None):
+        return {"verdict": {"ok": code is None, **({"code": code} if code else {})}}
+
+    records = [
+        {"format_ok": True, "format_error": None, "trajectory": {"turns": [turn()]}},
+        {"format_ok": False, "format_error": "unclosed_think"},
+        # written before results carried "format_error": read from the kept turns, first bad one wins
+        {"format_ok": False, "trajectory": {"turns": [turn(), turn("multiple_answers"), turn("unclosed_think")]}},
+        {"format_ok": False, "trajectory": {"turns": []}},  # the policy wrote nothing
+    ]
+    assert [ev.format_error_code(r) for r in records] == [None, "unclosed_think", "multiple_answers", ev.NO_TURN]
+    base = {"correct": False, "termination": "format_error", "difficulty": "easy", "split": "heldout",
+            "n_tool_calls": 0, "seconds": 1.0}
+    m = ev.eval_metrics([{**base, **r} for r in records])
+    assert m["format_errors"] == {"unclosed_think": 1, "multiple_answers": 1, ev.NO_TURN: 1}
 
 
 def test_summary_table_collects_every_policy_and_the_manifest_records_each(tmp_path):

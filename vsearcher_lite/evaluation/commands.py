@@ -185,6 +185,9 @@ def run_eval_command(args) -> int:
     print(f"[eval] {m['name']}: Pass@1 {m['pass_at_1']} ({m['n_correct']}/{m['n_tasks']}); by difficulty: {levels}")
     print(f"[eval] mean tool calls {m['mean_tool_calls']} ({calls}); format-valid {m['format_valid_rate']}; "
           f"endings: {ends}")
+    if m["format_errors"]:
+        print("[eval] format errors (first failing turn): "
+              + ", ".join(f"{code} {n}" for code, n in m["format_errors"].items()))
     print(f"[eval] {m['evaluated_this_run']} episode(s) run in {m['seconds']} s; "
           f"mean {m['seconds_per_task']['mean']} s per task")
     print(f"[eval] wrote {Path(args.run_dir) / 'eval' / m['name']} and {Path(args.run_dir) / 'eval' / 'metrics.json'}")

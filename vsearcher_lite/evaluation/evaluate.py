@@ -73,6 +73,7 @@ from vsearcher_lite.training.config import check_sampling
 
 STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
+NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
                    "temperature", "top_p", "max_tokens", "repeat_guard", "seed", "mistake_rate", "world")
@@ -363,6 +364,35 @@ def all_turns_pass(traj: Trajectory) -> bool:
     return bool(traj.turns) and all(t.verdict.get("ok") for t in traj.turns)
 
 
+def first_format_error(traj: Trajectory) -> str | None:
+    """The strict format check's code for the first turn that failed it (``agent.format``:
+    ``unclosed_think``, ``multiple_answers`` ...); ``no_turn`` when the policy wrote none; ``None``
+    when every turn passed."""
+    if not traj.turns:
+        return NO_TURN
+    return next((t.verdict.get("code") or "unknown" for t in traj.turns if not t.verdict.get("ok")), None)
+
+
+def format_error_code(record: dict) -> str | None:
+    """``first_format_error`` of a result record, also for records written before the field
+    existed (read from the kept trajectory's turns).
+
+    >>> format_error_code({"format_ok": True}), format_error_code({"format_ok": False, "format_error": "no_action"})
+    (None, 'no_action')
+    >>> format_error_code({"format_ok": False, "trajectory": {"turns": [{"verdict": {"ok": True}},
+    ...                                                                  {"verdict": {"ok": False, "code": "multiple_answers"}}]}})
+    'multiple_answers'
+    """
+    if record.get("format_ok"):
+        return None
+    if record.get("format_error"):
+        return record["format_error"]
+    turns = (record.get("trajectory") or {}).get("turns")
+    if not turns:
+        return NO_TURN if turns == [] else "unknown"
+    return next((t["verdict"].get("code") or "unknown" for t in turns if not t["verdict"].get("ok")), "unknown")
+
+
 def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds: float, keep_trajectory: bool) -> dict:
     """One line of ``results.jsonl``."""
     counts = traj.tool_counts()
@@ -380,6 +410,7 @@ def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds
         "judge": verdict.to_dict(),
         "termination": traj.termination,
         "format_ok": all_turns_pass(traj),
+        "format_error": first_format_error(traj),
         "n_turns": len(traj.turns),
         "n_tool_calls": traj.n_tool_calls,
         "tool_counts": {name: counts.get(name, 0) for name in sorted(set(TOOL_NAMES) | set(counts))},
@@ -435,6 +466,7 @@ def eval_metrics(records: list[dict]) -> dict:
     n = len(records)
     n_correct = sum(1 for r in records if r["correct"])
     terminations = Counter(r["termination"] for r in records)
+    format_errors = Counter(code for code in map(format_error_code, records) if code)
     tool_totals: Counter = Counter()
     for r in records:
         tool_totals.update(r.get("tool_counts", {}))
@@ -457,6 +489,8 @@ def eval_metrics(records: list[dict]) -> dict:
         "mean_tool_calls": _mean([r["n_tool_calls"] for r in records]),
         "mean_tool_calls_by_type": {t: (round(tool_totals.get(t, 0) / n, 4) if n else None) for t in tools},
         "terminations": {t: terminations.get(t, 0) for t in sorted(set(TERMINATIONS) | set(terminations))},
+        # why turns failed the strict format check: the code of each failing episode's first bad turn
+        "format_errors": dict(format_errors.most_common()),
         "tool_errors": sum(int(r.get("tool_errors", 0)) for r in records),
         "seconds_per_task": {
             "mean": _mean(seconds),
@@ -483,7 +517,7 @@ def results_csv(records: list[dict]) -> str:
 
 SUMMARY_KEYS = ("policy", "policy_spec", "benchmark", "judge", "n_tasks", "n_correct", "pass_at_1",
                 "accuracy_by_difficulty", "accuracy_by_split", "format_valid_rate", "answer_rate",
-                "mean_tool_calls", "mean_tool_calls_by_type", "terminations", "updated_at")
+                "mean_tool_calls", "mean_tool_calls_by_type", "terminations", "format_errors", "updated_at")
 
 
 def summary_entry(metrics: dict) -> dict:

@@ -762,6 +762,8 @@ def eval_summary(evals: dict) -> dict:
         "heldout_tool_calls_rl": rl.get("mean_tool_calls"),
         "heldout_terminations_sft": base.get("terminations"),
         "heldout_terminations_rl": rl.get("terminations"),
+        "heldout_format_errors_sft": base.get("format_errors"),
+        "heldout_format_errors_rl": rl.get("format_errors"),
         "heldout_eval_names": [evals["base_name"], evals["rl_name"]],
         "heldout_eval_seconds": {"sft": evals["base_seconds"], "rl": evals["rl_seconds"]},
         "heldout_sft_evaluated_this_run": evals["base_evaluated_this_run"],

@@ -468,6 +468,7 @@ def _eval_summary(prefix: str, m: dict) -> dict:
         f"{prefix}_mean_tool_calls": m.get("mean_tool_calls"),
         f"{prefix}_accuracy_by_difficulty": m.get("accuracy_by_difficulty"),
         f"{prefix}_terminations": m.get("terminations"),
+        f"{prefix}_format_errors": m.get("format_errors"),
     }
 
 
