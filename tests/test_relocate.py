@@ -153,3 +153,71 @@ def test_the_rewriter_matches_whole_folder_names_and_json_escapes():
     text, n = rewrite(escaped)
     assert n == 1 and json.loads(text) == {"a": "/home/u/run/x.jpg", "b": "/data/élan/run-2/y.jpg"}
     assert rewrite("/data/élan/run.bak/z,/data/élan/run\n") == ("/data/élan/run.bak/z,/home/u/run\n", 1)
+
+
+def test_the_world_names_its_images_absolutely_from_any_working_folder(original, monkeypatch):
+    from vsearcher_lite.world.store import open_world
+
+    monkeypatch.chdir(original.parent)
+    world = open_world("run")  # relative, as a notebook's "../runs/x" or the CLI's "runs/x"
+    image_id = world.connect().execute("SELECT id FROM images LIMIT 1").fetchone()[0]
+    path = world.image_path(image_id)
+    assert path.is_absolute() and path.is_file() and str(path).startswith(str(original.resolve()))
+
+
+def test_cached_answers_naming_images_relative_to_a_working_folder_are_dropped(moved):
+    with sqlite3.connect(moved / "cache" / "tools.sqlite") as conn:
+        namespace = conn.execute("SELECT namespace FROM calls WHERE namespace LIKE 'tools.sandbox%' LIMIT 1").fetchone()[0]
+        response = json.dumps({"tool": "image_search", "text": "...", "images": [{"location": "runs/a/world/images/I1.png"}]})
+        conn.execute("INSERT INTO calls (key, namespace, request, response, created) VALUES ('k-rel', ?, '{}', ?, 0)",
+                     (namespace, response))
+        n_before = conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+    dry = relocate(moved, dry_run=True)
+    assert dry.cache_dropped == {"cache/tools.sqlite": 1} and "would drop 1" in dry.summary()
+    report = relocate(moved)
+    assert report.cache_dropped == {"cache/tools.sqlite": 1}
+    with sqlite3.connect(moved / "cache" / "tools.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == n_before - 1
+        assert conn.execute("SELECT 1 FROM calls WHERE key = 'k-rel'").fetchone() is None
+
+
+def test_a_run_without_a_recorded_folder_is_refused_only_when_its_images_are_gone(original, tmp_path):
+    copy = moved_copy(original, tmp_path)
+    manifest = json.loads((copy / "run_manifest.json").read_text())
+    del manifest["run_dir"]
+    (copy / "run_manifest.json").write_text(json.dumps(manifest))
+    check_not_moved(copy)  # the original still exists: sharing its files or a copy, nothing says which
+    aside = original.with_name("run.aside")
+    original.rename(aside)
+    try:
+        with pytest.raises(InputError, match=f"relocate --run-dir {copy.resolve()}"):
+            check_not_moved(copy)
+    finally:
+        aside.rename(original)
+
+
+def test_commands_that_read_no_run_are_not_stopped_by_a_moved_default_run(tmp_path, monkeypatch, capsys):
+    default = tmp_path / "runs" / "default"
+    default.mkdir(parents=True)
+    (default / "run_manifest.json").write_text(json.dumps({"run_dir": "/somewhere/else/default"}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["tools", "text-search", "bridge"]) == 2
+    assert "relocate --run-dir" in capsys.readouterr().err
+    assert main(["format-check", str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.jsonl" in err and "relocate" not in err
+
+
+def test_a_second_pass_and_an_old_folder_inside_the_new_path_change_nothing_more(tmp_path):
+    old, new = "/workspace/runs/a", str(tmp_path / "workspace" / "runs" / "a")
+    rewrite = path_rewriter(old, new)
+    once, n = rewrite(json.dumps({"p": f"{old}/x.jpg"}))
+    assert n == 1 and rewrite(once) == (once, 0)
+
+
+def test_linked_files_are_left_to_the_run_they_belong_to(moved, original, tmp_path):
+    outside = tmp_path / "other.jsonl"
+    outside.write_text(json.dumps({"image_path": f"{original.resolve()}/inject-image/images/x.jpg"}) + "\n")
+    (moved / "linked.jsonl").symlink_to(outside)
+    report = relocate(moved)
+    assert "linked.jsonl" not in report.files and str(original.resolve()) in outside.read_text()

@@ -7,18 +7,25 @@ to a class) therefore still points at the old place: it reads the original's ima
 those exist and fails once they are gone.
 
 ``run_manifest.json`` records the folder a run was written in (``run_dir``). Stages compare it
-with where the run is now (``check_not_moved``: the CLI before every command, and
-``open_sandbox``, ``make_toolbox`` and the SFT data loader for notebooks) and stop with the
-command that fixes it. ``relocate`` rewrites every path under the old folder into the new one
-in the run's data files (``*.json``, ``*.jsonl``, ``*.csv``) and in its SQLite caches
-(requests and responses; keys recomputed), then records the new folder. Each file is replaced
-atomically and only when it changes; an interrupted relocation is finished by running it again.
-Executed notebooks and HTML reports are records of what ran and are left as they are.
+with where the run is now (``check_not_moved``: the CLI before every command that reads a run,
+and for notebooks the library's entry points: ``open_source``/``open_sandbox``,
+``make_toolbox``, ``evaluate``, ``ensure_sandbox_eval_tasks``, ``generate_trajectories`` and the
+SFT data loader) and stop with the command that fixes it. A run whose manifest records no
+folder yet (written before it did, or by synthesis stages only) is checked from the image paths
+of its task files: when they name a run folder that no longer exists, it is refused the same way.
 
-A run written before the manifest recorded its folder has no ``run_dir``; ``infer_old_root``
-then finds the old folder from the absolute paths in its files whose tail exists here
-(``/old/runs/a/inject-image/images/x.jpg`` with ``NEW/inject-image/images/x.jpg`` present
-gives ``/old/runs/a``). ``--from OLD`` names it explicitly.
+``relocate`` rewrites every absolute path under the old folder into the new one in the run's
+data files (``*.json``, ``*.jsonl``, ``*.csv``) and in its SQLite caches (requests and responses;
+keys recomputed), then records the new folder. Cached sandbox image-search answers that name
+their images relative to a working folder (written before the world's paths were made absolute)
+are dropped: the sandbox recomputes them on the next call. Each file is replaced atomically and
+only when it changes; an interrupted relocation is finished by running it again. Run it while no
+stage is writing to the run. Executed notebooks and HTML reports are records of what ran and
+are left as they are; symbolic links are not followed (a linked file belongs to another run).
+
+``infer_old_root`` finds the old folder from the absolute paths in the run's files whose tail
+exists here (``/old/runs/a/inject-image/images/x.jpg`` with ``NEW/inject-image/images/x.jpg``
+present gives ``/old/runs/a``); ``--from OLD`` names it explicitly.
 """
 
 from __future__ import annotations
@@ -40,7 +47,14 @@ DATA_SUFFIXES = (".json", ".jsonl", ".csv")
 SKIPPED_FOLDERS = ("notebooks",)
 #: Files to look in first when inferring the old folder (they name images under the run).
 INFER_FIRST = ("inject-image/tasks.jsonl", "filter/heldout.jsonl", "trajectories/export/sft_trl.jsonl")
+#: How much of each of those files ``check_not_moved`` reads when the manifest records no folder.
+CHECK_BYTES = 256 * 1024
 _JSON_PATH = re.compile(r'"(/[^"\\\n]+)"')
+#: A path starts the text or follows one of these (a quote, a separator, a spec's "transformers:")
+#: and ends at one of these: so ``/a/run`` matches in ``"/a/run/x"`` but not in ``/b/a/run/x``,
+#: ``/a/run2`` or ``/a/run old``.
+_BEFORE = r"""(?<![^\s"',:;=(\[])"""
+_AFTER = r"""(?=[/"'\\,;:)\]\n\r\t]|$)"""  # not a space: "/a/run old" may be a folder of its own
 
 
 def _manifest(run_dir: Path) -> dict:
@@ -69,9 +83,7 @@ def moved_from(run_dir: str | os.PathLike) -> Path | None:
     '/elsewhere/runs/a'
     """
     run_dir = Path(run_dir)
-    if not (run_dir / "run_manifest.json").is_file():
-        return None
-    recorded = _manifest(run_dir).get("run_dir")
+    recorded = _recorded_folder(run_dir)
     if not recorded:
         return None
     old, here = Path(recorded), run_dir.resolve()
@@ -79,21 +91,48 @@ def moved_from(run_dir: str | os.PathLike) -> Path | None:
 
 
 def check_not_moved(run_dir: str | os.PathLike) -> None:
-    """An ``InputError`` with the fixing command when the run folder was moved or copied."""
-    old = moved_from(run_dir)
+    """An ``InputError`` with the fixing command when the run folder was moved or copied.
+
+    The manifest's ``run_dir`` decides; without one, the first image paths of the task files do,
+    and only when the folder they name is gone (a run that shares another run's task files, or
+    a copy whose original still exists, is not refused then: nothing says which it is).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    recorded = _recorded_folder(run_dir)
+    old = moved_from(run_dir) if recorded else None
+    if not recorded:
+        found = infer_old_root(run_dir, votes_needed=10, files=INFER_FIRST, max_bytes=CHECK_BYTES)
+        old = found if found is not None and not found.exists() else None
     if old is not None:
-        here = Path(run_dir).resolve()
+        here = run_dir.resolve()
         raise InputError(
             f"{run_dir}: this run was written in {old} and its files name paths there (images, checkpoints); "
-            f"run `vsearcher-lite relocate --run-dir {run_dir}` once to point them here ({here})")
+            f"run `vsearcher-lite relocate --run-dir {here}` once to point them here")
+
+
+def _recorded_folder(run_dir: Path) -> str | None:
+    if not (run_dir / "run_manifest.json").is_file():
+        return None
+    return _manifest(run_dir).get("run_dir")
+
+
+def _walk_files(run_dir: Path) -> list[Path]:
+    """Every regular file under ``run_dir``, symbolic links (files or folders) not followed."""
+    found = []
+    for folder, dirs, files in os.walk(run_dir, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not Path(folder, d).is_symlink())
+        found += [Path(folder, f) for f in sorted(files) if not Path(folder, f).is_symlink()]
+    return found
 
 
 def data_files(run_dir: Path) -> list[Path]:
-    """The run's data files (``DATA_SUFFIXES``), the manifest excepted, in a stable order."""
+    """The run's data files (``DATA_SUFFIXES``), its own manifest excepted, in a stable order."""
     found = []
-    for path in sorted(run_dir.rglob("*")):
+    for path in _walk_files(run_dir):
         rel = path.relative_to(run_dir)
-        if rel.parts[0] in SKIPPED_FOLDERS or path.name == "run_manifest.json" or not path.is_file():
+        if rel.parts[0] in SKIPPED_FOLDERS or rel == Path("run_manifest.json"):
             continue
         if path.suffix in DATA_SUFFIXES and not path.name.startswith("."):
             found.append(path)
@@ -102,28 +141,34 @@ def data_files(run_dir: Path) -> list[Path]:
 
 def cache_files(run_dir: Path) -> list[Path]:
     """The run's SQLite caches (files with the ``calls`` table of ``cache.ToolCache``)."""
-    return [p for p in sorted(run_dir.rglob("*.sqlite")) if p.is_file()]
+    return [p for p in _walk_files(run_dir) if p.suffix == ".sqlite"]
 
 
-def _candidate_paths(run_dir: Path) -> Iterator[str]:
+def _candidate_paths(run_dir: Path, files: tuple[str, ...] | None, max_bytes: int | None) -> Iterator[str]:
     first = [run_dir / rel for rel in INFER_FIRST if (run_dir / rel).is_file()]
-    rest = [p for p in data_files(run_dir) if p not in first]
-    for path in first + rest:
+    if files is not None:
+        paths = [run_dir / rel for rel in files if (run_dir / rel).is_file()]
+    else:
+        paths = first + [p for p in data_files(run_dir) if p not in first]
+    for path in paths:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            with path.open("rb") as fh:
+                text = fh.read(max_bytes if max_bytes else -1).decode("utf-8", errors="ignore")
+        except OSError:
             continue
         for match in _JSON_PATH.finditer(text):
             yield match.group(1)
 
 
-def infer_old_root(run_dir: str | os.PathLike, votes_needed: int = 50) -> Path | None:
+def infer_old_root(run_dir: str | os.PathLike, votes_needed: int = 50, *, files: tuple[str, ...] | None = None,
+                   max_bytes: int | None = None) -> Path | None:
     """The folder the run's absolute paths were written under, found from paths whose tail
-    exists in ``run_dir`` (the shortest such tail); the most frequent answer, or ``None``."""
+    exists in ``run_dir`` (the shortest such tail); the most frequent answer, or ``None``.
+    ``files`` (relative to ``run_dir``) and ``max_bytes`` limit what is read."""
     run_dir = Path(run_dir)
     here = run_dir.resolve()
     votes: Counter[str] = Counter()
-    for text in _candidate_paths(run_dir):
+    for text in _candidate_paths(run_dir, files, max_bytes):
         candidate = PurePosixPath(text)
         if Path(text) == here or here in Path(text).parents:
             continue
@@ -143,15 +188,17 @@ def path_rewriter(old: str | os.PathLike, new: str | os.PathLike) -> Callable[[s
     touch ``/a/run2``), raw or as JSON writes it.
 
     >>> rewrite = path_rewriter("/a/run", "/b/run")
-    >>> rewrite('{"p": "/a/run/x.jpg", "q": "/a/run2/y.jpg", "r": "/a/run"}')
-    ('{"p": "/b/run/x.jpg", "q": "/a/run2/y.jpg", "r": "/b/run"}', 2)
+    >>> rewrite('{"p": "/a/run/x.jpg", "q": "/a/run2/y.jpg", "r": "/a/run", "s": "transformers:/a/run/ck"}')
+    ('{"p": "/b/run/x.jpg", "q": "/a/run2/y.jpg", "r": "/b/run", "s": "transformers:/b/run/ck"}', 3)
+    >>> rewrite("/home/u/a/run/x /a/run old/y /a/run~1/z")  # inside another path, or another folder
+    ('/home/u/a/run/x /a/run old/y /a/run~1/z', 0)
     """
     old, new = str(old).rstrip("/") or "/", str(new).rstrip("/") or "/"
     forms: dict[str, str] = {old: new}
     for ascii_only in (False, True):
         forms[json.dumps(old, ensure_ascii=ascii_only)[1:-1]] = json.dumps(new, ensure_ascii=ascii_only)[1:-1]
-    pattern = re.compile("(?:" + "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
-                         + r")(?![\w.\-])")
+    pattern = re.compile(_BEFORE + "(?:" + "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+                         + ")" + _AFTER)
 
     def rewrite(text: str) -> tuple[str, int]:
         return pattern.subn(lambda m: forms[m.group(0)], text)
@@ -168,6 +215,7 @@ class Relocation:
     new_root: Path
     files: dict[str, int] = field(default_factory=dict)  # file (relative) -> replacements
     cache_rows: dict[str, int] = field(default_factory=dict)  # cache file (relative) -> rows rewritten
+    cache_dropped: dict[str, int] = field(default_factory=dict)  # cache file -> sandbox rows naming relative images
     dry_run: bool = False
 
     @property
@@ -180,11 +228,33 @@ class Relocation:
                  f"{len(self.files)} file(s) and {sum(self.cache_rows.values())} cache row(s)"]
         lines += [f"  {name}: {n}" for name, n in sorted(self.files.items())]
         lines += [f"  {name}: {n} row(s)" for name, n in sorted(self.cache_rows.items())]
+        dropped = "would drop" if self.dry_run else "dropped"
+        lines += [f"  {name}: {dropped} {n} sandbox image-search answer(s) naming images relative to a working "
+                  "folder (recomputed when next asked)" for name, n in sorted(self.cache_dropped.items())]
         return "\n".join(lines)
 
 
-def _rewrite_cache(path: Path, rewrite: Callable[[str], tuple[str, int]], dry_run: bool) -> int:
-    """Rewrite the requests and responses of one cache file in one transaction; rows changed."""
+def names_relative_images(namespace: str, response: str) -> bool:
+    """A cached sandbox tool answer whose images are named relative to a working folder.
+
+    >>> names_relative_images("tools.sandbox-v2-n300-s0", '{"images": [{"location": "runs/a/world/images/I1.png"}]}')
+    True
+    >>> names_relative_images("tools.sandbox-v2-n300-s0", '{"images": [{"location": "/r/a/world/images/I1.png"}]}')
+    False
+    """
+    if not namespace.startswith("tools.sandbox") or '"location"' not in response:
+        return False
+    try:
+        images = json.loads(response).get("images") or []
+    except (json.JSONDecodeError, AttributeError):
+        return False
+    return any(isinstance(im, dict) and isinstance(im.get("location"), str)
+               and not im["location"].startswith(("/", "http://", "https://", "data:")) for im in images)
+
+
+def _rewrite_cache(path: Path, rewrite: Callable[[str], tuple[str, int]], dry_run: bool) -> tuple[int, int]:
+    """Rewrite the requests and responses of one cache file in one transaction and drop the sandbox
+    answers that name relative images; (rows rewritten, rows dropped)."""
     from vsearcher_lite.cache import request_key
 
     # A dry run opens the file read-only: not even a WAL checkpoint may change it.
@@ -193,15 +263,22 @@ def _rewrite_cache(path: Path, rewrite: Callable[[str], tuple[str, int]], dry_ru
     try:
         has_calls = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='calls'").fetchone()
         if not has_calls:
-            return 0
+            return 0, 0
         if dry_run:
-            rows = conn.execute("SELECT request, response FROM calls").fetchall()
-            return sum(1 for request, response in rows if rewrite(request)[1] or rewrite(response)[1])
-        changed = 0
+            rows = conn.execute("SELECT namespace, request, response FROM calls").fetchall()
+            dropped = sum(1 for namespace, _, response in rows if names_relative_images(namespace, response))
+            changed = sum(1 for namespace, request, response in rows if not names_relative_images(namespace, response)
+                          and (rewrite(request)[1] or rewrite(response)[1]))
+            return changed, dropped
+        changed = dropped = 0
         conn.execute("BEGIN IMMEDIATE")
         try:
             rows = conn.execute("SELECT key, namespace, request, response FROM calls").fetchall()
             for key, namespace, request, response in rows:
+                if names_relative_images(namespace, response):
+                    conn.execute("DELETE FROM calls WHERE key = ?", (key,))
+                    dropped += 1
+                    continue
                 new_request, n_req = rewrite(request)
                 new_response, n_resp = rewrite(response)
                 if not n_req and not n_resp:
@@ -214,7 +291,7 @@ def _rewrite_cache(path: Path, rewrite: Callable[[str], tuple[str, int]], dry_ru
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return changed
+        return changed, dropped
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: not a readable SQLite cache ({exc})") from None
     finally:
@@ -237,7 +314,7 @@ def relocate(run_dir: str | os.PathLike, old_root: str | os.PathLike | None = No
         raise InputError(f"{run_dir}: no such run folder")
     here = run_dir.resolve()
     if old_root is not None:
-        if not Path(old_root).is_absolute():
+        if not Path(old_root).is_absolute() or Path(old_root) == Path(Path(old_root).anchor):
             raise InputError(f"--from {old_root}: give the old run folder as an absolute path, as the files name it")
         old = Path(old_root)
     else:  # no folder found: nothing names another place, the run is where its files say
@@ -257,9 +334,11 @@ def relocate(run_dir: str | os.PathLike, old_root: str | os.PathLike | None = No
             if not dry_run:
                 atomic_write_text(path, new_text)
     for path in cache_files(run_dir):
-        rows = _rewrite_cache(path, rewrite, dry_run)
+        rows, dropped = _rewrite_cache(path, rewrite, dry_run)
         if rows:
             report.cache_rows[str(path.relative_to(run_dir))] = rows
+        if dropped:
+            report.cache_dropped[str(path.relative_to(run_dir))] = dropped
     if manifest_path(run_dir).is_file():
         def move(data: dict) -> dict:
             text, n = rewrite(json.dumps(data, ensure_ascii=False))

@@ -226,7 +226,10 @@ def generate_trajectories(
     toolbox_factory: Callable[[], Any] | None = None,
 ) -> dict:
     """Run the teacher over the tasks, judge, keep the correct trajectories; returns the metrics."""
+    from vsearcher_lite.relocate import check_not_moved
+
     config = config or TrajectoryConfig.for_profile("cpu")
+    check_not_moved(run_dir)
     rd = RunDir(run_dir)
     out = rd.stage(STAGE)
     if tasks is None:

@@ -771,6 +771,9 @@ def ensure_sandbox_eval_tasks(run_dir: str | os.PathLike, *, profile: str = "cpu
 
     Image URLs (live runs) are kept as URLs; ``--benchmark`` files are where downloading applies.
     """
+    from vsearcher_lite.relocate import check_not_moved
+
+    check_not_moved(run_dir)
     files = sandbox_eval_files(run_dir)
     if not all(f.exists() for f in files):
         from vsearcher_lite.synthesis.filters import run_filter

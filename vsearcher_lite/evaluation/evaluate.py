@@ -794,10 +794,13 @@ def evaluate(
     (``tools.factory.make_toolbox``: the run's world and tool cache). ``name``: the folder under
     ``RUN_DIR/eval/`` and the key in the summary (default: the policy's name).
     """
+    from vsearcher_lite.relocate import check_not_moved
+
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)  # the caller's config stays as it was
     config.check()
+    check_not_moved(run_dir)  # before anything is written: a moved run's results would name the old folder
     tasks = list(tasks)
     if not tasks:
         raise InputError("no tasks to evaluate")

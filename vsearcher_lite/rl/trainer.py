@@ -534,7 +534,7 @@ def evaluate_start(run_dir: str | Path, init_path: Path, model, processor, confi
     eval_config = eval_config_for(config)
     is_run_sft = init_path.resolve() == (Path(run_dir) / "sft" / "checkpoint").resolve()
     name = "sft" if is_run_sft else "init"
-    spec = f"transformers:{Path(run_dir) / 'sft' / 'checkpoint'}" if is_run_sft else f"transformers:{init_path}"
+    spec = f"transformers:{init_path.resolve()}"  # absolute: the results must name it from any working folder
     out: dict[str, Any] = {"tasks": tasks, "reuse": "none stored"}
     policy = batched_policy(name, spec, model, processor, config)
     t0 = time.perf_counter()
@@ -579,7 +579,7 @@ def evaluate_rl(run_dir: str | Path, start: dict, rl_checkpoint: Path, rl_model,
     tasks = start["tasks"]
     t0 = time.perf_counter()
     rl_name = "rl" if config.name == STAGE else f"{config.name}-rl"
-    rl_metrics = evaluate(run_dir, tasks, batched_policy(rl_name, f"transformers:{rl_checkpoint}", rl_model, processor, config),
+    rl_metrics = evaluate(run_dir, tasks, batched_policy(rl_name, f"transformers:{Path(rl_checkpoint).resolve()}", rl_model, processor, config),
                           name=rl_name, config=eval_config_for(config), benchmark="heldout", fresh=True)
     rl_seconds = round(time.perf_counter() - t0, 2)
     log(f"[grpo] eval {rl_name}: accuracy {rl_metrics.get('pass_at_1')} ({rl_seconds} s) on {len(tasks)} held-out tasks")

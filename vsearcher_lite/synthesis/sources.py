@@ -47,6 +47,9 @@ def open_source(
         return open_sandbox(run_dir, n_entities=n_entities, seed=seed).knowledge
     if world == "live":
         from vsearcher_lite.cache import ToolCache
+        from vsearcher_lite.relocate import check_not_moved
+
+        check_not_moved(run_dir)
         from vsearcher_lite.world.live import LiveKnowledge
 
         options = dict(live_options or {})

@@ -568,7 +568,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     if config.evaluate and is_main:
         if config.eval_base and "base" not in evals:
             evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
-        evals[config.name] = evaluate_named(run_dir, config.name, f"transformers:{checkpoint}", config, log)
+        evals[config.name] = evaluate_named(run_dir, config.name, f"transformers:{Path(checkpoint).resolve()}", config, log)
         metrics["eval_seconds"] = {k: v.get("seconds") for k, v in evals.items()}
         metrics.update(_eval_summary("heldout", evals[config.name]))
         if "base" in evals:

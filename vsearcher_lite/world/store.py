@@ -315,7 +315,9 @@ class SandboxWorld:
     and lazily the knowledge source and the search backends over it."""
 
     def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+        # Absolute: image paths built from it go into task files and cached tool answers, which
+        # must mean the same file from any working folder (a notebook kernel runs in notebooks/).
+        self.root = Path(root).resolve()
         self.db_path = self.root / DB_NAME
         self.images_dir = self.root / IMAGES_DIR
         if not self.db_path.is_file():
