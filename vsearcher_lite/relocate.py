@@ -82,12 +82,15 @@ def moved_from(run_dir: str | os.PathLike) -> Path | None:
     >>> str(moved_from(run))
     '/elsewhere/runs/a'
     """
-    run_dir = Path(run_dir)
-    recorded = _recorded_folder(run_dir)
+    return _elsewhere(_recorded_folder(Path(run_dir)), Path(run_dir))
+
+
+def _elsewhere(recorded: str | None, run_dir: Path) -> Path | None:
+    """``recorded`` as a folder, when it is one and not ``run_dir``."""
     if not recorded:
         return None
-    old, here = Path(recorded), run_dir.resolve()
-    return None if _same_folder(old, here) else old
+    old = Path(recorded)
+    return None if _same_folder(old, run_dir.resolve()) else old
 
 
 def check_not_moved(run_dir: str | os.PathLike) -> None:
@@ -101,7 +104,7 @@ def check_not_moved(run_dir: str | os.PathLike) -> None:
     if not run_dir.is_dir():
         return
     recorded = _recorded_folder(run_dir)
-    old = moved_from(run_dir) if recorded else None
+    old = _elsewhere(recorded, run_dir)
     if not recorded:
         found = infer_old_root(run_dir, votes_needed=10, files=INFER_FIRST, max_bytes=CHECK_BYTES)
         old = found if found is not None and not found.exists() else None
@@ -145,11 +148,9 @@ def cache_files(run_dir: Path) -> list[Path]:
 
 
 def _candidate_paths(run_dir: Path, files: tuple[str, ...] | None, max_bytes: int | None) -> Iterator[str]:
-    first = [run_dir / rel for rel in INFER_FIRST if (run_dir / rel).is_file()]
-    if files is not None:
-        paths = [run_dir / rel for rel in files if (run_dir / rel).is_file()]
-    else:
-        paths = first + [p for p in data_files(run_dir) if p not in first]
+    paths = [run_dir / rel for rel in (INFER_FIRST if files is None else files) if (run_dir / rel).is_file()]
+    if files is None:
+        paths += [p for p in data_files(run_dir) if p not in paths]
     for path in paths:
         try:
             with path.open("rb") as fh:
@@ -264,34 +265,28 @@ def _rewrite_cache(path: Path, rewrite: Callable[[str], tuple[str, int]], dry_ru
         has_calls = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='calls'").fetchone()
         if not has_calls:
             return 0, 0
-        if dry_run:
-            rows = conn.execute("SELECT namespace, request, response FROM calls").fetchall()
-            dropped = sum(1 for namespace, _, response in rows if names_relative_images(namespace, response))
-            changed = sum(1 for namespace, request, response in rows if not names_relative_images(namespace, response)
-                          and (rewrite(request)[1] or rewrite(response)[1]))
-            return changed, dropped
-        changed = dropped = 0
-        conn.execute("BEGIN IMMEDIATE")
+        if not dry_run:
+            conn.execute("BEGIN IMMEDIATE")  # read and write in one transaction
         try:
-            rows = conn.execute("SELECT key, namespace, request, response FROM calls").fetchall()
-            for key, namespace, request, response in rows:
+            dropped, updates = [], []
+            for key, namespace, request, response in conn.execute("SELECT key, namespace, request, response FROM calls"):
                 if names_relative_images(namespace, response):
-                    conn.execute("DELETE FROM calls WHERE key = ?", (key,))
-                    dropped += 1
+                    dropped.append((key,))
                     continue
                 new_request, n_req = rewrite(request)
                 new_response, n_resp = rewrite(response)
-                if not n_req and not n_resp:
-                    continue
-                changed += 1
-                new_key = request_key(namespace, json.loads(new_request)) if n_req else key
-                conn.execute("UPDATE OR REPLACE calls SET key = ?, request = ?, response = ? WHERE key = ?",
-                             (new_key, new_request, new_response, key))
-            conn.execute("COMMIT")
+                if n_req or n_resp:
+                    new_key = request_key(namespace, json.loads(new_request)) if n_req else key
+                    updates.append((new_key, new_request, new_response, key))
+            if not dry_run:
+                conn.executemany("DELETE FROM calls WHERE key = ?", dropped)
+                conn.executemany("UPDATE OR REPLACE calls SET key = ?, request = ?, response = ? WHERE key = ?", updates)
+                conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if not dry_run:
+                conn.execute("ROLLBACK")
             raise
-        return changed, dropped
+        return len(updates), len(dropped)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: not a readable SQLite cache ({exc})") from None
     finally:
@@ -340,19 +335,14 @@ def relocate(run_dir: str | os.PathLike, old_root: str | os.PathLike | None = No
         if dropped:
             report.cache_dropped[str(path.relative_to(run_dir))] = dropped
     if manifest_path(run_dir).is_file():
-        def move(data: dict) -> dict:
-            text, n = rewrite(json.dumps(data, ensure_ascii=False))
-            if n:
-                report.files["run_manifest.json"] = n
-            moved = json.loads(text)
-            moved["run_dir"] = str(here)
-            return moved
+        _, n = rewrite(manifest_path(run_dir).read_text(encoding="utf-8"))
+        if n:
+            report.files["run_manifest.json"] = n
 
-        if dry_run:
-            _, n = rewrite(manifest_path(run_dir).read_text(encoding="utf-8"))
-            if n:
-                report.files["run_manifest.json"] = n
-        else:  # last: until here the run still reads as moved, so an interrupted relocation is redone
+        def move(data: dict) -> dict:
+            return {**json.loads(rewrite(json.dumps(data, ensure_ascii=False))[0]), "run_dir": str(here)}
+
+        if not dry_run:  # last: until here the run still reads as moved, so an interrupted relocation is redone
             update_json_file(manifest_path(run_dir), move)
     return report
 

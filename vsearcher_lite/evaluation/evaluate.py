@@ -359,15 +359,10 @@ def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = No
 # One task
 
 
-def all_turns_pass(traj: Trajectory) -> bool:
-    """Every assistant turn passed the strict format check (and there was at least one)."""
-    return bool(traj.turns) and all(t.verdict.get("ok") for t in traj.turns)
-
-
 def first_format_error(traj: Trajectory) -> str | None:
     """The strict format check's code for the first turn that failed it (``agent.format``:
     ``unclosed_think``, ``multiple_answers`` ...); ``no_turn`` when the policy wrote none; ``None``
-    when every turn passed."""
+    when every turn passed (and there was at least one: the episode is format-valid)."""
     if not traj.turns:
         return NO_TURN
     return next((t.verdict.get("code") or "unknown" for t in traj.turns if not t.verdict.get("ok")), None)
@@ -396,6 +391,7 @@ def format_error_code(record: dict) -> str | None:
 def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds: float, keep_trajectory: bool) -> dict:
     """One line of ``results.jsonl``."""
     counts = traj.tool_counts()
+    format_error = first_format_error(traj)
     record = {
         "id": task.id,
         "policy": policy.name,
@@ -409,8 +405,8 @@ def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds
         "correct": bool(verdict.correct),
         "judge": verdict.to_dict(),
         "termination": traj.termination,
-        "format_ok": all_turns_pass(traj),
-        "format_error": first_format_error(traj),
+        "format_ok": format_error is None,
+        "format_error": format_error,
         "n_turns": len(traj.turns),
         "n_tool_calls": traj.n_tool_calls,
         "tool_counts": {name: counts.get(name, 0) for name in sorted(set(TOOL_NAMES) | set(counts))},
