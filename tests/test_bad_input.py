@@ -147,6 +147,39 @@ def test_failed_evaluation_leaves_nothing_behind(tmp_path):
     assert not (run / "eval" / "t").exists() and not (run / "cache").exists()
 
 
+def test_failed_benchmark_evaluation_leaves_no_image_cache_folder(tmp_path, capsys):
+    """A benchmark whose images are local files needs no cache; a failed run (no world) must not
+    leave an empty ``eval/images`` behind (the image cache made its folder when it was opened)."""
+    from PIL import Image
+
+    from vsearcher_lite.cli import main
+
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "q.png")
+    bench = _write(tmp_path / "exam.jsonl", json.dumps({"question": "Which town is shown?", "answer": "Lenith",
+                                                         "image_path": str(tmp_path / "q.png")}) + "\n")
+    run = tmp_path / "run"
+    assert main(["eval", "--run-dir", str(run), "--benchmark", str(bench), "--policy", "teacher"]) == 2
+    assert "no sandbox world" in capsys.readouterr().err
+    assert not (run / "eval").exists()
+
+
+def test_the_image_cache_makes_its_folder_only_to_store(tmp_path):
+    from vsearcher_lite.evaluation.benchmarks import ImageCache
+
+    png = tmp_path / "q.png"
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), "blue").save(png)
+    folder = tmp_path / "cache" / "images"
+    ImageCache(folder)
+    assert not folder.exists()
+    cache = ImageCache(folder, fetch=lambda url: png.read_bytes())
+    first = cache.fetch_url("https://example.org/q.png")
+    assert first.parent == folder and first.read_bytes() == png.read_bytes()
+    again = ImageCache(folder, fetch=lambda url: pytest.fail("downloaded twice"))
+    assert again.fetch_url("https://example.org/q.png") == first and again.stats["reused"] == 1
+
+
 def test_failed_sft_leaves_no_stage_folder(tmp_path):
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.sft import run_sft

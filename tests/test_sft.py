@@ -31,7 +31,7 @@ from vsearcher_lite.training.data import (
     rendered_lengths,
     trained_spans,
 )
-from vsearcher_lite.training.sft import first_last, run_progress, schedule_factor
+from vsearcher_lite.training.sft import first_last, run_progress, schedule_factor, stop_rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,6 +207,37 @@ def test_schedule_walks_by_steps_or_time():
     assert run_progress(5, 10, 90.0, 100.0) == 0.9
     assert run_progress(50, 10, 0.0, 100.0) == 1.0
     assert first_last([None, None]) == (None, None)
+    # a floor of 200 steps on a machine that spent its 60 s budget in 30 steps: the schedule spans the floor
+    assert run_progress(30, 1000, 60.0, 60.0, min_steps=200) == pytest.approx(0.15)
+    assert run_progress(200, 1000, 400.0, 60.0, min_steps=200) == 1.0
+    assert run_progress(300, 1000, 60.0, 60.0, min_steps=200) == 1.0  # faster than the floor: as without it
+
+
+def test_the_step_floor_outlasts_the_time_budget():
+    import time
+    from types import SimpleNamespace
+
+    from vsearcher_lite.training.sft import _trainer_classes
+
+    assert [stop_rule(s, 61.0, 60.0, min_steps=3) for s in (1, 2, 3, 4)] == ["floor", "floor", "time", "time"]
+    assert stop_rule(1, 59.0, 60.0, min_steps=3) == "go" and stop_rule(1, 61.0, 60.0) == "time"
+    _, LossLog = _trainer_classes()
+    messages: list[str] = []
+    callback = LossLog(lambda: None, budget_s=0.5, progress=False, min_steps=3, log=messages.append)
+    callback.start = time.perf_counter() - 1.0  # the budget is spent
+    stops = []
+    for step in (1, 2, 3):
+        control = SimpleNamespace(should_training_stop=False)
+        callback.on_step_end(None, SimpleNamespace(global_step=step), control)
+        stops.append(control.should_training_stop)
+    assert stops == [False, False, True]
+    assert callback.stopped_by == "min_steps" and callback.over_budget_at == 1
+    assert len(messages) == 1 and "spent after 1 steps" in messages[0] and "floor of 3 steps" in messages[0]
+    plain = LossLog(lambda: None, budget_s=0.5, progress=False, log=messages.append)
+    plain.start = time.perf_counter() - 1.0
+    control = SimpleNamespace(should_training_stop=False)
+    plain.on_step_end(None, SimpleNamespace(global_step=1), control)
+    assert control.should_training_stop and plain.stopped_by == "time" and plain.over_budget_at is None
 
 
 def test_bad_records_name_their_line(tmp_path, train_file):
@@ -233,6 +264,7 @@ def test_profile_presets():
     assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == ("full", "float32", False, 10.0)
     assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
     assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None and cpu.eval_repeat_guard == 0
+    assert cpu.min_steps == 200 and SFTConfig.for_profile("single_gpu").min_steps == 0
     multi = SFTConfig.for_profile("multi_gpu")
     assert (multi.learning_rate, multi.epochs, multi.max_length, multi.batch_size, multi.grad_accum) == (1e-5, 5.0, 20480, 1, 2)
     assert (multi.scheduler, multi.warmup_ratio, multi.freeze_vision, multi.dtype) == ("cosine", 0.1, True, "bfloat16")
@@ -262,6 +294,14 @@ def test_cli_rejects_bad_settings_in_one_line(tmp_path, capsys):
     assert main(["sft", "--run-dir", str(tmp_path), "--lr", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["vsearcher-lite sft: error: learning_rate must be positive, got -1.0"]
+    assert main(["sft", "--run-dir", str(tmp_path), "--min-steps", "-5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["vsearcher-lite sft: error: min_steps must be 0 (no floor) or more, got -5"]
+    from vsearcher_lite.cli import build_parser
+    from vsearcher_lite.training.commands import config_from_args
+
+    args = build_parser().parse_args(["sft", "--run-dir", str(tmp_path), "--min-steps", "0"])
+    assert config_from_args(args).min_steps == 0
 
 
 # ---------------------------------------------------------------------------------------------

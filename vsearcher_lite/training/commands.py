@@ -24,6 +24,7 @@ def config_from_args(args):
         learning_rate=args.lr,
         epochs=args.epochs,
         max_steps=args.max_steps,
+        min_steps=args.min_steps,
         minutes=args.minutes,
         total_minutes=args.total_minutes,
         batch_size=args.batch_size,
@@ -86,6 +87,9 @@ def register(subparsers, common) -> None:
     g.add_argument("--lr", type=float, help="peak learning rate")
     g.add_argument("--epochs", type=float, help="epochs over the trajectories")
     g.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    g.add_argument("--min-steps", type=int,
+                   help="train at least this many steps even when the time budget is spent first, on a slow "
+                        "machine (cpu default: 200; 0 = stop on time)")
     g.add_argument("--minutes", type=float, help="stop training after this many minutes (cpu default: 2.75)")
     g.add_argument("--total-minutes", type=float,
                    help="budget of the whole command: the base is evaluated first and training gets what the two "

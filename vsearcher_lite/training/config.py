@@ -109,6 +109,8 @@ class SFTConfig:
     epochs: float = 5.0
     max_steps: int | None = None  # None: epochs decide
     minutes: float | None = None  # wall-clock cap on training
+    # a floor on optimizer steps that outlasts the time caps (a slow machine trains on to it; 0 = none)
+    min_steps: int = 0
     batch_size: int = 8  # per device
     grad_accum: int = 1
     max_length: int | None = 2048  # cutoff in tokens (paper: 20480)
@@ -161,6 +163,9 @@ class SFTConfig:
         if profile == "cpu":
             preset: dict[str, Any] = dict(
                 method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
+                # 176-325 steps fit the budget on the 2-core machine it was measured on, and taught the
+                # protocol; a machine half as fast made 22 (all-zero evaluation): below 200, time waits
+                min_steps=200,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
                 answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
                 # 10 held-out tasks per level: the SFT model's evaluation takes about 7x the base model's
@@ -203,6 +208,8 @@ class SFTConfig:
             raise ValueError("batch_size and grad_accum must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
+        if self.min_steps < 0:
+            raise ValueError(f"min_steps must be 0 (no floor) or more, got {self.min_steps}")
         if self.minutes is not None and self.minutes <= 0:
             raise ValueError(f"minutes must be positive, got {self.minutes}")
         if self.total_minutes is not None and self.total_minutes <= 0:

@@ -19,7 +19,8 @@ Deviations from the paper (section 2.2 and the released LLaMA-Factory config, up
 - cpu profile: a 5M-parameter tiny Qwen3-VL pretrained by this project instead of
   Qwen3-VL-8B-Thinking; fp32 full fine-tuning (lr 1e-3, batch 1) inside a 2.8-minute budget for
   the whole stage (``total_minutes``: the base model is evaluated first and training gets what the
-  two evaluations leave) instead of 5 epochs at lr 1e-5; the compact system prompt and top-3
+  two evaluations leave; a machine too slow for 200 steps in that time trains on to 200, ``min_steps``)
+  instead of 5 epochs at lr 1e-5; the compact system prompt and top-3
   results its trajectories were made with; trajectories over 2,048 tokens dropped; and the two
   additions of the measured CPU prototype (``reference/learning_cpu_2.md``) as options: the new
   markup tokens' embeddings started from plain-text cues (``init_markup_embeddings``, on in the
@@ -86,19 +87,47 @@ def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * rest))
 
 
-def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None) -> float:
+def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> float:
     """How far training is: the larger of the step share and the time share (when time-capped).
 
     A run stopped by its time budget then still walks the whole schedule, ending at the low
-    learning rate, whatever the speed of the machine.
+    learning rate, whatever the speed of the machine. With a floor of ``min_steps`` (a machine too
+    slow to make that many steps within the budget trains on to the floor), the time share never
+    runs ahead of ``step / min_steps``: the schedule then spans the floor's steps instead.
 
     >>> run_progress(10, 100, 30.0, 60.0), run_progress(10, 100, 30.0, None)
     (0.5, 0.1)
+    >>> run_progress(10, 1000, 30.0, 60.0, min_steps=200), run_progress(150, 1000, 90.0, 60.0, min_steps=200)
+    (0.05, 0.75)
+    >>> run_progress(150, 1000, 30.0, 60.0, min_steps=100)  # fast enough: the floor changes nothing
+    0.5
     """
     share = step / total_steps if total_steps > 0 else 0.0
     if budget_s:
-        share = max(share, elapsed_s / budget_s)
+        time_share = elapsed_s / budget_s
+        if min_steps > 0:
+            time_share = min(time_share, step / min_steps)
+        share = max(share, time_share)
     return min(share, 1.0)
+
+
+def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> str:
+    """What the time budget says after ``step`` optimizer steps and ``elapsed_s`` seconds of training:
+    ``"go"`` (within the budget), ``"time"`` (spent: stop) or ``"floor"`` (spent, but fewer than
+    ``min_steps`` steps made: go on).
+
+    The floor keeps a slow machine from handing back a model that has not learned the protocol yet
+    (on a CPU twice as slow as the one the cpu budget was measured on, the 2.8-minute budget left 22
+    steps and the model scored 0).
+
+    >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0), stop_rule(10, 61.0, 60.0, min_steps=200)
+    ('go', 'time', 'floor')
+    >>> stop_rule(200, 400.0, 60.0, min_steps=200), stop_rule(5, 9e9, None)
+    ('time', 'go')
+    """
+    if not budget_s or elapsed_s < budget_s:
+        return "go"
+    return "floor" if step < min_steps else "time"
 
 
 def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
@@ -263,13 +292,14 @@ def _trainer_classes():
         """
 
         def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
-                     copy_weight: float = 1.0, time_budget_s: float | None = None, min_lr_ratio: float = 0.0,
-                     **kwargs):
+                     copy_weight: float = 1.0, time_budget_s: float | None = None, min_steps: int = 0,
+                     min_lr_ratio: float = 0.0, **kwargs):
             super().__init__(*args, **kwargs)
             self.answer_weight = float(answer_weight)
             self.copy_weight = float(copy_weight)
             self.answer_open, self.answer_close = answer_tags
             self.time_budget_s = time_budget_s
+            self.min_steps = int(min_steps)
             self.min_lr_ratio = min_lr_ratio
             self.train_started: float | None = None
 
@@ -318,7 +348,7 @@ def _trainer_classes():
 
                 def factor(step: int) -> float:
                     elapsed = time.perf_counter() - self.train_started if self.train_started else 0.0
-                    progress = run_progress(step + 1, num_training_steps, elapsed, self.time_budget_s)
+                    progress = run_progress(step + 1, num_training_steps, elapsed, self.time_budget_s, self.min_steps)
                     return schedule_factor(progress, warmup, self.min_lr_ratio)
 
                 self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
@@ -326,24 +356,37 @@ def _trainer_classes():
             return self.lr_scheduler
 
     class LossLog(TrainerCallback):
-        """Collects one row per logged step and stops training when the time budget is spent."""
+        """Collects one row per logged step and stops training when the time budget is spent, but
+        not before ``min_steps`` (``stop_rule``); says so once when the floor outlasts the budget."""
 
-        def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool):
+        def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
+                     min_steps: int = 0, log: Callable[[str], None] = print):
             self.trainer_ref = trainer_ref
             self.budget_s = budget_s
+            self.min_steps = int(min_steps)
+            self.log = log
             self.rows: list[dict] = []
             self.start = time.perf_counter()
             self.stopped_by = "steps"
             self.progress = progress
+            self.over_budget_at: int | None = None  # the step at which the budget ran out below the floor
 
         def on_train_begin(self, args, state, control, **kw):
             self.start = time.perf_counter()
             self.trainer_ref().train_started = self.start
 
         def on_step_end(self, args, state, control, **kw):
-            if self.budget_s and time.perf_counter() - self.start >= self.budget_s:
+            elapsed = time.perf_counter() - self.start
+            rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
+            if rule == "floor" and self.over_budget_at is None:
+                self.over_budget_at = state.global_step
+                pace = elapsed / max(state.global_step, 1)
+                self.log(f"[sft] the time budget ({self.budget_s:.0f} s) is spent after {state.global_step} steps "
+                         f"({pace:.2f} s/step on this machine); training goes on to the floor of {self.min_steps} "
+                         f"steps (--min-steps), about {pace * (self.min_steps - state.global_step):.0f} s more")
+            elif rule == "time":
                 control.should_training_stop = True
-                self.stopped_by = "time"
+                self.stopped_by = "time" if self.over_budget_at is None else "min_steps"
 
         def on_log(self, args, state, control, logs=None, **kw):
             logs = logs or {}
@@ -513,7 +556,9 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     AgentSFTTrainer, LossLog = _trainer_classes()
     tokenizer = processor.tokenizer
     trainer_box: list[Any] = []
-    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress)
+    # the step floor never asks for more than max_steps
+    min_steps = min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
+    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps, log=log)
     work_dir = out / "trainer"
     trainer = AgentSFTTrainer(
         model=model,
@@ -527,6 +572,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
         copy_weight=config.copy_weight,
         time_budget_s=budget_s,
+        min_steps=min_steps,
         min_lr_ratio=config.min_lr_ratio,
     )
     trainer_box.append(trainer)
@@ -554,6 +600,8 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         "train_loss_mean": round(float(result.training_loss), 5),
         "steps": steps,
         "stopped_by": callback.stopped_by,
+        "min_steps": min_steps,
+        "budget_spent_at_step": callback.over_budget_at,  # not None: the floor outlasted the time budget
         "train_seconds": round(train_seconds, 2),
         "seconds_per_step": round(train_seconds / max(steps, 1), 3),
         "n_train_trajectories": len(records),
