@@ -164,11 +164,11 @@ def test_failed_benchmark_evaluation_leaves_no_image_cache_folder(tmp_path, caps
 
 
 def test_the_image_cache_makes_its_folder_only_to_store(tmp_path):
+    from PIL import Image
+
     from vsearcher_lite.evaluation.benchmarks import ImageCache
 
     png = tmp_path / "q.png"
-    from PIL import Image
-
     Image.new("RGB", (8, 8), "blue").save(png)
     folder = tmp_path / "cache" / "images"
     ImageCache(folder)

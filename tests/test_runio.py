@@ -34,6 +34,15 @@ def test_jsonl_log_resumes_and_repairs_a_torn_last_line(tmp_path):
     assert [r["id"] for r in read_jsonl(p)] == ["a", "b", "c"]
 
 
+def test_jsonl_log_makes_its_folder_only_to_append(tmp_path):
+    p = tmp_path / "not" / "yet" / "log.jsonl"
+    log = JsonlLog(p)
+    assert log.records() == [] and len(log) == 0 and "a" not in log
+    assert not (tmp_path / "not").exists()  # reading a log that does not exist creates nothing
+    log.append({"id": "a"})
+    assert [r["id"] for r in read_jsonl(p)] == ["a"]
+
+
 def test_atomic_write_leaves_no_temp_files(tmp_path):
     target = tmp_path / "m.json"
     atomic_write_json(target, {"x": 1})

@@ -183,6 +183,9 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> Path:
 class JsonlLog:
     """Append-only JSONL keyed by ``key``: the backbone of every resumable loop.
 
+    Opening one only reads: its folder is made by the first ``append``, so reading a log that does
+    not exist (or a run that fails before writing) leaves no empty folder behind.
+
     >>> import tempfile, os
     >>> log = JsonlLog(os.path.join(tempfile.mkdtemp(), "t.jsonl"))
     >>> log.append({"id": "a", "x": 1})
@@ -193,7 +196,6 @@ class JsonlLog:
     def __init__(self, path: str | os.PathLike, key: str = "id"):
         self.path = Path(path)
         self.key = key
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._done: set[str] = set()
         if self.path.exists():
             self._repair_tail()
@@ -220,6 +222,7 @@ class JsonlLog:
         if self.key not in record:
             raise ValueError(f"record has no {self.key!r} field")
         line = json.dumps(record, ensure_ascii=False) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()

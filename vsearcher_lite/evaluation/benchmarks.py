@@ -57,8 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from vsearcher_lite.runio import (InputError, JsonlLog, atomic_write_bytes, jsonl_records, read_jsonl, read_text,
-                                  text_lines)
+from vsearcher_lite.runio import InputError, JsonlLog, atomic_write_bytes, jsonl_records, read_text, text_lines
 from vsearcher_lite.synthesis.task import Task
 
 FORMATS = ("mmsearchexam", "browsecomp-vl", "mmsearch", "simplevqa", "task")
@@ -568,12 +567,10 @@ class ImageCache:
         self._fetch = fetch
         self._client = client
         self._lock = threading.Lock()
-        # The folder and its index are made by the first image stored, not here: a benchmark
-        # that fails to load, or needs no cached image, leaves no empty folder behind.
-        self._index: JsonlLog | None = None
-        index = self.folder / "urls.jsonl"
-        known = read_jsonl(index, strict=False) if index.is_file() else []
-        self._by_url = {r["url"]: r["file"] for r in known if "url" in r and "file" in r}
+        # The folder is made by the first image stored (``store``, the index's first append), not
+        # here: a benchmark that fails to load, or needs no cached image, leaves no empty folder.
+        self._index = JsonlLog(self.folder / "urls.jsonl", key="url")
+        self._by_url = {r["url"]: r["file"] for r in self._index.records() if "url" in r and "file" in r}
         self.stats = {"downloaded": 0, "reused": 0, "stored": 0}
 
     def store(self, data: bytes) -> Path:
@@ -599,8 +596,6 @@ class ImageCache:
             raise InputError(f"{url}: the download is not a readable image ({len(data)} bytes)")
         path = self.store(data)
         with self._lock:
-            if self._index is None:
-                self._index = JsonlLog(self.folder / "urls.jsonl", key="url")
             self._index.append({"url": url, "file": path.name, "sha256": sha256_hex(data)})
             self._by_url[url] = path.name
         self.stats["downloaded"] += 1
