@@ -18,7 +18,7 @@ from vsearcher_lite.notebooks import (
 )
 
 NOTEBOOKS = list_notebooks()
-CELL_TIMEOUT = 600  # seconds per cell; the CI notebooks take seconds each
+CELL_TIMEOUT = 900  # seconds per cell; the slowest CI cell takes under a minute on 2 cores
 
 
 def test_there_are_notebooks():
@@ -59,8 +59,9 @@ def shared_run_dir(tmp_path_factory):
 #: The notebooks' own defaults are the full cpu run (what `make reproduce` executes); the test suite
 #: runs the training and evaluation notebooks smaller. Each notebook says how long its full run takes.
 CI_PARAMETERS = {
-    # 600 steps: notebook 08 asserts that this SFT model beats the base model on held-out tasks
-    "06_sft": {"MAX_STEPS": 600, "EVAL_TASKS": 8},
+    # Step counts, not time budgets, so a slower machine runs the same work; the notebooks assert
+    # mechanics (files written, loss falls, metrics present), never a learning margin.
+    "06_sft": {"MAX_STEPS": 40, "EVAL_TASKS": 4},
     "07_grpo": {"MAX_STEPS": 2, "EVAL_TASKS": 4},
     "08_evaluation": {"EXAM_TASKS": 3},  # held-out: the preset's 30 tasks (10 per level)
 }
