@@ -7,7 +7,7 @@ makes reruns reproducible and cheap, and is also how a live run is recorded and 
 Concurrency: SQLite in WAL mode with a busy timeout; each call opens its own short
 transaction, so several processes (papermill kernels, a CLI run, test workers) can share one
 cache file. The released VSearcher cache flushed only every 10 entries and let processes
-clobber each other (upstream digest, section I.6); this one commits every entry.
+clobber each other; this one commits every entry.
 """
 
 from __future__ import annotations

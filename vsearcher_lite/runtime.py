@@ -10,10 +10,8 @@ fragmentation keeps the pages; and each worker thread that allocates gets a heap
 own, up to 8 per core. Setting the threshold explicitly turns the dynamic rise off, and capping
 the arenas keeps the tool threads of a rollout from holding heaps of their own.
 
-Measured on 2 cores (``python benchmarks/heap_growth.py --run-dir runs/reproduce --steps 3``):
-three GRPO steps of the cpu profile plus its RL evaluation peaked at 2,857 MB resident with the
-glibc defaults and at 1,276 MB with ``limit_heap_growth()`` (1 MB threshold, 2 arenas), 0.45x,
-for 1.10x the wall time (123 s -> 135 s).
+``benchmarks/heap_growth.py`` measures the effect on cpu GRPO steps (less than half the peak
+resident memory for about 10 % more wall time; numbers in ``docs/results.md``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Three files, all from the same ``Trajectory`` records:
   training. The tool block is already in the system text (see ``protocol``), so no ``tools``
   column is needed.
 - **LLaMA-Factory ShareGPT** (``llamafactory/trajectory.json`` + ``dataset_info.json``): what the
-  paper trained with (upstream digest C.2-C.3). String contents with one ``<image>`` token where
+  paper trained with. String contents with one ``<image>`` token where
   each image was, a sample-level ``images`` list of files copied next to the data (LLaMA-Factory
   opens them relative to its dataset folder), and the ``trajectory`` dataset entry its yaml names.
   ``sharegpt_problems`` checks what its ShareGPT loader requires.

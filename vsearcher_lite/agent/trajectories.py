@@ -21,7 +21,7 @@ Outputs in ``RUN_DIR/trajectories/``:
 
 Deviations from the paper, on the cpu profile: a heuristic teacher instead of Gemini, a match
 judge instead of an LLM judge, top-3 search results and the compact system prompt (a tiny
-model's context is short; ``reference/learning_cpu_2.md``), and a 2-minute wall-clock budget per
+model's context is short), and a 2-minute wall-clock budget per
 trajectory instead of 2.5 hours.
 """
 

@@ -128,12 +128,10 @@ class EvalConfig:
             "concurrency": traj.concurrency,
         }
         if profile == "cpu":
-            preset["temperature"] = 0.0  # the tiny model is evaluated greedily (reference/learning_cpu*.md)
-            # Up to 16 episodes' turns in one generate call: 60 held-out tasks of the tiny SFT model
-            # took 127.9 s one at a time, 52.8 s at 16 and 45.5 s at 32, with the same answers
-            # (benchmarks/eval_batching.py, 2 threads); 32 rows of 1,500-token prompts took the SFT
-            # notebook's kernel to 4.1 GB (measured before runtime.limit_heap_growth; 16 is the
-            # margin kept under the 4 GB budget).
+            preset["temperature"] = 0.0  # the tiny model is evaluated greedily
+            # Up to 16 episodes' turns in one generate call: about 2.4x faster than one at a time with
+            # the same answers, while 32 rows of long prompts took a kernel past 4 GB
+            # (benchmarks/eval_batching.py; numbers in docs/results.md).
             preset["batch"] = 16
         preset.update({k: v for k, v in overrides.items() if v is not None})
         known = {f.name for f in fields(cls)}

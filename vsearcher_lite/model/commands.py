@@ -1,4 +1,4 @@
-"""CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base (issue 5).
+"""CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base.
 
 Not part of a normal run: the base ships in ``data/tiny_base``. By default the output goes to
 ``RUN_DIR/pretrain/``; only ``--out data/tiny_base`` replaces the shipped base. ``--recipe``

@@ -1,4 +1,4 @@
-"""Settings of the GRPO stage: one dataclass, three profile presets (DESIGN: profiles are presets).
+"""Settings of the GRPO stage: one dataclass, three profile presets.
 
 ``GRPOConfig.for_profile(profile, **overrides)``:
 
@@ -7,9 +7,8 @@
                from ``RUN_DIR/sft/checkpoint``: full fine-tune, fp32, two torch threads; the whole
                command, held-out evaluations included, budgeted at 5.5 minutes on 2 cores
                (``total_minutes``: the SFT model is evaluated first, and training gets what is
-               left after the RL evaluation still to come, at most ``minutes`` = 3); the starting points of
-               ``reference/learning_cpu.md`` section 5 and ``learning_cpu_3.md`` (constant lr,
-               temperature 0.8, k3 KL 0.02 to the SFT model, zero-variance groups dropped) with
+               left after the RL evaluation still to come, at most ``minutes`` = 3); constant lr,
+               temperature 0.8, k3 KL 0.02 to the SFT model, zero-variance groups dropped, and
                two updates per batch so that the clipping acts; episodes with the SFT evaluation's
                limits (200 new tokens per turn, 10 tool calls, 13,000 context characters).
 ``single_gpu`` TRL's ``GRPOTrainer`` (``trl_engine.py``) with LoRA in bf16 through PEFT

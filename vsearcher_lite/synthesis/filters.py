@@ -255,7 +255,7 @@ class DirectAnswerLLM(TaskFilter):
 def parse_yes_no(reply: str) -> bool | None:
     """``True`` for a yes, ``False`` for a no, ``None`` otherwise; case, punctuation, bold ignored.
 
-    The released filter required the reply to equal ``yes`` exactly (upstream digest, I.8).
+    The released filter required the reply to equal ``yes`` exactly.
 
     >>> parse_yes_no("**Yes**, it is a flag."), parse_yes_no("no."), parse_yes_no("maybe")
     (True, False, None)

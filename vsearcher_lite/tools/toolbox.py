@@ -5,7 +5,7 @@ spec, runs the backend, and formats the result as the observation text that goes
 ``<tool_response>``. It never raises: an unknown tool, bad arguments, an unknown URL or a
 backend failure all become an error observation (``ToolResult.ok == False``, text starting
 with ``"Error:"``) that the agent reads and can recover from. The released VSearcher loop
-dropped such turns silently (upstream digest, section I.1).
+dropped such turns silently.
 
 Every successful call is stored in the tool cache (when one is given), keyed by the tool, its
 arguments and, for image search, a hash of the question image's bytes, so reruns reproduce

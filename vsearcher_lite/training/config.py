@@ -1,29 +1,27 @@
-"""Settings of the SFT stage: one dataclass, three profile presets (DESIGN: profiles are presets).
+"""Settings of the SFT stage: one dataclass, three profile presets.
 
 ``SFTConfig.for_profile(profile, **overrides)``:
 
 =============  ================================================================================
 ``cpu``        full fine-tune, fp32, of the shipped tiny base (``data/tiny_base``), at most 1,000
                steps of batch 1 or 2.75 minutes of training and the whole stage, both evaluations
-               included, within 2.8 minutes (``total_minutes``), two torch threads (on an idle 2-core
-               machine a 570-token one-hop step takes 0.18-0.2 s; with another torch job beside it,
-               pass ``threads=1``: oversubscribed threads spin, 5.0 s against 0.65 s per step);
+               included, within 2.8 minutes (``total_minutes``), yet at least 200 steps
+               (``min_steps``) so a slow CPU never hands back an untrained model; two torch threads
+               (with another torch job beside it pass ``threads=1``: oversubscribed threads spin);
                the markup tokens' embeddings started from plain-text cues; answer-bearing tokens
-               weighted x10 (``reference/learning_cpu_2.md``). Measured on one-hop tasks (one seed
-               each, 60 held-out tasks): weight 1 and 400 steps gave accuracy 0.067 and format 0.90;
-               weight 10 and 913 steps gave 0.15 and 0.73. Held-out evaluation covers the one-hop
-               warm-up level and easy and medium tasks; gradient checkpointing off (it only costs
-               time on CPU); vision tokens suppressed in generation. Plain greedy evaluation; the
-               repeat guard (``eval_repeat_guard``, ``--repeat-guard 3``: no block of 3 or more tokens
-               twice in a row within a reply, ``chat.repeat_ban``) is an option, off: on six 3-minute
-               SFT models (30 held-out tasks each) it raised the format-valid rate by 0 to 0.13
-               (mean 0.07) and changed one answer's verdict, a correct one that became a format error.
+               weighted x10 (a single answer per trajectory is too little signal for minutes of
+               training). Held-out evaluation covers the one-hop warm-up level and easy and medium
+               tasks; gradient checkpointing off (it only costs time on CPU); vision tokens
+               suppressed in generation. Plain greedy evaluation; the repeat guard
+               (``eval_repeat_guard``, ``--repeat-guard 3``: no block of 3 or more tokens twice in a
+               row within a reply, ``chat.repeat_ban``) is an option, off by default (its measured
+               effect is in ``docs/results.md``).
 ``single_gpu`` LoRA in bf16 through PEFT on a real Qwen3-VL checkpoint (``method="qlora"``: the
                same with the base quantised to 4-bit NF4 by bitsandbytes).
 ``multi_gpu``  full fine-tune in bf16 under ``accelerate launch`` with the shipped FSDP or
                DeepSpeed ZeRO-3 configs (``configs/accelerate/``); the paper's released settings:
                lr 1e-5, 5 epochs, cutoff 20480 tokens, per-device batch 1 x gradient accumulation
-               2, cosine schedule, warmup 0.1, vision tower and projector frozen (upstream digest C).
+               2, cosine schedule, warmup 0.1, vision tower and projector frozen (the released config).
 =============  ================================================================================
 """
 
@@ -163,8 +161,8 @@ class SFTConfig:
         if profile == "cpu":
             preset: dict[str, Any] = dict(
                 method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
-                # 176-325 steps fit the budget on the 2-core machine it was measured on, and taught the
-                # protocol; a machine half as fast made 22 (all-zero evaluation): below 200, time waits
+                # a slow CPU fits too few steps into the budget to learn the protocol (an all-zero
+                # evaluation): below 200 steps, time waits (docs/results.md)
                 min_steps=200,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
                 answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,

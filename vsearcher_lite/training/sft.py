@@ -14,20 +14,17 @@ Outputs in ``RUN_DIR/sft/``: ``checkpoint/`` (model, processor, tokenizer, gener
 ``base_format_valid_rate``, ``base_accuracy``, tool calls, ``steps``, ``seconds`` and the settings).
 The evaluations themselves are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
 
-Deviations from the paper (section 2.2 and the released LLaMA-Factory config, upstream digest C):
+Deviations from the paper (section 2.2 and the released LLaMA-Factory config):
 
 - cpu profile: a 5M-parameter tiny Qwen3-VL pretrained by this project instead of
   Qwen3-VL-8B-Thinking; fp32 full fine-tuning (lr 1e-3, batch 1) inside a 2.8-minute budget for
   the whole stage (``total_minutes``: the base model is evaluated first and training gets what the
   two evaluations leave; a machine too slow for 200 steps in that time trains on to 200, ``min_steps``)
   instead of 5 epochs at lr 1e-5; the compact system prompt and top-3
-  results its trajectories were made with; trajectories over 2,048 tokens dropped; and the two
-  additions of the measured CPU prototype (``reference/learning_cpu_2.md``) as options: the new
-  markup tokens' embeddings started from plain-text cues (``init_markup_embeddings``, on in the
-  preset) and answer-bearing tokens weighted in the assistant loss (``answer_weight``; x10 in the
-  prototype and in the preset). Measured here (2.75 min, one thread, 40 held-out easy+medium tasks,
-  one seed each; held-out format-valid rate / accuracy): plain 0.625 / 0.0 (every answer the same
-  number), cue start 0.775 / 0.0, x10 0.375 / 0.0, both 0.425 / 0.0; the base model 0.0 / 0.0.
+  results its trajectories were made with; trajectories over 2,048 tokens dropped; and two
+  additions for a model this small, as options: the new markup tokens' embeddings started from
+  plain-text cues (``init_markup_embeddings``, on in the preset) and answer-bearing tokens
+  weighted in the assistant loss (``answer_weight``, x10 in the preset).
 - single_gpu: LoRA / QLoRA instead of full fine-tuning (one GPU does not hold an 8B model's
   optimizer state).
 - multi_gpu: the paper's settings; TRL + accelerate (FSDP or DeepSpeed ZeRO-3) instead of
@@ -61,10 +58,8 @@ from vsearcher_lite.training.data import (
 STAGE = "sft"
 SAVE_MARGIN_S = 5.0  # saving the checkpoint and the loss log (tiny model: about a second)
 # The SFT model's held-out evaluation takes about this many times the base model's on the same tasks
-# (it makes tool calls and writes whole turns; the base stops at its first malformed turn). Measured
-# at batch 16 with the compact teacher's data (turns up to ~200 tokens), tests' run dir: 35 s against
-# 6.7 s on the cpu preset's 30 tasks (a 176-step model, 200 tokens per turn), 22 s against 3.7 s on 8
-# tasks and 125 s against 12.4 s on 60 tasks (a 600-step model, 160 tokens per turn).
+# (it makes tool calls and writes whole turns; the base stops at its first malformed turn); measured
+# at batch 16 on the cpu preset's held-out tasks (docs/results.md).
 SFT_EVAL_FACTOR = 7.0
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce", "mean_token_accuracy",
                "grad_norm")
@@ -117,8 +112,8 @@ def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: in
     ``min_steps`` steps made: go on).
 
     The floor keeps a slow machine from handing back a model that has not learned the protocol yet
-    (on a CPU twice as slow as the one the cpu budget was measured on, the 2.8-minute budget left 22
-    steps and the model scored 0).
+    (on a CPU twice as slow as the one the cpu budget was set on, the budget alone left 22 steps and
+    a model that scored 0; docs/results.md).
 
     >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0), stop_rule(10, 61.0, 60.0, min_steps=200)
     ('go', 'time', 'floor')
