@@ -64,8 +64,7 @@ def set_threads(threads: int | None, *, limit_heap: bool = True) -> int:
 
     Every stage that runs a torch model on the CPU calls this first. Pretraining passes
     ``limit_heap=False``: its batches have one fixed shape, so the heap does not grow, and mapping
-    its large activations afresh each step made it 1.5x slower (step 50 of ``--recipe continue``
-    at 57 s instead of 37 s).
+    its large activations afresh each step made it about 1.5x slower (docs/results.md).
     """
     import torch
 

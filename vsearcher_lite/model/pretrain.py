@@ -15,7 +15,7 @@ recipe. ``probe_checkpoint`` (``--probe-only``) re-runs the probes on a saved ch
 rewrites its metrics and card, keeping the training records.
 
 Both stages stop at whichever comes first, their step cap or their wall-clock cap. The full run
-is sized by steps (1,800 + 500, about 26 minutes on 2 otherwise idle cores) with generous clock
+is sized by steps (1,800 + 500) with generous clock
 caps, so it is deterministic in ``seed`` and does not train less when other jobs share the CPU
 (measured: a clock-capped run lost a third of its steps to a neighbour's job). ``--minutes``
 caps it by the clock instead. The learning rate follows warmup + cosine over the stage's
@@ -117,11 +117,10 @@ def fresh_stages() -> list[StageConfig]:
     (``--recipe fresh``; the shipped base's last runs).
 
     Why fresh names: the corpus comes from 20 fixed worlds, and after hours of training the model
-    had memorised their names; it copied them far better than names it had never seen (probes on a
-    training world against the evaluation world, the same checkpoint: repeat 0.85 against 0.43,
-    page reading 0.84 against 0.60, lookup 0.72 against 0.63). With a new name in every document,
-    every copy is a real one: 30 minutes of this lifted the evaluation-world probes to lookup 0.83,
-    repeat 0.81, page reading 0.82. Copy targets weigh twice in the loss (``copy_weight``); rows of
+    had memorised their names; it copied them far better than names it had never seen (the same
+    probes on a training world and on the evaluation world; docs/results.md). With a new name in
+    every document, every copy is a real one (the model card's history shows the probes rising
+    run by run). Copy targets weigh twice in the loss (``copy_weight``); rows of
     1,024 tokens, so copying is practised at the positions of a whole agent episode; lr 1e-3;
     ``restate`` documents (a question asked again with the name of what it described), the reading
     behind every argument of the cpu profile's compact teacher. Capped at 40 minutes.

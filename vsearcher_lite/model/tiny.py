@@ -118,9 +118,9 @@ def _processor_class():
             return out
 
         def _adjust_assistant_masks_indices(self, processed_dict, generation_indices):
-            # transformers walks the offset tensor one element at a time, which took three quarters
-            # of SFT's collate time (about 40 ms a trajectory); the same walk over nested lists gives
-            # the same masks (tests/test_sft.py) in about a millisecond.
+            # transformers walks the offset tensor one element at a time, most of SFT's collate time;
+            # the same walk over nested lists gives the same masks (tests/test_sft.py) several times
+            # faster (benchmarks/sft_collate.py; docs/results.md).
             offsets = processed_dict.get("offset_mapping")
             if hasattr(offsets, "tolist"):
                 processed_dict["offset_mapping"] = offsets.tolist()

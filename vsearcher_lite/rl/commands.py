@@ -1,6 +1,6 @@
 """CLI: ``vsearcher-lite grpo`` (multi-turn GRPO in the search environment, notebook 07).
 
-    vsearcher-lite grpo --profile cpu                      # the cpu engine, about 6 minutes on 2 cores
+    vsearcher-lite grpo --profile cpu                      # the cpu engine, a 5.5-minute budget on 2 cores
     vsearcher-lite grpo --profile cpu --steps 2 --eval-tasks 4
     vsearcher-lite grpo --profile single_gpu --init runs/default/sft/checkpoint
     accelerate launch --config_file configs/accelerate/zero3.yaml -m vsearcher_lite grpo --profile multi_gpu

@@ -147,7 +147,7 @@ class GRPOConfig:
                 difficulty_mix={"onehop": 1}, eval_difficulties=sft.eval_difficulties, eval_max_tasks=sft.eval_max_tasks,
                 eval_batch=16,  # as the evaluation's cpu preset (memory)
                 # 32 episodes' turns generated in two calls of 16 rows (less transient prefill memory;
-                # the GRPO notebook peaks at 1.7 GB in `make reproduce`, see runtime.py)
+                # see runtime.py for the rest of the memory story)
                 rollout_batch=16,
                 threads=2, use_cpu=True)
         elif profile == "single_gpu":
