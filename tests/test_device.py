@@ -89,8 +89,12 @@ def test_the_model_commands_take_device():
 
 def test_the_cli_refuses_cuda_without_a_gpu_and_writes_nothing(tmp_path, no_cuda, capsys):
     run = tmp_path / "run"
+    tasks = tmp_path / "tasks.jsonl"
+    write_jsonl(tasks, [{"id": "q1", "question": "In which year was Orsk founded?", "answer": "1874"}])
     for argv in (["sft", "--run-dir", str(run), "--device", "cuda"],
                  ["grpo", "--run-dir", str(run), "--device", "cuda"],
+                 ["eval", "--run-dir", str(run), "--policy", "base", "--benchmark", str(tasks), "--format", "task",
+                  "--device", "cuda"],
                  ["pretrain", "--smoke", "--out", str(tmp_path / "base"), "--device", "cuda"]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
