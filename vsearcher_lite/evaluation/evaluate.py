@@ -68,6 +68,7 @@ from vsearcher_lite.runio import (
     check_folder_name,
     read_json,
 )
+from vsearcher_lite.runtime import check_device_name, resolve_device
 from vsearcher_lite.synthesis.task import Task, in_level_order
 from vsearcher_lite.training.config import check_sampling
 
@@ -111,6 +112,7 @@ class EvalConfig:
     world: str = "sandbox"
     profile: str = "cpu"
     cache_mode: str = "readwrite"
+    device: str = "auto"  # a local model's: auto (the GPU when there is one) | cpu | cuda
     keep_trajectories: bool = True  # store every trajectory in results.jsonl (for viewers)
     progress: bool = True
 
@@ -149,6 +151,7 @@ class EvalConfig:
             raise ValueError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        check_device_name(self.device)
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
         """The episode limits; a batched policy's episodes have no wall clock (they wait for each other,
@@ -283,8 +286,9 @@ def _path_like(spec: str) -> bool:
     return Path(spec).exists() or spec.startswith((".", "/", "~"))
 
 
-def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
-    """The chat backend of a spec; a local image-text model with ``batch`` > 1 comes behind the batcher
+def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBackend:
+    """The chat backend of a spec, a local model loaded on ``device`` (``runtime.resolve_device``); a
+    local image-text model with ``batch`` > 1 comes behind the batcher
     (``rl.batched_chat.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
     from vsearcher_lite.chat import TransformersChat, make_chat
 
@@ -302,7 +306,8 @@ def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
         looks_local = _path_like(path) or path.count("/") >= 2
         if looks_local and not (Path(path) / "config.json").is_file():
             raise InputError(f"{path}: no model here (no config.json); train it first or give another --policy")
-    chat = make_chat(spec)
+    local = {"device": str(resolve_device(device))} if spec.startswith("transformers:") else {}
+    chat = make_chat(spec, **local)
     if batch > 1 and isinstance(chat, TransformersChat) and chat.processor is not None:
         from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
 
@@ -348,8 +353,8 @@ def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = No
         inner_spec = spec[len("direct:"):] if spec.startswith("direct:") else "base"
         if inner_spec in ("teacher", "heuristic", "direct") or inner_spec.startswith("direct:"):
             raise InputError(f"policy {spec!r}: the direct ablation needs a model, e.g. direct:base or direct:openai:<model>@<url>")
-        return direct_policy(_chat_from_spec(inner_spec, config.batch), config, name=policy_label(spec), spec=spec)
-    backend = _chat_from_spec(spec, config.batch)
+        return direct_policy(_chat_from_spec(inner_spec, config.batch, config.device), config, name=policy_label(spec), spec=spec)
+    backend = _chat_from_spec(spec, config.batch, config.device)
     return Policy(policy_label(spec), spec, lambda task: backend, shared=backend, batch=backend_batch(backend))
 
 
@@ -712,38 +717,44 @@ def read_summary(run_dir: str | Path) -> dict:
     return read_json(path) if path.exists() else {}
 
 
-def per_thread_toolbox(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tuple[Callable[[], Any], list]:
-    """``(get, made)``: ``get()`` gives the calling thread its toolbox, built on first use.
+def toolbox_source(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tuple[Callable[[], Any], list]:
+    """``(get, made)``: ``get()`` gives the calling thread the toolbox its episodes use.
 
-    ``toolbox`` is a toolbox (shared by every thread), a function that builds one, or ``None``
-    for the run's own (``tools.factory.make_toolbox``). ``made`` lists the toolboxes handed out
-    (for their cache statistics).
+    ``toolbox`` is a toolbox (shared by every thread), ``None`` for the run's own
+    (``tools.factory.make_toolbox``), built once on first use and shared by every thread (a
+    toolbox is thread-safe, and building one per thread re-read the world's image features in
+    each), or a function that builds one, called once per thread (for a toolbox that must not be
+    shared). ``made`` lists the toolboxes handed out (for their cache statistics).
     """
-    if toolbox is None:
-        from vsearcher_lite.tools.factory import make_toolbox
-
-        def build():
-            return make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode, top_k=config.top_k,
-                                observations=config.prompt_variant)
-    elif callable(toolbox) and not hasattr(toolbox, "call"):
-        build = toolbox
-    else:
-        def build():
-            return toolbox
-    local = threading.local()
     made: list[Any] = []
     lock = threading.Lock()
+    if toolbox is None or not (callable(toolbox) and not hasattr(toolbox, "call")):
+        if toolbox is not None:
+            made.append(toolbox)
 
-    def get():
+        def get_shared():
+            if not made:
+                with lock:
+                    if not made:
+                        from vsearcher_lite.tools.factory import make_toolbox
+
+                        made.append(make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode,
+                                                 top_k=config.top_k, observations=config.prompt_variant))
+            return made[0]
+
+        return get_shared, made
+    local = threading.local()
+
+    def get_own():
         box = getattr(local, "toolbox", None)
         if box is None:
-            box = local.toolbox = build()
+            box = local.toolbox = toolbox()
             with lock:
                 if all(box is not other for other in made):
                     made.append(box)
         return box
 
-    return get, made
+    return get_own, made
 
 
 def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLog, concurrency: int, *,
@@ -785,7 +796,8 @@ def evaluate(
     ``policy``: a spec for ``make_policy``, a ``ChatBackend`` (one for every task) or a ``Policy``.
     ``judge``: a ``Judge`` or a spec (default ``config.judge``). ``toolbox``: a toolbox, a
     function that builds one (called once per worker thread), or ``None`` for the run's own
-    (``tools.factory.make_toolbox``: the run's world and tool cache). ``name``: the folder under
+    (``tools.factory.make_toolbox``: the run's world and tool cache, one toolbox shared by the
+    worker threads). ``name``: the folder under
     ``RUN_DIR/eval/`` and the key in the summary (default: the policy's name).
     """
     from vsearcher_lite.relocate import check_not_moved
@@ -809,7 +821,7 @@ def evaluate(
         from vsearcher_lite.world import open_world
 
         open_world(run_dir)  # a missing world fails here, before anything is written
-    thread_toolbox, made = per_thread_toolbox(toolbox, run_dir, config)
+    thread_toolbox, made = toolbox_source(toolbox, run_dir, config)
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
     identity = run_identity(policy, config, judge_obj)

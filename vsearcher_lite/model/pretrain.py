@@ -64,7 +64,7 @@ from vsearcher_lite.model.corpus import (
 )
 from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, DOC_SEPARATOR, PAD_TOKEN, build_tokenizer, token_id
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text
-from vsearcher_lite.runtime import set_threads
+from vsearcher_lite.runtime import resolve_device, set_threads
 
 CARD_NAME = "MODEL_CARD.md"
 COPY_TARGET = 0.9  # the copy target: accuracy on the lookup probe
@@ -163,6 +163,7 @@ class PretrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     threads: int | None = 2
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda
     log_every: int = 50
     restate_share: float = 0.5
     fresh_names: bool = False  # every document's names drawn afresh (corpus.refresh_names)
@@ -413,8 +414,8 @@ def greedy_continuations(model, tokenizer, prompts: list[list[int]], max_new_tok
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
             width = max(len(prompts[i]) for i in idx)
-            ids = torch.tensor([[pad] * (width - len(prompts[i])) + prompts[i] for i in idx])
-            mask = torch.tensor([[0] * (width - len(prompts[i])) + [1] * len(prompts[i]) for i in idx])
+            ids = torch.tensor([[pad] * (width - len(prompts[i])) + prompts[i] for i in idx], device=model.device)
+            mask = torch.tensor([[0] * (width - len(prompts[i])) + [1] * len(prompts[i]) for i in idx], device=model.device)
             new = max(max_new_tokens[i] for i in idx)
             gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False,
                                  pad_token_id=pad, eos_token_id=[pad])
@@ -526,11 +527,12 @@ def previous_runs(path: str | Path) -> list[dict]:
     return list(m.get("previous_runs") or []) + [run]
 
 
-def hardware_summary(threads: int) -> str:
+def hardware_summary(threads: int, device: Any = "cpu") -> str:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{platform.processor() or platform.machine()}, {threads} torch thread(s), {gpu}; torch {torch.__version__}"
+    return (f"{platform.processor() or platform.machine()}, {threads} torch thread(s), {gpu}; model on {device}; "
+            f"torch {torch.__version__}")
 
 
 def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfig, rows: list[dict],
@@ -544,6 +546,7 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=stage.lr, betas=(0.9, 0.95), eps=1e-8)
     model.train()
+    device = next(model.parameters()).device
     start = time.perf_counter()
     budget_s = stage.minutes * 60.0
     step = 0
@@ -558,7 +561,7 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
         lr = lr_at(progress, step, stage.lr, stage.warmup_steps, stage.min_lr_ratio)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, roles, mask = packer.batch(stage.batch_size, stage.seq_len)
+        ids, roles, mask = (t.to(device) for t in packer.batch(stage.batch_size, stage.seq_len))
         logits = model(input_ids=ids, attention_mask=mask).logits
         losses, valid = token_losses(logits, ids, mask)
         loss = weighted_mean(losses, valid, roles, config.copy_weight)
@@ -615,6 +618,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True) if config.progress else None)
     t0 = time.perf_counter()
+    device = resolve_device(config.device)
     threads = set_threads(config.threads, limit_heap=False)  # fixed-shape batches: see runtime.set_threads
     torch.manual_seed(config.seed)
     corpus = Corpus(config.world_seeds, config.world_entities, exclude_seed=config.eval_world_seed,
@@ -630,6 +634,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
         tokenizer = build_tokenizer(corpus.tokenizer_texts(config.tokenizer_docs, config.seed), config.vocab_size)
         processor = tiny.build_processor(tokenizer)
         model = tiny.build_tiny_model(tokenizer, seed=config.seed, text=config.text, vision=config.vision)
+    model.to(device)
     params = tiny.count_parameters(model)
     t_setup = time.perf_counter() - t0
     log(f"corpus + tokenizer + model in {t_setup:.1f}s: vocab {len(tokenizer)}, {params['total']:,} parameters")
@@ -670,7 +675,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
         "corpus": {"world_seeds": list(config.world_seeds), "world_entities": config.world_entities,
                    "renamed_roots": sum(w.renamed for w in corpus.worlds), "dropped_docs": corpus.dropped,
                    "eval_world_seed": config.eval_world_seed},
-        "hardware": hardware_summary(threads),
+        "hardware": hardware_summary(threads, device),
         "threads": threads,
         "seed": config.seed,
         "command": config.command,
@@ -882,7 +887,7 @@ def with_new_probes(metrics: dict, copy: dict, agent: dict, probe_run: dict) -> 
 
 def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_dir: str | None = None,
                      n_per_kind: int | None = None, batch_size: int | None = None, threads: int | None = 2,
-                     command: str = "", log: Callable[[str], None] | None = None) -> dict:
+                     command: str = "", log: Callable[[str], None] | None = None, device: str = "auto") -> dict:
     """Re-run every probe (the copy probes and the agent probe) on a saved base and rewrite its
     ``metrics.json`` probe entries and ``MODEL_CARD.md`` in place; returns the new metrics.
 
@@ -911,6 +916,7 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_d
         raise InputError(f"{base / METRICS_NAME}: unreadable or without a 'config' entry ({exc})") from None
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
+    where = resolve_device(device)
     threads = set_threads(threads)
     rec_probes = recorded.get("probes") or {}
     config = PretrainConfig(
@@ -920,14 +926,14 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_d
         probes=ProbeConfig(n_per_kind=int(n_per_kind or rec_probes.get("n_per_kind", 150)),
                            batch_size=int(batch_size or rec_probes.get("batch_size", 32)),
                            agent_tasks=int(agent_tasks), agent_run_dir=agent_run_dir))
-    model, processor = tiny.load_base(base, dtype=torch.float32)
+    model, processor = tiny.load_base(base, dtype=torch.float32, device=str(where))
     log(f"probing {base} ({config.probes.n_per_kind} documents per kind, {agent_tasks} agent tasks) ...")
     world = probe_world(config.eval_world_seed, config.eval_world_entities)
     copy = run_copy_probes(model, processor.tokenizer, world, config.probes.n_per_kind, config.probes.batch_size,
                            config.seed)
     agent = run_agent_probe(model, processor, config)
     probe_run = {"command": command or f"probe_checkpoint({str(base)!r})", "seconds": round(time.perf_counter() - t0, 1),
-                 "hardware": hardware_summary(threads), "threads": threads, "seed": config.seed,
+                 "hardware": hardware_summary(threads, where), "threads": threads, "seed": config.seed,
                  "n_per_kind": config.probes.n_per_kind, "batch_size": config.probes.batch_size,
                  "agent_tasks": config.probes.agent_tasks, "agent_run_dir": agent_run_dir,
                  "finished_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import add_device_option
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:
@@ -39,10 +40,10 @@ def config_from_args(args):
     overrides = dict(
         name=args.name, engine=args.engine, init=args.init, method=args.method, max_steps=args.steps,
         minutes=args.minutes, total_minutes=args.total_minutes, prompts_per_step=args.prompts, generations=args.generations,
-        learning_rate=args.lr, mu=args.mu, beta=args.beta, temperature=args.temperature,
+        learning_rate=args.lr, mu=args.mu, beta=args.beta, temperature=args.temperature, max_tokens=args.max_tokens,
         aggregation=args.aggregation, curriculum=args.curriculum, difficulty_mix=parse_mix(args.mix),
         search_penalty=args.search_penalty, train_file=args.train_file, eval_file=args.eval_file,
-        eval_max_tasks=args.eval_tasks, eval_batch=args.eval_batch, threads=args.threads, seed=args.seed,
+        eval_max_tasks=args.eval_tasks, eval_batch=args.eval_batch, threads=args.threads, device=args.device, seed=args.seed,
         world=args.world)
     if args.fatal_aware:
         overrides["fatal_aware"] = True
@@ -83,6 +84,7 @@ def register(subparsers, common) -> None:
     g.add_argument("--mu", type=int, help="updates per batch of rollouts")
     g.add_argument("--beta", type=float, help="k3 KL coefficient to the starting model (0 disables it, as in the paper)")
     g.add_argument("--temperature", type=float, help="rollout sampling temperature")
+    g.add_argument("--max-tokens", type=int, help="new tokens per assistant turn in the rollouts (default: the profile's)")
     g.add_argument("--aggregation", choices=("token", "sequence"), help="loss mean over tokens (default) or per sequence")
     g.add_argument("--curriculum", choices=("mix", "variance"), help="task choice: difficulty mix, or highest reward variance")
     g.add_argument("--mix", help="difficulty mix of training tasks, e.g. easy:4,medium:3,hard:3 (cpu default: onehop, the warm-up level)")
@@ -90,6 +92,7 @@ def register(subparsers, common) -> None:
     g.add_argument("--search-penalty", type=float, nargs="?", const=0.9,
                    help="MMSearch-R1: scale a correct answer that searched (0.9 when given without a value)")
     g.add_argument("--threads", type=int, help="torch threads (cpu default: 2; 1 when another torch job shares the cores)")
+    add_device_option(g)
     d = p.add_argument_group("data and evaluation")
     d.add_argument("--train-file", help="training tasks (default: RUN_DIR/filter/train.jsonl)")
     d.add_argument("--eval-file", help="held-out tasks (default: RUN_DIR/filter/heldout.jsonl)")

@@ -18,6 +18,9 @@
                x 8 rollouts per step, lr 2e-6, temperature 0.6, top_p 0.9, 30 tool calls, 2K prompt /
                28K response tokens, KL disabled, easy:medium:hard 4:3:3 (paper 3.1 and A.4).
 =============  ================================================================================
+
+Every profile runs on ``device`` (``auto``, the default, is the GPU when torch sees one): the cpu
+engine runs its rollouts, log-probabilities and updates there too.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
+from vsearcher_lite.runtime import check_device_name, resolve_device
 from vsearcher_lite.training.config import (
     LORA_TARGET_REGEX,
     PAPER_BASE,
@@ -122,7 +126,7 @@ class GRPOConfig:
     vllm_mode: str = "colocate"
     gradient_checkpointing: bool = False
     threads: int | None = None
-    use_cpu: bool = True
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     seed: int = 0
     world: str = "sandbox"
     progress: bool = True
@@ -149,19 +153,19 @@ class GRPOConfig:
                 # 32 episodes' turns generated in two calls of 16 rows (less transient prefill memory;
                 # see runtime.py for the rest of the memory story)
                 rollout_batch=16,
-                threads=2, use_cpu=True)
+                threads=2)
         elif profile == "single_gpu":
             preset = dict(
                 engine="trl", init=None, method="lora", dtype="bfloat16", prompts_per_step=32, generations=8,
                 max_steps=100, micro_batch_size=8, learning_rate=2e-6, beta=0.0, temperature=0.6, top_p=0.9,
                 max_tokens=10_000, max_tool_calls=30, max_prompt_tokens=2048, max_response_tokens=28_672,
-                gradient_checkpointing=True, use_cpu=False, rollout_batch=16, eval_batch=16)
+                gradient_checkpointing=True, rollout_batch=16, eval_batch=16)
         elif profile == "multi_gpu":
             preset = dict(
                 engine="trl", init=None, method="full", dtype="bfloat16", prompts_per_step=32, generations=8,
                 max_steps=100, micro_batch_size=4, learning_rate=2e-6, beta=0.0, temperature=0.6, top_p=0.9,
                 max_tokens=10_000, max_tool_calls=30, max_prompt_tokens=2048, max_response_tokens=28_672,
-                gradient_checkpointing=True, use_cpu=False, use_vllm=True, eval_batch=16)
+                gradient_checkpointing=True, use_vllm=True, eval_batch=16)
         else:
             raise ValueError(f"unknown profile {profile!r}; choose cpu, single_gpu or multi_gpu")
         preset = with_overrides(cls, profile, preset, overrides, "GRPO")
@@ -212,13 +216,19 @@ class GRPOConfig:
         if self.engine == "cpu" and self.method != "full":
             raise ValueError("the cpu engine trains the full model; LoRA / QLoRA go through engine='trl'")
         check_sampling(self.temperature, self.top_p)
-        check_at_least_one(self, ("eval_max_tasks", "threads"))
+        check_at_least_one(self, ("eval_max_tasks", "threads", "max_tokens"))
+        check_device_name(self.device)
         check_folder_name(self.name, "name")
 
     def torch_dtype(self):
         import torch
 
         return getattr(torch, self.dtype)
+
+    @property
+    def use_cpu(self) -> bool:
+        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda without a GPU)."""
+        return resolve_device(self.device).type == "cpu"
 
     @property
     def base(self) -> str | None:

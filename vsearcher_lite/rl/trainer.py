@@ -264,9 +264,10 @@ def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = Fals
     """
     import torch
 
-    inputs = model_inputs(batch)
+    device = next(model.parameters()).device
+    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in model_inputs(batch).items()}
     ids = inputs["input_ids"]
-    want = positions_mask.bool().clone()
+    want = positions_mask.to(device).bool().clone()
     want[:, 0] = False  # the first token has no prediction
     source = torch.zeros_like(want)
     source[:, :-1] = want[:, 1:]  # logits at t-1 predict token t
@@ -310,7 +311,7 @@ def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncode
             for part in chunks(samples, micro_batch):
                 batch = encoder.collate([s.example for s in part])
                 length = batch["input_ids"].shape[1]
-                policy = padded_masks(part, length, "policy_mask")
+                policy = padded_masks(part, length, "policy_mask").to(next(model.parameters()).device)
                 logp, ent = token_logps(model, batch, policy, with_entropy=True)
                 ent_sum += float((ent * policy).sum())
                 ent_n += int(policy.sum())
@@ -351,11 +352,11 @@ def update_policy(model, optimizer, samples: list[RolloutSample], encoder: Traje
         for part in chunks(trained, config.micro_batch_size):
             batch = encoder.collate([s.example for s in part])
             length = batch["input_ids"].shape[1]
-            mask = padded_masks(part, length)
+            mask = padded_masks(part, length).to(next(model.parameters()).device)
             logp, _ = token_logps(model, batch, mask)
-            old = padded_values([s.old_logp for s in part], length)
-            ref = padded_values([s.ref_logp for s in part], length) if config.beta and part[0].ref_logp is not None else None
-            adv = torch.tensor([s.advantage for s in part], dtype=logp.dtype)
+            old = padded_values([s.old_logp for s in part], length).to(logp.device)
+            ref = padded_values([s.ref_logp for s in part], length).to(logp.device) if config.beta and part[0].ref_logp is not None else None
+            adv = torch.tensor([s.advantage for s in part], dtype=logp.dtype, device=logp.device)
             loss, part_stats = grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=config.beta, clip_low=config.clip_low,
                                          clip_high=config.clip_high, aggregation=config.aggregation, n_tokens=normaliser)
             loss.backward()
@@ -469,7 +470,7 @@ def eval_config_for(config: GRPOConfig):
     # No per-episode wall clock: batched episodes wait for each other, which is not the policy's doing.
     return sft.eval_config(seed=config.seed, world=config.world, max_tokens=config.eval_max_tokens,
                            max_tool_calls=config.eval_max_tool_calls, max_context_chars=config.eval_max_context_chars,
-                           wall_clock_s=1e9, concurrency=config.eval_batch, progress=config.progress)
+                           wall_clock_s=1e9, concurrency=config.eval_batch, device=config.device, progress=config.progress)
 
 
 def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
@@ -498,7 +499,7 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
     project's own run folder: text-search snippets changed between an SFT evaluation and now).
     """
     from vsearcher_lite.agent.loop import run_episode
-    from vsearcher_lite.evaluation.evaluate import eval_dir, load_results, per_thread_toolbox
+    from vsearcher_lite.evaluation.evaluate import eval_dir, load_results, toolbox_source
     from vsearcher_lite.rl.batched_chat import run_lockstep
 
     if not (eval_dir(run_dir, name) / "results.jsonl").is_file():
@@ -507,7 +508,7 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
     check = [t for t in tasks if t.id in stored and stored[t.id].get("question") == t.question][:n_check]
     if not check:
         return None
-    thread_toolbox, _ = per_thread_toolbox(None, run_dir, eval_config)  # built exactly as evaluate() builds it
+    thread_toolbox, _ = toolbox_source(None, run_dir, eval_config)  # built exactly as evaluate() builds it
 
     def run_one(task):
         return run_episode(backend, thread_toolbox(), task, limits=eval_config.limits(), sampling=eval_config.sampling(task.id),
@@ -608,12 +609,13 @@ def evaluate_pair(run_dir: str | Path, init_path: Path, rl_checkpoint: Path, rl_
 
 
 def load_policy(init_path: Path, config: GRPOConfig):
-    """``(model, processor)`` ready for the cpu engine: vision placeholders never generated, the vision
-    tower frozen (as in SFT and the paper)."""
+    """``(model, processor)`` ready for the cpu engine, on ``config.device``: vision placeholders never
+    generated, the vision tower frozen (as in SFT and the paper)."""
     from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.runtime import resolve_device
     from vsearcher_lite.training.sft import freeze_vision, suppress_vision_tokens
 
-    model, processor = load_base(init_path, dtype=config.torch_dtype())
+    model, processor = load_base(init_path, dtype=config.torch_dtype(), device=str(resolve_device(config.device)))
     suppress_vision_tokens(model, processor.tokenizer)
     freeze_vision(model)
     return model, processor
@@ -641,7 +643,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     from vsearcher_lite.runtime import set_threads
 
     wall_start = time.perf_counter()
-    threads = set_threads(config.threads)
+    threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
     torch.manual_seed(config.seed)
     rd = RunDir(run_dir)
     init_path = resolve_init(run_dir, config)
@@ -731,7 +733,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     metrics.update(stopped_by=stopped_by, train_seconds=round(train_seconds, 2),
                    seconds_per_step=round(train_seconds / max(len(rows), 1), 3), threads=threads,
                    init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
-                   trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict())
+                   trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict(),
+                   device=str(next(model.parameters()).device))
     if start is not None:
         evals = evaluate_rl(run_dir, start, checkpoint, model, processor, config, log)
         metrics.update(eval_summary(evals))

@@ -288,7 +288,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         train_tasks,
         training_summary,
     )
-    from vsearcher_lite.runtime import set_threads
+    from vsearcher_lite.runtime import resolve_device, set_threads
     from vsearcher_lite.training.sft import freeze_vision, load_model, lora_config, save_checkpoint, suppress_vision_tokens
 
     wall_start = time.perf_counter()
@@ -376,7 +376,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     if config.evaluate:
         from vsearcher_lite.model.tiny import load_base
 
-        device = "cuda" if torch.cuda.is_available() and not config.use_cpu else None
+        device = None if config.use_cpu else str(resolve_device(config.device))
         rl_model, rl_processor = load_base(checkpoint, dtype=config.torch_dtype(), device=device)
         evals = evaluate_pair(run_dir, init_path, checkpoint, rl_model, rl_processor, config, log)
         metrics.update(eval_summary(evals))

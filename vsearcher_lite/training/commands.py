@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import add_device_option
 
 
 def config_from_args(args):
@@ -39,6 +40,7 @@ def config_from_args(args):
         eval_max_tasks=args.eval_tasks,
         eval_repeat_guard=args.repeat_guard,
         threads=args.threads,
+        device=args.device,
         seed=args.seed,
         world=args.world,
         name=args.name,
@@ -107,6 +109,7 @@ def register(subparsers, common) -> None:
                    help="start the markup tokens' embeddings from plain-text cues (cpu default)")
     g.add_argument("--no-markup-init", dest="markup_init", action="store_false")
     g.add_argument("--threads", type=int, help="torch threads (cpu default: 2)")
+    add_device_option(g)
     d = p.add_argument_group("data and evaluation")
     d.add_argument("--train-file", help="TRL chat JSONL (default: RUN_DIR/trajectories/export/sft_trl.jsonl)")
     d.add_argument("--max-train-samples", type=int, help="use at most this many trajectories")

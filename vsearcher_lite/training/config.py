@@ -23,6 +23,9 @@
                lr 1e-5, 5 epochs, cutoff 20480 tokens, per-device batch 1 x gradient accumulation
                2, cosine schedule, warmup 0.1, vision tower and projector frozen (the released config).
 =============  ================================================================================
+
+A profile is a recipe, not a place: every profile trains and evaluates on ``device`` (``auto``, the
+default, is the GPU when torch sees one; ``--device cpu`` keeps the cpu recipe on the CPU).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from vsearcher_lite.runio import check_folder_name
+from vsearcher_lite.runtime import check_device_name, resolve_device
 
 METHODS = ("full", "lora", "qlora")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -147,7 +151,7 @@ class SFTConfig:
     total_minutes: float | None = None
     # runtime
     threads: int | None = None  # torch threads (cpu); None: leave torch's default
-    use_cpu: bool = True
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     accelerate_config: str = "fsdp"  # multi_gpu: fsdp | zero3
     logging_steps: int = 1
     seed: int = 0
@@ -165,7 +169,7 @@ class SFTConfig:
                 # evaluation): below 200 steps, time waits (docs/results.md)
                 min_steps=200,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
-                answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
+                answer_weight=10.0, init_markup_embeddings=True, threads=2,
                 # 10 held-out tasks per level: the SFT model's evaluation takes about 7x the base model's
                 # (sft.SFT_EVAL_FACTOR: it makes tool calls), 60 tasks left training too little of the 3 minutes
                 eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=30,
@@ -179,11 +183,11 @@ class SFTConfig:
         elif profile == "single_gpu":
             preset = dict(
                 base=PAPER_BASE, method="lora", dtype="bfloat16", learning_rate=1e-4, epochs=5.0, batch_size=1,
-                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True, use_cpu=False)
+                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True)
         elif profile == "multi_gpu":
             preset = dict(
                 base=PAPER_BASE, method="full", dtype="bfloat16", learning_rate=1e-5, epochs=5.0, batch_size=1,
-                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True, use_cpu=False)
+                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True)
         else:
             raise ValueError(f"unknown profile {profile!r}; choose cpu, single_gpu or multi_gpu")
         config = cls(**with_overrides(cls, profile, preset, overrides, "SFT"))
@@ -219,7 +223,13 @@ class SFTConfig:
         if self.epochs <= 0:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
         check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"))
+        check_device_name(self.device)
         check_folder_name(self.name, "name")
+
+    @property
+    def use_cpu(self) -> bool:
+        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda without a GPU)."""
+        return resolve_device(self.device).type == "cpu"
 
     def eval_config(self, **overrides: Any):
         """The greedy held-out evaluation settings of this stage (an ``EvalConfig``). Base and SFT model
@@ -231,7 +241,7 @@ class SFTConfig:
                                         max_tool_calls=self.eval_max_tool_calls,
                                         max_context_chars=self.eval_max_context_chars,
                                         wall_clock_s=self.eval_wall_clock_s, repeat_guard=self.eval_repeat_guard,
-                                        progress=self.progress)
+                                        device=self.device, progress=self.progress)
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return EvalConfig.for_profile(self.profile, **settings)
 

@@ -603,6 +603,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         "n_dropped_too_long": n_dropped,
         "trainable_parameters": int(trainable),
         "threads": threads,
+        "device": str(trainer.args.device),
         "train_file": str(data_path),
         "checkpoint": str(checkpoint),
         "prepare": prep,
