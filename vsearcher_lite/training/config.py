@@ -150,6 +150,9 @@ class SFTConfig:
     use_cpu: bool = True
     accelerate_config: str = "fsdp"  # multi_gpu: fsdp | zero3
     logging_steps: int = 1
+    # steps between resumable trainer checkpoints in RUN_DIR/<name>/trainer (None: none); the same command
+    # resumes an interrupted run from the last one
+    save_every: int | None = None
     seed: int = 0
     world: str = "sandbox"
     progress: bool = True
@@ -218,7 +221,8 @@ class SFTConfig:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
         if self.epochs <= 0:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
-        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"))
+        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads",
+                                  "save_every"))
         check_folder_name(self.name, "name")
 
     def eval_config(self, **overrides: Any):
