@@ -26,6 +26,7 @@ def config_from_args(args):
         epochs=args.epochs,
         max_steps=args.max_steps,
         min_steps=args.min_steps,
+        save_every=args.save_every,
         minutes=args.minutes,
         total_minutes=args.total_minutes,
         batch_size=args.batch_size,
@@ -89,6 +90,9 @@ def register(subparsers, common) -> None:
     g.add_argument("--lr", type=float, help="peak learning rate")
     g.add_argument("--epochs", type=float, help="epochs over the trajectories")
     g.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    g.add_argument("--save-every", type=int,
+                   help="save a resumable checkpoint every this many steps; rerunning the same command after an "
+                        "interruption resumes from the last one")
     g.add_argument("--min-steps", type=int,
                    help="train at least this many steps even when the time budget is spent first, on a slow "
                         "machine (cpu default: 200; 0 = stop on time)")

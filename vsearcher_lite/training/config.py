@@ -154,6 +154,9 @@ class SFTConfig:
     device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     accelerate_config: str = "fsdp"  # multi_gpu: fsdp | zero3
     logging_steps: int = 1
+    # steps between resumable trainer checkpoints in RUN_DIR/<name>/trainer (None: none); the same command
+    # resumes an interrupted run from the last one
+    save_every: int | None = None
     seed: int = 0
     world: str = "sandbox"
     progress: bool = True
@@ -222,7 +225,8 @@ class SFTConfig:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
         if self.epochs <= 0:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
-        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"))
+        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads",
+                                  "save_every"))
         check_device_name(self.device)
         check_folder_name(self.name, "name")
 

@@ -41,7 +41,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, csv_text, read_number_rows, replace_dir
+from vsearcher_lite.runio import (
+    InputError,
+    JsonlLog,
+    RunDir,
+    atomic_write_json,
+    atomic_write_text,
+    csv_text,
+    read_json,
+    read_number_rows,
+    replace_dir,
+    write_jsonl,
+)
 from vsearcher_lite.runtime import set_threads
 from vsearcher_lite.training.config import SFTConfig, training_budget_s
 from vsearcher_lite.training.data import (
@@ -355,12 +366,14 @@ def _trainer_classes():
         not before ``min_steps`` (``stop_rule``); says so once when the floor outlasts the budget."""
 
         def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
-                     min_steps: int = 0, log: Callable[[str], None] = print):
+                     min_steps: int = 0, log: Callable[[str], None] = print, rows_log: JsonlLog | None = None):
             self.trainer_ref = trainer_ref
             self.budget_s = budget_s
             self.min_steps = int(min_steps)
             self.log = log
-            self.rows: list[dict] = []
+            self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
+            self.rows: list[dict] = rows_log.records() if rows_log else []
+            self.offset_s = self.rows[-1]["seconds"] if self.rows else 0.0  # training time before a resume
             self.start = time.perf_counter()
             self.stopped_by = "steps"
             self.progress = progress
@@ -387,11 +400,13 @@ def _trainer_classes():
             logs = logs or {}
             if "loss" not in logs:
                 return
-            row = {"step": state.global_step, "seconds": round(time.perf_counter() - self.start, 2)}
+            row = {"step": state.global_step, "seconds": round(self.offset_s + time.perf_counter() - self.start, 2)}
             for key in LOSS_FIELDS[2:]:
                 value = logs.get(key)
                 row[key] = round(float(value), 5) if value is not None else None
             self.rows.append(row)
+            if self.rows_log is not None:
+                self.rows_log.append(row)
 
     return AgentSFTTrainer, LossLog
 
@@ -418,7 +433,9 @@ def trl_args(config: SFTConfig, output_dir: Path):
         use_cpu=config.use_cpu,
         bf16=bf16,
         logging_steps=config.logging_steps,
-        save_strategy="no",
+        save_strategy="steps" if config.save_every else "no",
+        save_steps=config.save_every or 500,
+        save_total_limit=1,  # the last checkpoint is all a resume needs
         report_to=config.report_to or "none",
         seed=config.seed,
         data_seed=config.seed,
@@ -470,6 +487,42 @@ def save_checkpoint(trainer, processor, out_dir: Path, config: SFTConfig) -> Pat
         merged.generation_config = model.generation_config
         return save_base(merged, processor, out_dir)
     return save_base(model, processor, out_dir)
+
+
+RESUME_IGNORED = ("progress", "threads", "report_to", "device")  # settings that do not change what is trained
+
+
+def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
+                 ) -> tuple[Path | None, JsonlLog | None]:
+    """Where an interrupted run of the same settings left off: its last trainer checkpoint (or
+    None) and the log of its loss rows up to that step (None when the run saves no checkpoints).
+
+    A scratch folder left by a run of other settings is refused, naming the first setting that
+    differs, so a rerun never mixes two runs; without ``save_every`` it is simply removed.
+    """
+    if not config.save_every:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return None, None
+    settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_IGNORED}
+    settings_path = work_dir / "settings.json"
+    if settings_path.exists():
+        earlier = read_json(settings_path)
+        changed = next((k for k in sorted(set(settings) | set(earlier)) if settings.get(k) != earlier.get(k)), None)
+        if changed:
+            raise InputError(f"{work_dir} holds an interrupted run with {changed}={earlier.get(changed)!r} (now "
+                             f"{settings.get(changed)!r}): rerun with the same settings to resume it, or delete the folder")
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        atomic_write_json(settings_path, settings)
+    saved = sorted((p for p in work_dir.glob("checkpoint-*") if (p / "trainer_state.json").exists()),
+                   key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    rows_path = work_dir / "loss_rows.jsonl"
+    step = int(saved[-1].name.rsplit("-", 1)[1]) if saved else 0
+    rows = [r for r in JsonlLog(rows_path, key="step").records() if r["step"] <= step]
+    write_jsonl(rows_path, rows)  # rows logged after the last checkpoint are trained again
+    if saved:
+        log(f"[sft] resuming from {saved[-1]} (step {step})")
+    return (saved[-1] if saved else None), JsonlLog(rows_path, key="step")
 
 
 def load_base_unquantised(config: SFTConfig):
@@ -553,8 +606,10 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     trainer_box: list[Any] = []
     # the step floor never asks for more than max_steps
     min_steps = min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
-    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps, log=log)
     work_dir = out / "trainer"
+    resume_from, rows_log = resume_point(work_dir, config, log)
+    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps, log=log,
+                       rows_log=rows_log)
     trainer = AgentSFTTrainer(
         model=model,
         args=trl_args(config, work_dir),
@@ -573,7 +628,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     trainer_box.append(trainer)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     t0 = time.perf_counter()
-    result = trainer.train()
+    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     train_seconds = time.perf_counter() - t0
     steps = int(trainer.state.global_step)
     log(f"[sft] {steps} steps in {train_seconds:.1f} s ({train_seconds / max(steps, 1):.2f} s/step), "
