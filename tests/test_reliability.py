@@ -94,6 +94,20 @@ def test_eval_settings_out_of_range_are_one_line_errors(tmp_path, capsys, monkey
     assert not run.exists()
 
 
+@pytest.mark.parametrize("argv, module, name, needle", [
+    (["pretrain", "--agent-tasks", "-1"], "vsearcher_lite.model.pretrain", "pretrain", "--agent-tasks"),
+    (["reproduce", "--timeout", "0"], "vsearcher_lite.notebooks", "reproduce", "--timeout"),
+])
+def test_other_commands_refuse_out_of_range_counts(tmp_path, capsys, monkeypatch, argv, module, name, needle):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), name, lambda *a, **k: pytest.fail("started the work"))
+    run = tmp_path / "run"
+    assert main([*argv, "--run-dir", str(run)]) == 2
+    one_line_error(capsys, needle)
+    assert not run.exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # Reruns: keyed by what the results depend on, transient failures tried again
 
