@@ -199,6 +199,23 @@ def test_eval_retries_tasks_that_ended_on_a_policy_error(tmp_path):
     assert third["evaluated_this_run"] == 0 and third["pass_at_1"] == 1.0
 
 
+def test_eval_refuses_to_mix_the_verdicts_of_two_llm_judges(tmp_path):
+    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+
+    task, hits = eval_task(tmp_path)
+    policy = ScriptedChat(lambda messages: answer("1874"))
+    verdict = "extracted_final_answer: 1874\ncorrect: yes"
+    with ReplayChatServer([verdict] * 4) as server:
+        cfg = EvalConfig.for_profile("cpu", progress=False, judge=f"llm:openai:judge-a@{server.base_url}")
+        first = evaluate(tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=cfg)
+        assert first["pass_at_1"] == 1.0
+        other = EvalConfig.for_profile("cpu", progress=False, judge=f"llm:openai:judge-b@{server.base_url}")
+        with pytest.raises(InputError, match="judge_model"):
+            evaluate(tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=other)
+        again = evaluate(tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=cfg)
+        assert again["evaluated_this_run"] == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Exports
 

@@ -633,7 +633,8 @@ def run_identity(policy: Policy, config: EvalConfig, judge: Judge) -> dict:
     ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
 Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_secrets``).
     Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on.
+    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on. An
+    LLM judge served by an endpoint is named by its model and URL (``judge_model``).
     """
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
@@ -642,8 +643,12 @@ Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_se
         settings.pop("repeat_guard")  # off: results stored before the option existed still match
     from vsearcher_lite.evaluation.manifest import scrub_secrets
 
-    return scrub_secrets({"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
-                          **settings, "judge": getattr(judge, "name", type(judge).__name__)})
+    identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
+                **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    chat = getattr(judge, "chat", None)
+    if isinstance(getattr(chat, "model", None), str):  # an LLM judge behind an endpoint: which model judged
+        identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
+    return scrub_secrets(identity)
 
 
 def canonical_spec(spec: str) -> str:
