@@ -459,6 +459,8 @@ def register(subparsers, common) -> None:
 
 
 def _cmd_reproduce(args) -> int:
+    if args.timeout < 1:
+        raise InputError(f"--timeout must be at least 1 second, got {args.timeout}")
     folder = Path(args.notebook_dir) if args.notebook_dir else NOTEBOOK_DIR
     notebooks = select_notebooks(list_notebooks(folder), args.only)
     if not notebooks:

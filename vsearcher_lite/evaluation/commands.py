@@ -27,6 +27,11 @@ def positive(text: str) -> int:
     return value
 
 
+# What a run folder holds once any stage has run in it (``--compare`` refuses a folder with none).
+RUN_CONTENTS = ("run_manifest.json", "world", "seeds", "inject-text", "inject-image", "filter", "trajectories",
+                "sft", "grpo", "eval", "comparison")
+
+
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
         "eval",
@@ -90,6 +95,10 @@ def compare_command(args) -> int:
     if args.benchmark or args.policy:
         raise InputError("--compare uses the run's own exam and held-out tasks and its fixed policies; "
                          "leave out --benchmark and --policy")
+    run = Path(args.run_dir)
+    if not run.is_dir() or not any((run / name).exists() for name in RUN_CONTENTS):
+        raise InputError(f"{run}: not a run folder (no world, tasks or models in it); --compare compares the models "
+                         "of an existing run: check --run-dir")
     config = ComparisonConfig.for_profile(args.profile, world=args.world, seed=args.seed,
                                           exam_max_tasks=args.exam_tasks, heldout_max_tasks=args.heldout_tasks,
                                           judge=args.judge, concurrency=args.concurrency,

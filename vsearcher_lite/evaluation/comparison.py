@@ -50,6 +50,7 @@ from vsearcher_lite.evaluation.evaluate import (
     resolve_judge,
     run_identity,
 )
+from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
 from vsearcher_lite.synthesis.task import LEVEL_ORDER, Task
 
@@ -339,7 +340,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
     for name, spec in rows.items():
         reason = unavailable_reason(name, spec, config.world)
         if reason:
-            status[name] = {"state": "missing", "spec": spec, "reason": reason}
+            status[name] = {"state": "missing", "spec": redact(spec), "reason": reason}
             log(f"[compare] {name}: {reason}")
             continue
         policy = make_policy(spec, config.heldout_eval_config())
@@ -347,7 +348,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
         # so that the identities match theirs and their results can be reused.
         policy.name = name
         results[name], reused = evaluate_policy(run_dir, name, policy, tasks, config, log)
-        status[name] = {"state": "evaluated", "spec": spec, "reason": None, "reused": reused,
+        status[name] = {"state": "evaluated", "spec": redact(spec), "reason": None, "reused": reused,
                         "eval_names": {b: eval_name(b, name) for b in results[name]}}
         del policy
         gc.collect()  # one model in memory at a time (8B checkpoints on the GPU profiles)

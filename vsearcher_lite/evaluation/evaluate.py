@@ -19,7 +19,8 @@ Policies (``make_policy(spec)``), all of them ``ChatBackend``s in the loop:
 Runs are bounded in concurrency (threads), resumable and cached:
 
 - ``RUN_DIR/eval/<name>/results.jsonl`` is an append-only log keyed by task id; a rerun skips the
-  tasks already done (a task whose question or answer changed since is run again);
+  tasks already done (a task whose question or answer changed since, or whose episode ended on a
+  policy error such as an unreachable server, is run again);
 - ``config.json`` there records what the results were produced with; rerunning the same name
   with another policy, judge or sampling is refused (use another ``--name``, or ``fresh=True``);
 - every tool call goes through the run's tool cache (``RUN_DIR/cache/tools.sqlite``).
@@ -59,6 +60,7 @@ from vsearcher_lite.agent.protocol import (
     resolve_today,
 )
 from vsearcher_lite.chat import ChatBackend, usage_of
+from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -74,7 +76,9 @@ from vsearcher_lite.training.config import check_sampling
 
 STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
-NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
+NO_TURN = "no_turn"
+# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
+TRANSIENT_TERMINATIONS = ("policy_error",)  # the format error of an episode whose policy wrote no turn at all
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
                    "temperature", "top_p", "max_tokens", "repeat_guard", "seed", "mistake_rate", "world")
@@ -145,12 +149,18 @@ class EvalConfig:
         return config
 
     def check(self) -> None:
-        """Raise ``ValueError`` naming the first setting out of range (``evaluate`` calls it too)."""
-        check_sampling(self.temperature, self.top_p)
+        """Raise ``InputError`` (a ``ValueError``) naming the first setting out of range (``evaluate``
+        calls it too), so the CLI reports it in one line."""
+        try:
+            check_sampling(self.temperature, self.top_p)
+        except ValueError as exc:
+            raise InputError(f"{exc} (--temperature)") from None
         if self.max_tool_calls < 0:
-            raise ValueError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
+            raise InputError(f"max_tool_calls (--max-tool-calls) must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+            raise InputError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.repeat_guard < 0:
+            raise InputError(f"repeat_guard (--repeat-guard) must be >= 0, got {self.repeat_guard}")
         check_device_name(self.device)
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
@@ -398,7 +408,7 @@ def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds
     record = {
         "id": task.id,
         "policy": policy.name,
-        "policy_spec": policy.spec,
+        "policy_spec": redact(policy.spec),
         "difficulty": task.difficulty,
         "split": task.split,
         "question": task.question,
@@ -592,14 +602,16 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
 
 
 def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
-    """The latest result of each task that still matches the task's question and answer."""
+    """The latest result of each task that still matches the task's question and answer, leaving
+    out episodes that ended on a policy error (an unreachable server, a failed call): a rerun
+    runs those again."""
     wanted = {t.id: t for t in tasks}
     latest: dict[str, dict] = {}
     for r in log.records():
         task = wanted.get(str(r.get("id")))
         if task is not None and r.get("question") == task.question and r.get("answer") == task.answer:
             latest[task.id] = r
-    return latest
+    return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
 
 
 def guard_resume(out: Path, identity: dict, fresh: bool) -> None:
@@ -622,16 +634,24 @@ def run_identity(policy: Policy, config: EvalConfig, judge: Judge) -> dict:
     """What the results of an evaluation depend on: the policy, every result setting and the judge.
 
     ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
+Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_secrets``).
     Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on.
+    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on. An
+    LLM judge served by an endpoint is named by its model and URL (``judge_model``).
     """
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
         settings.pop("seed")
     if not settings.get("repeat_guard"):
         settings.pop("repeat_guard")  # off: results stored before the option existed still match
-    return {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
-            **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    from vsearcher_lite.evaluation.manifest import scrub_secrets
+
+    identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
+                **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    chat = getattr(judge, "chat", None)
+    if isinstance(getattr(chat, "model", None), str):  # an LLM judge behind an endpoint: which model judged
+        identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
+    return scrub_secrets(identity)
 
 
 def canonical_spec(spec: str) -> str:
@@ -850,17 +870,19 @@ def evaluate(
     metrics = eval_metrics(records)
     from vsearcher_lite.evaluation.manifest import utc_now
 
+    from vsearcher_lite.evaluation.manifest import scrub_secrets
+
     metrics.update(
         name=name,
         policy=policy.name,
-        policy_spec=policy.spec,
+        policy_spec=identity["policy_spec"],
         tools=policy.tools,
-        benchmark=benchmark,
+        benchmark=redact(benchmark),
         judge=identity["judge"],
         judge_failures=getattr(judge_obj, "failures", 0),
         evaluated_this_run=len(todo),
         seconds=round(elapsed, 3),
-        settings=config.to_dict(),
+        settings=scrub_secrets(config.to_dict()),
         updated_at=utc_now(),
     )
     caches = [getattr(b, "cache", None) for b in made]

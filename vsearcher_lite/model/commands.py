@@ -131,6 +131,8 @@ def _cmd_probe_only(args) -> int:
 
 
 def _cmd_pretrain(args) -> int:
+    if args.agent_tasks is not None and args.agent_tasks < 0:
+        raise InputError(f"--agent-tasks must be 0 (skip the agent probe) or more, got {args.agent_tasks}")
     from vsearcher_lite.model.pretrain import pretrain
 
     if args.probe_only:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 from vsearcher_lite.runio import InputError
 
@@ -77,9 +79,19 @@ def filter_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--short-circuit", action="store_true", help="skip later filters once one removes a task")
 
 
+def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
+    """An ``InputError`` naming the first flag out of range (before any work is done)."""
+    for names, low in ((positive, 1), (non_negative, 0)):
+        for name in names:
+            value = getattr(args, name, None)
+            if value is not None and value < low:
+                raise InputError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+
+
 def seed_config(args):
     from vsearcher_lite.synthesis.seeds import SeedConfig
 
+    check_counts(args, ("limit", "entities"), ("sitelinks_max", "statements_min"))
     return SeedConfig(
         sitelinks_max=args.sitelinks_max,
         statements_min=args.statements_min,
@@ -94,6 +106,7 @@ def seed_config(args):
 def inject_config(args):
     from vsearcher_lite.synthesis.inject import InjectConfig
 
+    check_counts(args, ("concurrency", "max_attempts"))
     writer = args.writer or ("rule" if args.world == "sandbox" else "llm")
     overrides = {
         "mix": parse_mix(args.mix),
@@ -174,6 +187,17 @@ def user_errors(handler):
     return wrapped
 
 
+def nothing_built(stage: str, metrics: dict, run_dir) -> int:
+    """Exit status 1 with one line on stderr when every attempted task failed and none exists (an
+    empty output must not pass for a finished stage); 0 otherwise."""
+    if metrics.get("n_tasks") or not metrics.get("n_failed"):
+        return 0
+    reasons = ", ".join(f"{k} {v}" for k, v in (metrics.get("failed_reasons") or {}).items())
+    print(f"vsearcher-lite {stage}: error: no task was built: all {metrics['n_failed']} attempts failed ({reasons}); "
+          f"see {Path(run_dir) / stage / 'failed.jsonl'}", file=sys.stderr)
+    return 1
+
+
 @user_errors
 def cmd_seeds(args) -> int:
     from vsearcher_lite.synthesis.seeds import run_seeds
@@ -191,7 +215,7 @@ def cmd_inject_text(args) -> int:
                               seed_config=seed_config(args))
     show("inject-text", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons", "answer_invariance_rate",
                                   "mean_question_words", "tasks_per_s"))
-    return 0
+    return nothing_built("inject-text", metrics, args.run_dir)
 
 
 @user_errors
@@ -204,7 +228,7 @@ def cmd_inject_image(args) -> int:
     metrics = run_inject_image(args.run_dir, config, source=source, world=args.world)
     show("inject-image", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons", "answer_invariance_rate",
                                    "tasks_per_s"))
-    return 0
+    return nothing_built("inject-image", metrics, args.run_dir)
 
 
 @user_errors
