@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from run_fakes import fake_run
+from vsearcher_lite.report import report_html
 from vsearcher_lite.stepper import StepView
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -101,3 +103,12 @@ def test_an_executed_notebooks_html_copy_shows_its_view_and_figure_offline(tmp_p
     assert 'data-ready="1"' in dom and 'data-step="0"' in dom and "step 0 (0 to 1)" in dom
     # plotly.js came from the page itself and drew the figure (its SVG exists only once drawn).
     assert 'class="main-svg"' in dom
+
+
+def test_the_report_draws_every_figure_offline(tmp_path):
+    run = fake_run(tmp_path / "run")
+    page = run / "report.html"
+    page.write_text(report_html({"settings": {"profile": "cpu"}, "notebooks": {}}, run))
+    dom = dump_dom(page, tmp_path)
+    # plotly marks a figure's div once it has drawn it; the page holds seven figures.
+    assert dom.count('class="plotly-graph-div js-plotly-plot"') == 7
