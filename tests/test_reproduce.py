@@ -194,7 +194,7 @@ def test_the_report_names_what_has_not_run_and_survives_a_damaged_file(tmp_path)
     shutil.rmtree(run / "grpo")
     (run / "trajectories" / "rollouts.csv").write_text("key,task_id\nx,y\n")  # columns missing
     page = report_for(run)
-    assert "Not run yet (notebook 07 writes <code>" in page and "grpo/steps.csv" in page
+    assert "Not run yet (notebook 07 writes <code>grpo/steps.csv</code>)" in page
     assert page.count("Could not draw this section: KeyError") == 1
     assert page.count('class="plotly-graph-div"') == 7 - 2 - 1  # without GRPO's two and the histogram
 

@@ -53,14 +53,12 @@ class Missing(Exception):
 
 
 def _json(path: Path) -> dict:
-    if not path.is_file():
-        raise Missing(str(path))
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(_require(path).read_text(encoding="utf-8"))
 
 
 def _require(path: Path) -> Path:
     if not path.is_file():
-        raise Missing(str(path))
+        raise Missing("/".join(path.parts[-2:]))  # stage/file: where it would be in the run folder
     return path
 
 

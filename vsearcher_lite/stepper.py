@@ -13,12 +13,9 @@ notebook 05 through the turns of a trajectory (``agent.plots.trajectory_viewer``
 from __future__ import annotations
 
 import html
-import itertools
 import json
-import os
+import uuid
 from typing import Sequence
-
-_IDS = itertools.count()
 
 # Written for old browsers too (no modules, no arrow functions): it runs as an inline script.
 _SCRIPT = """(function () {
@@ -62,7 +59,7 @@ class StepView:
         self.steps = list(steps)
         self.heading = heading
         self.first = first  # the number the first step is shown with (0 where step 0 is the start)
-        self.element_id = element_id or f"vsl-stepper-{os.getpid()}-{next(_IDS)}"
+        self.element_id = element_id or f"vsl-stepper-{uuid.uuid4().hex[:16]}"  # unique across kernels
 
     def __len__(self) -> int:
         return len(self.steps)
