@@ -3,7 +3,7 @@
 - ``seed_scatter``: sitelinks x statements of every entity, the selected region shaded (01);
 - ``pool_bars``: seeds per pool (01);
 - ``question_length_figure``: question words per injection round and per level (02);
-- ``rounds_viewer``: an ipywidgets slider that steps through the rounds of one task (02);
+- ``rounds_viewer``: a slider that steps through the rounds of one task, offline HTML (02);
 - ``task_cards_html``: several tasks with their question images, as one HTML block (03);
 - ``funnel_figure``: tasks left after each filter, one funnel per difficulty (04);
 - ``complexity_scatter``: colour entropy of question images, simple ones marked (04).
@@ -155,18 +155,13 @@ def round_html(task: dict, index: int) -> str:
 
 
 def rounds_viewer(task: dict):
-    """An ipywidgets slider over the steps of one task (initial QA, each round, the image)."""
-    import ipywidgets as widgets
+    """A step-through view of one task (initial QA, each round, the image), as self-contained HTML
+    (``stepper.StepView``): it works in JupyterLab and in the HTML copy of the notebook, offline."""
+    from vsearcher_lite.stepper import StepView
 
     n_steps = 1 + len(task.get("rounds", [])) + (1 if task.get("image") else 0)
-    slider = widgets.IntSlider(value=0, min=0, max=n_steps - 1, description="step", continuous_update=False)
-    view = widgets.HTML(round_html(task, 0))
-
-    def update(change):
-        view.value = round_html(task, change["new"])
-
-    slider.observe(update, names="value")
-    return widgets.VBox([widgets.HTML(f"<b>{html.escape(task['id'])}</b> ({task.get('difficulty')})"), slider, view])
+    heading = f"<b>{html.escape(task['id'])}</b> ({html.escape(str(task.get('difficulty')))})"
+    return StepView([round_html(task, i) for i in range(n_steps)], heading, first=0)  # step 0: the initial QA
 
 
 # -- 03 image injection ------------------------------------------------------------------------
