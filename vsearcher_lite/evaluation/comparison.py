@@ -255,7 +255,11 @@ def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, di
         "mean_tool_calls": per(lambda m: m.get("mean_tool_calls")),
         "mean_tool_calls_by_type": per(lambda m: m.get("mean_tool_calls_by_type")),
         "terminations": per(lambda m: m.get("terminations")),
-        "seconds_per_task": per(lambda m: (m.get("seconds_per_task") or {}).get("mean")),
+        # cost: the evaluation's wall time over the tasks it ran (reused results are not timed again)
+        "wall_seconds_per_task": per(lambda m: m.get("wall_seconds_per_task")),
+        "wall_timed_tasks": per(lambda m: m.get("wall_timed_tasks")),
+        # latency: one episode from start to answer, including its wait for the rest of its batch
+        "episode_seconds": per(lambda m: (m.get("seconds_per_task") or {}).get("mean")),
     }
 
 
