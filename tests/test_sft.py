@@ -147,6 +147,19 @@ def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path)
     assert len(set(collated)) > 1
 
 
+def test_measuring_a_trajectory_longer_than_the_model_raises_no_warning(base, train_file):
+    tok = base[1].tokenizer
+    key = "sequence-length-is-longer-than-the-specified-maximum"  # set when transformers warns
+    limit = tok.model_max_length
+    tok.deprecation_warnings.pop(key, None)
+    try:
+        tok.model_max_length = 16  # every record is longer
+        lengths = rendered_lengths(base[1], load_sft_records(train_file))
+    finally:
+        tok.model_max_length = limit
+    assert min(lengths) > 16 and key not in tok.deprecation_warnings
+
+
 def first_collated(base, train_file):
     """The tokenizer, and the ids and labels the collator makes of the training file's first record."""
     processor = base[1]

@@ -57,6 +57,10 @@ STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
 BENCHMARKS = ("exam", "heldout")
 HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level (task.ONEHOP)
+#: The paper's evaluation settings (sections 2.4, 3.2; the GPU profiles use them), by ``EvalConfig``
+#: result setting: what notebook 08 compares a run's settings with.
+PAPER_EVAL = {"judge": "llm", "top_k": 5, "prompt_variant": "full", "max_tool_calls": 30,
+              "max_context_chars": 800_000, "temperature": 0.6, "top_p": 0.95, "max_tokens": 10_000}
 # The evaluation names the SFT and GRPO stages write their held-out results under.
 STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}

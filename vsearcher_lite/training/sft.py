@@ -417,7 +417,7 @@ def trl_args(config: SFTConfig, output_dir: Path):
         warmup_steps=config.warmup_ratio,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
-        gradient_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=config.gradient_checkpointing,  # transformers 5's name (the old one warns)
         assistant_only_loss=True,
         max_length=None,  # over-long trajectories are dropped before training, never cut mid-turn
         use_cpu=config.use_cpu,
