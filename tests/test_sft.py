@@ -359,6 +359,17 @@ def test_cpu_sft_run_saves_a_checkpoint_that_reloads(tmp_path, train_file):
     assert not (run / "sft" / "trainer").exists()  # no trainer scratch left behind
 
 
+def test_training_shows_one_progress_bar_not_a_line_per_step(tmp_path, train_file, capsys):
+    from vsearcher_lite.training.sft import read_loss_curve, run_sft
+
+    run = tmp_path / "run"
+    run_sft(run, short_config(train_file, max_steps=3, progress=True), log=lambda s: None)
+    shown = capsys.readouterr()
+    assert "sft steps" in shown.err  # the loss log's bar
+    assert "'loss'" not in shown.out + shown.err  # transformers' per-step log lines are gone
+    assert len(read_loss_curve(run)) == 3  # every step is still in loss.csv
+
+
 def test_lora_run_saves_adapter_and_merged_checkpoint(tmp_path, train_file):
     from vsearcher_lite.model.tiny import load_base
     from vsearcher_lite.training.sft import run_sft
