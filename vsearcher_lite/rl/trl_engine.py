@@ -3,7 +3,7 @@
 ``run_grpo_trl(run_dir, config) -> metrics`` writes the same files as the cpu engine
 (``RUN_DIR/grpo/{checkpoint, steps.csv, rollouts.jsonl, metrics.json}``, ``RUN_DIR/eval/{sft,rl}``).
 
-How the pieces meet (``reference/feasibility_cpu.md`` section 5, TRL 1.16):
+How the pieces meet (TRL 1.16):
 
 - **The dataset** holds one row per task draw (``TaskSampler``, the difficulty mix), in order
   (``shuffle_dataset=False``): ``prompt`` is the system prompt and the question exactly as

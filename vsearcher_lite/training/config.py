@@ -9,7 +9,7 @@
                machine a 570-token one-hop step takes 0.18-0.2 s; with another torch job beside it,
                pass ``threads=1``: oversubscribed threads spin, 5.0 s against 0.65 s per step);
                the markup tokens' embeddings started from plain-text cues; answer-bearing tokens
-               weighted x10 (``reference/learning_cpu_2.md``). Measured on one-hop tasks (one seed
+               weighted x10. Measured on one-hop tasks (one seed
                each, 60 held-out tasks): weight 1 and 400 steps gave accuracy 0.067 and format 0.90;
                weight 10 and 913 steps gave 0.15 and 0.73. Held-out evaluation covers the one-hop
                warm-up level and easy and medium tasks; gradient checkpointing off (it only costs

@@ -13,7 +13,7 @@ question and its image, and every ``<tool_response>`` turn with its images are m
 ``trained_spans`` decodes the trained tokens of a batch back to text, so a test (and notebook 06)
 can check that they are exactly the assistant turns.
 
-``answer_token_weights`` is the loss weighting the cpu recipe needs (``reference/learning_cpu_2.md``).
+``answer_token_weights`` is the loss weighting the cpu recipe needs.
 """
 
 from __future__ import annotations
@@ -201,8 +201,7 @@ def answer_token_weights(labels: Sequence[int], open_ids: Sequence[int], close_i
     token sequences) in the trained labels, plus every earlier trained occurrence of that same
     token sequence (the reasoning that states the answer before giving it). The tags themselves
     keep weight 1. Why: with a plain assistant loss the one answer per trajectory is too little
-    signal for a few minutes of SFT, and the tiny model answered a constant year
-    (``reference/learning_cpu_2.md``).
+    signal for a few minutes of SFT, and the tiny model answered a constant year.
 
     >>> answer_token_weights([-100, 7, 9, 1, 7, 2, 5], open_ids=[1], close_ids=[2], weight=10.0)
     [0.0, 10.0, 1.0, 1.0, 10.0, 1.0, 1.0]

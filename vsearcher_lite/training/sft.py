@@ -22,10 +22,10 @@ Deviations from the paper (section 2.2 and the released LLaMA-Factory config, up
   two evaluations leave; a machine too slow for 200 steps in that time trains on to 200, ``min_steps``)
   instead of 5 epochs at lr 1e-5; the compact system prompt and top-3
   results its trajectories were made with; trajectories over 2,048 tokens dropped; and the two
-  additions of the measured CPU prototype (``reference/learning_cpu_2.md``) as options: the new
+  additions of the cpu recipe as options: the new
   markup tokens' embeddings started from plain-text cues (``init_markup_embeddings``, on in the
   preset) and answer-bearing tokens weighted in the assistant loss (``answer_weight``; x10 in the
-  prototype and in the preset). Measured here (2.75 min, one thread, 40 held-out easy+medium tasks,
+  preset). Measured here (2.75 min, one thread, 40 held-out easy+medium tasks,
   one seed each; held-out format-valid rate / accuracy): plain 0.625 / 0.0 (every answer the same
   number), cue start 0.775 / 0.0, x10 0.375 / 0.0, both 0.425 / 0.0; the base model 0.0 / 0.0.
 - single_gpu: LoRA / QLoRA instead of full fine-tuning (one GPU does not hold an 8B model's
