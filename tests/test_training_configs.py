@@ -71,7 +71,8 @@ def test_settings_are_shown_as_their_differences_from_the_paper():
     assert differ["learning_rate"] == (1e-5, 1e-3) and differ["answer_weight"] == (1.0, 10.0)
     assert "scheduler" not in differ and "warmup_ratio" not in differ and "freeze_vision" not in differ
     page = settings_html(cpu, PAPER_SFT, title="SFT <cpu>")
-    assert f"{len(differ)} setting(s) differ" in page and "SFT &lt;cpu&gt;" in page
+    assert f"{len(differ)} of the {len(PAPER_SFT)} settings compared with the paper differ" in page
+    assert "SFT &lt;cpu&gt;" in page
     assert page.count("<tr>") == len(differ) + 1 and "<details>" in page and '"eval_max_tasks": 30' in page
 
     rl = {r["setting"] for r in paper_differences(GRPOConfig.for_profile("cpu").to_dict(), PAPER_DEFAULTS)}

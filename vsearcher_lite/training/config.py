@@ -76,14 +76,14 @@ def settings_html(settings: dict[str, Any], paper: dict[str, Any], *, title: str
         return html.escape(json.dumps(v) if isinstance(v, (dict, list, tuple, bool)) or v is None else str(v))
 
     rows = paper_differences(settings, paper)
-    same = len([k for k in paper if k in settings]) - len(rows)
+    compared = len([k for k in paper if k in settings])
     body = "".join(f"<tr><td><code>{html.escape(r['setting'])}</code></td><td>{cell(r['paper'])}</td>"
                    f"<td><b>{cell(r['this run'])}</b></td></tr>" for r in rows)
     table = (f"<table><tr><th>setting</th><th>paper</th><th>this run</th></tr>{body}</table>" if rows
              else "<p>every compared setting is the paper's</p>")
     everything = html.escape(json.dumps(settings, indent=1, default=str), quote=False)
-    return (f"<div><b>{html.escape(title)}</b>: {len(rows)} setting(s) differ from the paper, {same} are "
-            f"the paper's.{table}<details><summary>all {len(settings)} settings</summary>"
+    return (f"<div><b>{html.escape(title)}</b>: {len(rows)} of the {compared} settings compared with the paper "
+            f"differ.{table}<details><summary>all {len(settings)} settings</summary>"
             f"<pre>{everything}</pre></details></div>")
 
 
