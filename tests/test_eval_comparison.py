@@ -155,6 +155,10 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
             assert sum(m["terminations"][name][bench].values()) == m["n_tasks"][bench]
     # The teacher solves some held-out tasks with the tools; a model with none solves none.
     assert m["heldout_accuracy"]["teacher"] > 0 and m["heldout_accuracy"]["direct"] == 0
+    # The cost per task is the evaluation's wall time over the tasks it ran, counted with it.
+    assert m["wall_timed_tasks"]["teacher"] == {"exam": 2, "heldout": 3}
+    assert m["wall_seconds_per_task"]["teacher"]["exam"] == pytest.approx(teacher_exam["seconds"] / 2, abs=1e-3)
+    assert m["episode_seconds"]["teacher"]["exam"] == teacher_exam["seconds_per_task"]["mean"]
 
     rows = list(csv.DictReader((run / "comparison" / "table.csv").open()))
     assert [r["policy"] for r in rows] == ["base", "sft", "rl", "teacher", "direct"]
@@ -173,6 +177,7 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
     for name in ("exam-base", "heldout-sft", "exam-teacher", "heldout-direct"):
         assert json.loads((run / "eval" / name / "metrics.json").read_text())["evaluated_this_run"] == 0
     assert again["exam_accuracy"]["base"] == m["exam_accuracy"]["base"]
+    assert again["wall_seconds_per_task"]["base"] == m["wall_seconds_per_task"]["base"]  # the first run's cost
 
 
 def test_heldout_results_of_the_sft_stage_are_reused_only_when_settings_match(sandbox_run, tmp_path, monkeypatch):

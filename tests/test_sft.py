@@ -147,6 +147,19 @@ def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path)
     assert len(set(collated)) > 1
 
 
+def test_measuring_a_trajectory_longer_than_the_model_raises_no_warning(base, train_file):
+    tok = base[1].tokenizer
+    key = "sequence-length-is-longer-than-the-specified-maximum"  # set when transformers warns
+    limit = tok.model_max_length
+    tok.deprecation_warnings.pop(key, None)
+    try:
+        tok.model_max_length = 16  # every record is longer
+        lengths = rendered_lengths(base[1], load_sft_records(train_file))
+    finally:
+        tok.model_max_length = limit
+    assert min(lengths) > 16 and key not in tok.deprecation_warnings
+
+
 def first_collated(base, train_file):
     """The tokenizer, and the ids and labels the collator makes of the training file's first record."""
     processor = base[1]
@@ -344,6 +357,17 @@ def test_cpu_sft_run_saves_a_checkpoint_that_reloads(tmp_path, train_file):
     assert any("embed_tokens" in k for k in changed)
     assert model.generation_config.suppress_tokens  # vision tokens stay suppressed in generation
     assert not (run / "sft" / "trainer").exists()  # no trainer scratch left behind
+
+
+def test_training_shows_one_progress_bar_not_a_line_per_step(tmp_path, train_file, capsys):
+    from vsearcher_lite.training.sft import read_loss_curve, run_sft
+
+    run = tmp_path / "run"
+    run_sft(run, short_config(train_file, max_steps=3, progress=True), log=lambda s: None)
+    shown = capsys.readouterr()
+    assert "sft steps" in shown.err  # the loss log's bar
+    assert "'loss'" not in shown.out + shown.err  # transformers' per-step log lines are gone
+    assert len(read_loss_curve(run)) == 3  # every step is still in loss.csv
 
 
 def test_lora_run_saves_adapter_and_merged_checkpoint(tmp_path, train_file):

@@ -250,3 +250,24 @@ def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_fac
         assert used & warm[split] and not used & warm[other]
     assert not {t["seed_id"] for t in easy["train"]} & {t["seed_id"] for t in easy["heldout"]}
     assert all(t["difficulty"] != "medium" or t["seed_id"] not in warm["train"] | warm["heldout"] for t in tasks)
+
+
+def test_seed_scatter_log_axis_spans_the_points():
+    import math
+
+    from vsearcher_lite.synthesis import plots
+
+    rows = [{"id": f"E{i}", "type": "river", "sitelinks": s, "statements": 5 + i % 30, "selected": s <= 5 and i % 30 >= 10,
+             "is_person": False, "has_image": True} for i, s in enumerate([0, 0, 1, 3, 5, 8, 40, 300, 900] * 10)]
+    fig = plots.seed_scatter(rows, 5, 15)
+    xs = [x for t in fig.data for x in t.x]
+    assert fig.layout.xaxis.type == "log" and min(xs) > 0
+    low, high = fig.layout.xaxis.range  # log10 units
+    assert low <= math.log10(min(xs)) and math.log10(max(xs)) <= high and high - low < 4
+    shape = fig.layout.shapes[0]
+    assert low <= shape.x0 < math.log10(1) and math.log10(5 + 1) < shape.x1 < math.log10(8 + 1)
+    selected = fig.data[0].x
+    assert all(shape.x0 < math.log10(x) < shape.x1 for x in selected)
+
+    small = plots.seed_scatter([dict(r, sitelinks=min(r["sitelinks"], 20)) for r in rows], 5, 15)
+    assert small.layout.xaxis.type == "linear" and small.layout.shapes[0].x0 == -0.5

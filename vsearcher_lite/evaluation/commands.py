@@ -204,6 +204,6 @@ def run_eval_command(args) -> int:
         print("[eval] format errors (first failing turn): "
               + ", ".join(f"{code} {n}" for code, n in m["format_errors"].items()))
     print(f"[eval] {m['evaluated_this_run']} episode(s) run in {m['seconds']} s; "
-          f"mean {m['seconds_per_task']['mean']} s per task")
+          f"{m['wall_seconds_per_task']} s of wall time per task run")
     print(f"[eval] wrote {Path(args.run_dir) / 'eval' / m['name']} and {Path(args.run_dir) / 'eval' / 'metrics.json'}")
     return 0

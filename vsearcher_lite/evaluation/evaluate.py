@@ -6,6 +6,11 @@ check as the teacher, SFT and GRPO), judges the final answer, and reports Pass@1
 tasks answered correctly in one attempt, the paper's metric), accuracy per difficulty and per
 split, mean tool calls by type, termination reasons and time per task.
 
+Two times are recorded. ``seconds_per_task`` is each episode's latency, from its start to its
+judged answer; episodes run concurrently (a batched model answers 16 at a time), so it includes
+the time an episode waits for the others of its batch and is not a cost. ``wall_seconds_per_task``
+is the cost: the evaluation's wall time divided by the tasks it ran (``wall_timed_tasks``).
+
 Policies (``make_policy(spec)``), all of them ``ChatBackend``s in the loop:
 
 - ``teacher`` (or ``heuristic``): the sandbox's heuristic teacher, one per task;
@@ -864,6 +869,7 @@ def evaluate(
     for record in run_pending(todo, run_task, log, threads, progress=config.progress, desc=f"eval {name}"):
         done[record["id"]] = record
     elapsed = time.perf_counter() - start
+    previous = read_json(out / "metrics.json") if not todo and (out / "metrics.json").is_file() else {}
 
     records = [done[t.id] for t in tasks]
     atomic_write_text(out / "results.csv", results_csv(records))
@@ -882,6 +888,7 @@ def evaluate(
         judge_failures=getattr(judge_obj, "failures", 0),
         evaluated_this_run=len(todo),
         seconds=round(elapsed, 3),
+        **wall_time(elapsed, len(todo), previous),
         settings=scrub_secrets(config.to_dict()),
         updated_at=utc_now(),
     )
@@ -898,6 +905,25 @@ def evaluate(
     write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
                                                  "settings": config.to_dict()}, elapsed)
     return metrics
+
+
+def wall_time(elapsed: float, n_run: int, previous: dict) -> dict:
+    """``wall_seconds_per_task`` (wall time over the tasks run) and ``wall_timed_tasks``.
+
+    A rerun that ran nothing keeps the previous run's figures (``previous``: its metrics), so
+    resuming a finished evaluation does not erase its cost.
+
+    >>> wall_time(12.0, 4, {})
+    {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}
+    >>> wall_time(0.01, 0, {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4})
+    {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}
+    >>> wall_time(0.01, 0, {})
+    {'wall_seconds_per_task': None, 'wall_timed_tasks': 0}
+    """
+    if n_run:
+        return {"wall_seconds_per_task": round(elapsed / n_run, 4), "wall_timed_tasks": n_run}
+    return {"wall_seconds_per_task": previous.get("wall_seconds_per_task"),
+            "wall_timed_tasks": previous.get("wall_timed_tasks") or 0}
 
 
 def load_results(run_dir: str | Path, name: str) -> list[dict]:

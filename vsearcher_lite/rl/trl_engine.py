@@ -261,7 +261,7 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
         num_iterations=config.mu, loss_type="dapo" if config.aggregation == "token" else "grpo",
         scale_rewards="group" if config.scale_rewards else "none", temperature=config.temperature, top_p=config.top_p,
         max_completion_length=config.max_tokens, shuffle_dataset=False, remove_unused_columns=False,
-        gradient_checkpointing=config.gradient_checkpointing, use_cpu=config.use_cpu, bf16=bf16,
+        activation_checkpointing=config.gradient_checkpointing, use_cpu=config.use_cpu, bf16=bf16,
         logging_steps=1, save_strategy="no", report_to=config.report_to or "none", seed=config.seed,
         data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=not config.progress, log_completions=False,
     )

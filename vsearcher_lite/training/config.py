@@ -43,6 +43,50 @@ PAPER_BASE = "Qwen/Qwen3-VL-8B-Thinking"
 #: Linear layers of the language model only (the vision tower stays frozen, as in the paper).
 LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
+#: The paper's SFT settings (section 3.1, appendix A.3), by ``SFTConfig`` field: what notebook 06
+#: compares a run's settings with. The loss additions of the cpu recipe are off in the paper.
+PAPER_SFT = {
+    "base": PAPER_BASE, "method": "full", "dtype": "bfloat16", "learning_rate": 1e-5, "epochs": 5.0,
+    "batch_size": 1, "grad_accum": 2, "max_length": 20480, "scheduler": "cosine", "warmup_ratio": 0.1,
+    "freeze_vision": True, "answer_weight": 1.0, "copy_weight": 1.0, "init_markup_embeddings": False,
+}
+
+
+def paper_differences(settings: dict[str, Any], paper: dict[str, Any]) -> list[dict[str, Any]]:
+    """``{"setting", "paper", "this run"}`` for every setting of ``paper`` whose value in ``settings``
+    differs (settings missing from ``settings`` are skipped), in ``paper``'s order.
+
+    >>> paper_differences({"learning_rate": 1e-3, "scheduler": "cosine"}, {"learning_rate": 1e-5, "scheduler": "cosine"})
+    [{'setting': 'learning_rate', 'paper': 1e-05, 'this run': 0.001}]
+    """
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+            return abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1)
+        return (list(a) if isinstance(a, tuple) else a) == (list(b) if isinstance(b, tuple) else b)
+
+    return [{"setting": k, "paper": v, "this run": settings[k]} for k, v in paper.items()
+            if k in settings and not same(settings[k], v)]
+
+
+def settings_html(settings: dict[str, Any], paper: dict[str, Any], *, title: str = "Settings") -> str:
+    """The settings that differ from the paper as a small table, then every setting in a collapsed
+    ``<details>`` view: how notebooks 06-08 show a configuration without a wall of output."""
+    import html
+    import json
+
+    def cell(v: Any) -> str:
+        return html.escape(json.dumps(v) if isinstance(v, (dict, list, tuple, bool)) or v is None else str(v))
+
+    rows = paper_differences(settings, paper)
+    compared = len([k for k in paper if k in settings])
+    body = "".join(f"<tr><td><code>{html.escape(r['setting'])}</code></td><td>{cell(r['paper'])}</td>"
+                   f"<td><b>{cell(r['this run'])}</b></td></tr>" for r in rows)
+    table = (f"<table><tr><th>setting</th><th>paper</th><th>this run</th></tr>{body}</table>" if rows
+             else "<p>every compared setting is the paper's</p>")
+    everything = html.escape(json.dumps(settings, indent=1, default=str), quote=False)
+    return (f"<div><b>{html.escape(title)}</b>: {len(rows)} of the {compared} settings compared with the paper "
+            f"differ.{table}<details><summary>all {len(settings)} settings</summary>"
+            f"<pre>{everything}</pre></details></div>")
 
 
 def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float, still_to_come_s: float,

@@ -129,7 +129,10 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
         messages = prepare_multimodal_messages(with_string_parts(r)["messages"], images=list(images))
         texts.append(processor.apply_chat_template(messages, tokenize=False))
         extra.append(sum(image_token_count(processor, p) - 1 for p in images))
-    counts = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    # verbose=False: measuring a trajectory longer than the model's positions is the point here (the
+    # too-long ones are then dropped), so transformers' "Token indices sequence length is longer than
+    # the specified maximum" warning would only alarm the reader.
+    counts = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
     for text, n in zip(texts, extra):
         if n and pad not in text:
             raise ValueError(f"the chat template wrote no {pad} for a record with images")

@@ -379,11 +379,23 @@ def _trainer_classes():
             self.progress = progress
             self.over_budget_at: int | None = None  # the step at which the budget ran out below the floor
 
+        bar = None
+
         def on_train_begin(self, args, state, control, **kw):
             self.start = time.perf_counter()
             self.trainer_ref().train_started = self.start
+            if self.progress and state.is_world_process_zero:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps", leave=False)
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.close()
 
         def on_step_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.update(1)
             elapsed = time.perf_counter() - self.start
             rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
             if rule == "floor" and self.over_budget_at is None:
@@ -407,8 +419,24 @@ def _trainer_classes():
             self.rows.append(row)
             if self.rows_log is not None:
                 self.rows_log.append(row)
+            if self.bar is not None:
+                self.bar.set_postfix(loss=row.get("loss"))
 
     return AgentSFTTrainer, LossLog
+
+
+def one_progress_bar(trainer) -> None:
+    """Remove transformers' own progress display: it adds a table row (in a notebook) or prints a
+    line (in a terminal) for every logged step, hundreds of them at ``logging_steps=1``; the loss
+    log's single bar and ``loss.csv`` replace it."""
+    from transformers.trainer_callback import ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    try:
+        from transformers.utils.notebook import NotebookProgressCallback
+    except ImportError:  # no IPython: no notebook display either
+        return
+    trainer.remove_callback(NotebookProgressCallback)
 
 
 def trl_args(config: SFTConfig, output_dir: Path):
@@ -427,7 +455,7 @@ def trl_args(config: SFTConfig, output_dir: Path):
         warmup_steps=config.warmup_ratio,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
-        gradient_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=config.gradient_checkpointing,  # transformers 5's name (the old one warns)
         assistant_only_loss=True,
         max_length=None,  # over-long trajectories are dropped before training, never cut mid-turn
         use_cpu=config.use_cpu,
@@ -626,6 +654,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         min_lr_ratio=config.min_lr_ratio,
     )
     trainer_box.append(trainer)
+    one_progress_bar(trainer)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
