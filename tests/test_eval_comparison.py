@@ -3,6 +3,7 @@ reuse of the stages' own evaluations, a missing RL checkpoint, the table and the
 
 import csv
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -50,6 +51,20 @@ def install_checkpoint(run, stage):
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(default_base_dir(), target_is_directory=True)
     return target
+
+
+def retrain_checkpoint(run, stage):
+    """The stand-in checkpoint replaced by a copy with one weight changed, at the same path."""
+    import torch
+
+    from vsearcher_lite.model.tiny import load_base, save_base
+
+    target = run / stage / "checkpoint"
+    model, processor = load_base(target)
+    with torch.no_grad():
+        next(p for n, p in model.named_parameters() if "embed_tokens" in n)[0, 0] += 1.0
+    target.unlink() if target.is_symlink() else shutil.rmtree(target)
+    save_base(model, processor, target)
 
 
 def config(**kw):
@@ -178,6 +193,13 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
         assert json.loads((run / "eval" / name / "metrics.json").read_text())["evaluated_this_run"] == 0
     assert again["exam_accuracy"]["base"] == m["exam_accuracy"]["base"]
     assert again["wall_seconds_per_task"]["base"] == m["wall_seconds_per_task"]["base"]  # the first run's cost
+
+    retrain_checkpoint(run, "sft")  # notebook 06 runs again: the same path holds other weights
+    third = cmp.run_comparison(run, c, log=quiet)
+    for name, n in (("exam-sft", 2), ("heldout-sft", 3)):
+        assert json.loads((run / "eval" / name / "metrics.json").read_text())["evaluated_this_run"] == n
+    assert json.loads((run / "eval" / "exam-rl" / "metrics.json").read_text())["evaluated_this_run"] == 0
+    assert third["n_tasks"]["exam"] == 2
 
 
 def test_heldout_results_of_the_sft_stage_are_reused_only_when_settings_match(sandbox_run, tmp_path, monkeypatch):

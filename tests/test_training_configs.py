@@ -113,8 +113,8 @@ def test_trl_arguments_use_the_current_checkpointing_name_without_a_warning(prof
     from vsearcher_lite.training import sft
     from vsearcher_lite.training.config import SFTConfig
 
-    sft_config = SFTConfig.for_profile(profile, use_cpu=True, dtype="float32")
-    grpo_config = GRPOConfig.for_profile(profile, use_cpu=True, dtype="float32", use_vllm=False)
+    sft_config = SFTConfig.for_profile(profile, device="cpu", dtype="float32")
+    grpo_config = GRPOConfig.for_profile(profile, device="cpu", dtype="float32", use_vllm=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         sft_args = sft.trl_args(sft_config, tmp_path / "sft")

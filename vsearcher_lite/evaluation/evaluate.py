@@ -42,6 +42,7 @@ budget per episode, and the offline match judge instead of an LLM judge.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import statistics
 import threading
@@ -619,8 +620,9 @@ def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
     return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
 
 
-def guard_resume(out: Path, identity: dict, fresh: bool) -> None:
-    """Refuse to mix results of different policies or settings under one eval name."""
+def guard_resume(out: Path, identity: dict, fresh: bool, log: Callable[[str], None] = print) -> None:
+    """Refuse to mix results of different policies or settings under one eval name; results of a
+    checkpoint since retrained at the same path (other ``weights``) are stale and start over."""
     config_file = out / "config.json"
     results = out / "results.jsonl"
     if fresh:
@@ -628,7 +630,11 @@ def guard_resume(out: Path, identity: dict, fresh: bool) -> None:
     elif config_file.exists() and results.exists() and results.stat().st_size > 0:
         before = read_json(config_file)
         changed = changed_settings(before, identity)
-        if changed:
+        if changed == ["weights"]:
+            log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were made with: "
+                "evaluating again")
+            results.unlink()
+        elif changed:
             raise InputError(
                 f"{out} holds results made with other settings ({', '.join(changed)}: "
                 f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another --name or --fresh")
@@ -653,10 +659,45 @@ Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_se
 
     identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
                 **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    fingerprint = weights_fingerprint(policy.spec)
+    if fingerprint:
+        identity["weights"] = fingerprint
     chat = getattr(judge, "chat", None)
     if isinstance(getattr(chat, "model", None), str):  # an LLM judge behind an endpoint: which model judged
         identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
     return scrub_secrets(identity)
+
+
+HASHED_WEIGHTS_MB = 256  # larger checkpoints are fingerprinted by file sizes and times, not content
+
+
+def weights_fingerprint(spec: str) -> str | None:
+    """A fingerprint of the weight files of a local checkpoint named by ``spec`` (None for any other
+    policy), so that results of a checkpoint retrained at the same path are never reused.
+
+    Checkpoints up to ``HASHED_WEIGHTS_MB`` are hashed by content (a copied run keeps its results);
+    larger ones by file names, sizes and modification times.
+    """
+    rest = spec[len("direct:"):] if spec.startswith("direct:") else spec
+    if not rest.startswith("transformers:"):
+        return None
+    folder = Path(rest[len("transformers:"):]).expanduser()
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin") and p.is_file()) \
+        if folder.is_dir() else []
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    by_content = sum(p.stat().st_size for p in files) <= HASHED_WEIGHTS_MB * 2**20
+    for p in files:
+        digest.update(p.name.encode())
+        if by_content:
+            with p.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        else:
+            stat = p.stat()
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
 
 
 def canonical_spec(spec: str) -> str:
