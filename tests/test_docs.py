@@ -16,8 +16,8 @@ README_MAX_BYTES = 15_000
 HISTORY = re.compile(r"issue [0-9]|issues? [0-9]|/tmp/|founding team|shared/reference|learning_cpu"
                      r"|reference/[a-z_]+\.md|commit [0-9a-f]{7}", re.IGNORECASE)
 #: Folders whose text files the history check reads (the README is checked beside them).
-CHECKED_DIRS = ("docs", "vsearcher_lite")
-TEXT_SUFFIXES = {".md", ".py", ".svg", ".txt", ".json", ".yaml", ".yml", ".toml", ".jinja"}
+CHECKED_DIRS = ("docs", "notebooks", "vsearcher_lite")
+TEXT_SUFFIXES = {".md", ".py", ".ipynb", ".svg", ".txt", ".json", ".yaml", ".yml", ".toml", ".jinja"}
 
 #: ``[text](target)`` and ``![alt](target)``; the target ends at whitespace or ``)``.
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

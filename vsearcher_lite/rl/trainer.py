@@ -31,8 +31,8 @@ trajectory, no token ids), ``metrics.json``. The evaluations are in ``RUN_DIR/ev
 
 Deviations from the paper (A.4), cpu profile: the 5M-parameter tiny model instead of
 Qwen3-VL-8B; 4 prompts x 8 rollouts per step instead of 32 x 8; lr 5e-5 instead of 2e-6; two
-updates per batch with clipping; a small KL to the SFT model (0.02) against the collapse the CPU
-prototype saw; temperature 0.8; episodes bounded like the SFT evaluation (200 new tokens per
+updates per batch with clipping; a small KL to the SFT model (0.02) against the collapse seen on
+small models without it; temperature 0.8; episodes bounded like the SFT evaluation (200 new tokens per
 turn, 10 tool calls, 2,048 positions); training limited to what a 5.5-minute budget leaves after
 the two evaluations; one-hop tasks only (the one level where the SFT model answers some held-out
 tasks, so the only one whose groups have reward variance); the offline match judge instead of

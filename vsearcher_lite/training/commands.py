@@ -104,8 +104,7 @@ def register(subparsers, common) -> None:
     g.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
     g.add_argument("--max-length", type=int, help="drop trajectories longer than this many tokens")
     g.add_argument("--answer-weight", type=float,
-                   help="loss weight of answer-bearing assistant tokens (1 = plain loss; cpu default 10, as the CPU "
-                        "prototype; GPU profiles 1)")
+                   help="loss weight of answer-bearing assistant tokens (1 = plain loss; cpu default 10; GPU profiles 1)")
     g.add_argument("--copy-weight", type=float,
                    help="loss weight of assistant tokens that copy the context: names, URLs, the restated question "
                         "(default 1 = plain loss)")
