@@ -303,6 +303,8 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum="mix")
     if config.curriculum != "mix":
         log("[grpo] the trl engine draws tasks by the difficulty mix; curriculum='variance' is a cpu-engine option")
+    if config.dynamic_sampling:
+        log("[grpo] the trl engine trains on the groups as drawn; dynamic sampling is a cpu-engine option")
     n_steps = config.max_steps or 1
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, prompt_variant_for(config.profile), today)
