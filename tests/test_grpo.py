@@ -454,6 +454,23 @@ def test_grpo_trains_on_the_rl_pool_unless_told_to_use_sft_tasks(tmp_path):
     assert [t.id for t in trainer.train_tasks(tmp_path, with_file)] == ["o1"]
 
 
+def test_a_pool_that_sft_trained_on_is_reported(tmp_path):
+    (tmp_path / "filter").mkdir()
+    write_tasks(tmp_path / "filter" / "rl_tasks.jsonl", ["r1", "r2"])
+    cfg = GRPOConfig.for_profile("cpu")
+    pool = trainer.train_tasks(tmp_path, cfg)
+    lines = []
+    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) is None and lines == []  # no SFT data yet
+    (tmp_path / "trajectories").mkdir()
+    (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n')
+    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 0 and lines == []
+    # a run folder whose SFT data was made from the training split before the pool was carved out of it
+    (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n{"task_id": "r2"}\n{"task_id": "r2"}\n')
+    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 1
+    assert len(lines) == 1 and "1 of the 2 RL-pool tasks" in lines[0]
+    assert trainer.check_pool_unseen(tmp_path, pool, GRPOConfig.for_profile("cpu", task_source="sft"), lines.append) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # Dynamic sampling and the pre-screen
 

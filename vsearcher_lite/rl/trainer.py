@@ -75,8 +75,8 @@ TOOL_NAMES = ("text_search", "image_search", "visit")
 STEP_FIELDS = ("step", "seconds", "step_seconds", "rollout_seconds", "update_seconds", "reward", "accuracy",
                "entropy", "response_length", "response_tokens", "turns", "tool_calls", "text_search", "image_search",
                "visit", "format_failure_share", "excluded_share", "fatal_share", "zero_variance_groups",
-               "groups", "groups_kept", "groups_surplus", "draw_rounds", "zero_variance_share", "trained_trajectories", "trained_tokens", "kl", "policy_loss", "clip_fraction", "grad_norm",
-               "learning_rate")
+               "groups", "groups_kept", "groups_surplus", "draw_rounds", "zero_variance_share", "trained_trajectories",
+               "trained_tokens", "kl", "policy_loss", "clip_fraction", "grad_norm", "learning_rate")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +118,30 @@ def train_tasks(run_dir: str | Path, config: GRPOConfig) -> list:
     if not tasks:
         raise InputError(f"{path}: no training tasks of difficulty {', '.join(sorted(wanted))}")
     return tasks
+
+
+def tasks_in_sft_data(run_dir: str | Path, tasks: list) -> int | None:
+    """How many of ``tasks`` have accepted teacher trajectories (``RUN_DIR/trajectories/accepted.jsonl``, SFT's
+    data); ``None`` when there are none. Non-zero for the RL pool when the SFT data predates the pool."""
+    from vsearcher_lite.runio import read_jsonl
+
+    path = Path(run_dir) / "trajectories" / "accepted.jsonl"
+    if not path.is_file():
+        return None
+    ids = {t.id for t in tasks}
+    return len(ids & {r.get("task_id") for r in read_jsonl(path)})
+
+
+def check_pool_unseen(run_dir: str | Path, tasks: list, config: GRPOConfig, log: Callable[[str], None]) -> int | None:
+    """For the RL pool: warn when SFT's data holds some of its tasks (an older run folder filtered again)."""
+    if config.train_file or config.task_source != "rl":
+        return None
+    seen = tasks_in_sft_data(run_dir, tasks)
+    if seen:
+        log(f"[grpo] warning: {seen} of the {len(tasks)} RL-pool tasks have SFT trajectories in "
+            f"{Path(run_dir) / 'trajectories' / 'accepted.jsonl'} (made before the pool): run `trajectories` and `sft` "
+            "again for a pool the SFT model has not seen")
+    return seen
 
 
 def mix_counts(n: int, mix: dict[str, float], available: set[str]) -> dict[str, int]:
@@ -759,6 +783,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     rd = RunDir(run_dir)
     init_path = resolve_init(run_dir, config)
     tasks = train_tasks(run_dir, config)
+    pool_seen = check_pool_unseen(run_dir, tasks, config, log)
     model, processor = load_policy(init_path, config)
     out = rd.stage(config.name)  # made once the tasks and the model have loaded: a bad input leaves no folder
     ref_model = None
@@ -852,7 +877,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
                    seconds_per_step=round(train_seconds / max(len(rows), 1), 3), threads=threads,
                    init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
                    trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict(),
-                   task_file=str(task_path(run_dir, config)))
+                   task_file=str(task_path(run_dir, config)), pool_tasks_in_sft_data=pool_seen)
     if screened is not None:
         metrics["prescreen"] = screened
     if start is not None:

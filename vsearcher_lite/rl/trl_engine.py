@@ -281,6 +281,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
     from vsearcher_lite.rl.trainer import (
         TaskSampler,
+        check_pool_unseen,
         eval_summary,
         evaluate_pair,
         resolve_init,
@@ -300,6 +301,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     init_path = resolve_init(run_dir, config)
     config = replace(config, init=str(init_path))
     tasks = train_tasks(run_dir, config)
+    check_pool_unseen(run_dir, tasks, config, log)
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum="mix")
     if config.curriculum != "mix":
         log("[grpo] the trl engine draws tasks by the difficulty mix; curriculum='variance' is a cpu-engine option")

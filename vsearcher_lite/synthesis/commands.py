@@ -76,7 +76,8 @@ def filter_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--judge", default="match", help="judge of direct answers: match or llm:<chat spec> (default: match)")
     g.add_argument("--short-circuit", action="store_true", help="skip later filters once one removes a task")
     g.add_argument("--rl-tasks", type=int, default=1000,
-                   help="RL task pool (rl_tasks.jsonl): at most this many tasks, on seeds SFT never sees (default: 1000; 0: none)")
+                   help="RL task pool (rl_tasks.jsonl): at most this many tasks, on seeds SFT never sees "
+                        "(default: 1000; 0: none)")
     g.add_argument("--rl-max-share", type=float, default=1 / 3,
                    help="the RL pool takes at most this share of the training seeds (default: 1/3)")
 
