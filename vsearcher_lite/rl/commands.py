@@ -97,7 +97,7 @@ def register(subparsers, common) -> None:
                    help="cpu engine, DAPO: drop groups whose rewards are all equal and draw more tasks until the step has "
                         "P groups with reward variance (cpu default: on)")
     g.add_argument("--max-draw-rounds", type=int,
-                   help="with dynamic sampling: rollout rounds of P tasks per step at most (default: 4)")
+                   help="with dynamic sampling: rollout rounds of P tasks per step at most (default: 4; cpu: 2)")
     g.add_argument("--fatal-aware", action="store_true", help="OpenSearch-VL: mask from the fatal step on, clamp A >= 0")
     g.add_argument("--search-penalty", type=float, nargs="?", const=0.9,
                    help="MMSearch-R1: scale a correct answer that searched (0.9 when given without a value)")
