@@ -281,6 +281,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
     from vsearcher_lite.rl.trainer import (
         TaskSampler,
+        check_pool_unseen,
         eval_summary,
         evaluate_pair,
         resolve_init,
@@ -300,9 +301,12 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     init_path = resolve_init(run_dir, config)
     config = replace(config, init=str(init_path))
     tasks = train_tasks(run_dir, config)
+    check_pool_unseen(run_dir, tasks, config, log)
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum="mix")
     if config.curriculum != "mix":
         log("[grpo] the trl engine draws tasks by the difficulty mix; curriculum='variance' is a cpu-engine option")
+    if config.dynamic_sampling:
+        log("[grpo] the trl engine trains on the groups as drawn; dynamic sampling is a cpu-engine option")
     n_steps = config.max_steps or 1
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, prompt_variant_for(config.profile), today)

@@ -77,6 +77,11 @@ def filter_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--filter-vlm", default=None, help="VLM for the direct-answer and image filters")
     g.add_argument("--judge", default="match", help="judge of direct answers: match or llm:<chat spec> (default: match)")
     g.add_argument("--short-circuit", action="store_true", help="skip later filters once one removes a task")
+    g.add_argument("--rl-tasks", type=int, default=1000,
+                   help="RL task pool (rl_tasks.jsonl): at most this many tasks, on seeds SFT never sees "
+                        "(default: 1000; 0: none)")
+    g.add_argument("--rl-max-share", type=float, default=1 / 3,
+                   help="the RL pool takes at most this share of the training seeds (default: 1/3)")
 
 
 def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
@@ -153,8 +158,13 @@ def filter_config(args):
     from vsearcher_lite.synthesis.filters import FilterConfig
 
     mode = args.filter_mode or ("offline" if args.world == "sandbox" else "llm")
+    if args.rl_tasks < 0:
+        raise InputError(f"--rl-tasks must not be negative, got {args.rl_tasks}")
+    if not 0 <= args.rl_max_share < 1:
+        raise InputError(f"--rl-max-share must be in [0, 1), got {args.rl_max_share}")
     return FilterConfig(mode=mode, chat=args.filter_chat, vlm=args.filter_vlm, judge=args.judge,
-                        short_circuit=args.short_circuit, seed=args.seed)
+                        short_circuit=args.short_circuit, rl_tasks=args.rl_tasks, rl_max_share=args.rl_max_share,
+                        seed=args.seed)
 
 
 def source_for(args):
@@ -242,6 +252,9 @@ def cmd_filter(args) -> int:
     ensure_image_tasks(args.run_dir, config, source=source, world=args.world)
     metrics = run_filter(args.run_dir, filter_config(args), source=source, world=args.world, inject_config=config)
     show("filter", metrics, ("n_input", "removed", "n_kept", "n_kept_by_split", "exam_seed_overlap_with_training"))
+    pool = metrics["rl_pool"]
+    print(f"filter: RL pool {pool['n_tasks']} tasks {json.dumps(pool['n_by_difficulty'])} on {pool['n_seeds']} seeds "
+          f"({pool['share_of_training_seeds']:.0%} of the training seeds), none used by train.jsonl")
     return 0
 
 
