@@ -202,3 +202,100 @@ def test_single_gpu_lora_steps_on_cuda(run_dir):
     print(f"[gpu] single_gpu LoRA: {m['steps']} steps, {(time.perf_counter() - t0) / max(m['steps'], 1):.2f} s/step "
           f"({m['seconds_per_step']} s/step in training)")
     assert m["steps"] == 3
+
+
+TIMING = ("seconds", "step_seconds", "rollout_seconds", "update_seconds")
+
+
+def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path, monkeypatch):
+    """Killed after step 2 of 3, the same command samples step 3 only and ends as an uninterrupted
+    run ends: the same step rows (timings aside) and the same rollouts."""
+    import shutil
+
+    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.runio import InputError
+
+    def copy_run(name):
+        run = tmp_path / name
+        shutil.copytree(run_dir, run, symlinks=True, ignore=shutil.ignore_patterns("grpo", "eval", "run_manifest.json"))
+        return run
+
+    config = small(max_steps=3, save_every=1, evaluate=False)
+    whole = copy_run("whole")
+    run_grpo(whole, config, log=lambda s: None)
+
+    run = copy_run("resumed")
+    real_save = trainer.save_training_state
+
+    def save_then_die(out, step, *args, **kw):
+        path = real_save(out, step, *args, **kw)
+        if step == 2:
+            raise RuntimeError("killed")
+        return path
+
+    monkeypatch.setattr(trainer, "save_training_state", save_then_die)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_grpo(run, config, log=lambda s: None)
+    monkeypatch.setattr(trainer, "save_training_state", real_save)
+    assert (run / "grpo" / "resume.pt").is_file() and not (run / "grpo" / "checkpoint").exists()
+
+    with pytest.raises(InputError, match="temperature=0.8"):  # other settings never continue this run
+        run_grpo(run, small(max_steps=3, save_every=1, evaluate=False, temperature=0.5), log=lambda s: None)
+
+    messages: list[str] = []
+    m = run_grpo(run, config, log=messages.append)
+    assert any("resuming after step 2" in line for line in messages) and m["steps"] == 3
+    a, b = read_csv(whole / "grpo" / "steps.csv"), read_csv(run / "grpo" / "steps.csv")
+    assert [{k: v for k, v in r.items() if k not in TIMING} for r in b] == \
+        [{k: v for k, v in r.items() if k not in TIMING} for r in a]
+    ids = lambda path: [json.loads(x)["id"] for x in path.read_text().splitlines()]  # noqa: E731
+    assert ids(run / "grpo" / "rollouts.jsonl") == ids(whole / "grpo" / "rollouts.jsonl")
+    assert not (run / "grpo" / "resume.pt").exists()
+
+
+def test_the_task_sampler_continues_its_draws_from_a_saved_state():
+    from vsearcher_lite.rl.trainer import TaskSampler
+    from vsearcher_lite.synthesis.task import Task
+
+    tasks = [Task(id=f"t{i}", question="q", answer="a", difficulty="easy" if i % 2 else "medium") for i in range(9)]
+    one = TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=3)
+    one.draw(4)
+    state = one.state()
+    two = TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=3)
+    two.restore(json.loads(json.dumps(state, default=list)) | {"rng": state["rng"]})
+    assert [t.id for t in one.draw(6)] == [t.id for t in two.draw(6)]
+
+
+def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
+    """After a restore, the next AdamW step gives the same weights as without the interruption."""
+    import torch
+
+    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.synthesis.task import Task
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        return model, torch.optim.AdamW(model.parameters(), lr=0.1)
+
+    def step(model, optimizer):
+        optimizer.zero_grad()
+        model(torch.ones(3, 4)).pow(2).sum().backward()
+        optimizer.step()
+
+    config = small(save_every=1)
+    sampler = trainer.TaskSampler([Task(id="a", question="q", answer="x")], {"easy": 1})
+    model, optimizer = make()
+    step(model, optimizer)
+    trainer.save_training_state(tmp_path, 1, model, optimizer, sampler, [{"step": 0}], [False], ["a"], None, config)
+    step(model, optimizer)
+
+    again, again_optimizer = make()
+    state = trainer.load_training_state(tmp_path, config)
+    again.load_state_dict(state["model"])
+    again_optimizer.load_state_dict(state["optimizer"])
+    step(again, again_optimizer)
+    assert state["step"] == 1 and state["rows"] == [{"step": 0}]
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    # without --save-every a rerun starts over and drops the saved state
+    assert trainer.load_training_state(tmp_path, small()) is None and not (tmp_path / "resume.pt").exists()

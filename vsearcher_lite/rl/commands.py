@@ -47,6 +47,7 @@ def config_from_args(args):
         dynamic_sampling=args.dynamic_sampling, prescreen_samples=args.prescreen_samples,
         prescreen_tasks=args.prescreen_tasks, max_draw_rounds=args.max_draw_rounds, eval_file=args.eval_file,
         eval_max_tasks=args.eval_tasks, eval_batch=args.eval_batch, threads=args.threads, device=args.device, seed=args.seed,
+        save_every=args.save_every,
         world=args.world)
     if args.fatal_aware:
         overrides["fatal_aware"] = True
@@ -100,6 +101,9 @@ def register(subparsers, common) -> None:
                         "P groups with reward variance (cpu default: on)")
     g.add_argument("--max-draw-rounds", type=int,
                    help="with dynamic sampling: rollout rounds of P tasks per step at most (default: 4; cpu: 2)")
+    g.add_argument("--save-every", type=int,
+                   help="cpu engine: save the training state every this many steps; rerunning the same command after an "
+                        "interruption resumes from it")
     g.add_argument("--fatal-aware", action="store_true", help="OpenSearch-VL: mask from the fatal step on, clamp A >= 0")
     g.add_argument("--search-penalty", type=float, nargs="?", const=0.9,
                    help="MMSearch-R1: scale a correct answer that searched (0.9 when given without a value)")

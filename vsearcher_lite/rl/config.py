@@ -144,6 +144,9 @@ class GRPOConfig:
     gradient_checkpointing: bool = False
     threads: int | None = None
     device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
+    # cpu engine: save the training state every this many steps (RUN_DIR/<name>/resume.pt); the same
+    # command resumes an interrupted run from it (None: no saves)
+    save_every: int | None = None
     seed: int = 0
     world: str = "sandbox"
     progress: bool = True
@@ -242,7 +245,7 @@ class GRPOConfig:
         if self.engine == "cpu" and self.method != "full":
             raise ValueError("the cpu engine trains the full model; LoRA / QLoRA go through engine='trl'")
         check_sampling(self.temperature, self.top_p)
-        check_at_least_one(self, ("eval_max_tasks", "threads", "max_tokens"))
+        check_at_least_one(self, ("eval_max_tasks", "threads", "max_tokens", "save_every"))
         check_device_name(self.device)
         check_folder_name(self.name, "name")
 

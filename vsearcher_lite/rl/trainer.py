@@ -217,6 +217,17 @@ class TaskSampler:
         self.successes[task_id] = self.successes.get(task_id, 0) + sum(1 for r in rewards if r > 0)
         self.trials[task_id] = self.trials.get(task_id, 0) + len(rewards)
 
+    def state(self) -> dict:
+        """What ``restore`` needs to continue the same sequence of draws (tasks named by id)."""
+        return {"rng": self.rng.getstate(), "order": {d: [t.id for t in q] for d, q in self.order.items()},
+                "successes": dict(self.successes), "trials": dict(self.trials)}
+
+    def restore(self, state: dict) -> None:
+        by_id = {t.id: t for pool in self.pools.values() for t in pool}
+        self.rng.setstate(state["rng"])
+        self.order = {d: [by_id[i] for i in ids] for d, ids in state["order"].items()}
+        self.successes, self.trials = dict(state["successes"]), dict(state["trials"])
+
 
 def rollout_settings(config: GRPOConfig) -> RolloutSettings:
     from vsearcher_lite.agent.loop import EpisodeLimits
@@ -758,6 +769,56 @@ def load_policy(init_path: Path, config: GRPOConfig):
     return model, processor
 
 
+RESUME_FILE = "resume.pt"
+#: Settings that may change between an interrupted run and its resume (how long, where, how it is shown).
+RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate", "progress", "threads", "device",
+               "report_to")
+
+
+def resume_identity(config: GRPOConfig) -> dict:
+    return {k: v for k, v in config.to_dict().items() if k not in RESUME_FREE and not k.startswith("eval_")}
+
+
+def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSampler, rows: list[dict],
+                        excluded: list[bool], task_ids: list[str], screened: dict | None, config: GRPOConfig,
+                        batch_stats: Any = None) -> Path:
+    """Everything the next step depends on, in ``out/resume.pt`` (written aside, then renamed): the
+    weights, the optimizer, the task sampler, the rows so far, and the rollout backend's statistics
+    (its call count seeds the next batches)."""
+    import os
+
+    import torch
+
+    state = {"identity": resume_identity(config), "step": step, "model": model.state_dict(),
+             "optimizer": optimizer.state_dict(), "sampler": sampler.state(), "rows": rows, "excluded": excluded,
+             "task_ids": task_ids, "screened": screened, "torch_rng": torch.get_rng_state(),
+             "batch_stats": batch_stats}
+    tmp = out / f".{RESUME_FILE}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, out / RESUME_FILE)
+    return out / RESUME_FILE
+
+
+def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
+    """The state an interrupted run of the same settings saved, or None (a run without ``save_every``
+    starts over and removes any). Other settings are refused, naming the first that differs."""
+    import torch
+
+    path = out / RESUME_FILE
+    if not path.exists():
+        return None
+    if not config.save_every:
+        path.unlink()
+        return None
+    state = torch.load(path, weights_only=False)
+    now = resume_identity(config)
+    changed = next((k for k in sorted(set(now) | set(state["identity"])) if now.get(k) != state["identity"].get(k)), None)
+    if changed:
+        raise InputError(f"{path} holds an interrupted run with {changed}={state['identity'].get(changed)!r} (now "
+                         f"{now.get(changed)!r}): rerun with the same settings to resume it, or delete the file")
+    return state
+
+
 def run_grpo(run_dir: str | Path, config: GRPOConfig | None = None, *, log: Callable[[str], None] = print) -> dict:
     """Train, save, evaluate; returns the metrics (also written to ``RUN_DIR/<name>/metrics.json``)."""
     config = config or GRPOConfig.for_profile("cpu")
@@ -803,7 +864,12 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     judge = make_judge(config.judge)
     settings = rollout_settings(config)
     screened = None
-    if config.curriculum == "prescreen":
+    resumed = load_training_state(out, config)
+    if resumed is not None:  # the screened tasks of the interrupted run, without screening again
+        screened = resumed["screened"]
+        by_id = {t.id: t for t in tasks}
+        tasks = [by_id[i] for i in resumed["task_ids"]]
+    elif config.curriculum == "prescreen":
         screened = run_prescreen(tasks, backend, toolbox, settings, judge, config, out, log)
         tasks = screened.pop("tasks")
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed,
@@ -825,14 +891,27 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
 
     rows: list[dict] = []
     excluded_flags: list[bool] = []
-    (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
+    step = 0
+    if resumed is None:
+        (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
+    else:
+        model.load_state_dict(resumed["model"])
+        optimizer.load_state_dict(resumed["optimizer"])
+        sampler.restore(resumed["sampler"])
+        torch.set_rng_state(resumed["torch_rng"])
+        backend.stats = resumed["batch_stats"] or backend.stats
+        rows, excluded_flags, step = resumed["rows"], resumed["excluded"], resumed["step"]
+        # rollouts of steps after the saved one are sampled again
+        kept = [r for r in JsonlLog(out / "rollouts.jsonl", key="id").records() if r["step"] < step]
+        write_jsonl(out / "rollouts.jsonl", kept)
+        log(f"[grpo] resuming after step {step} from {out / RESUME_FILE}")
     rollout_log = JsonlLog(out / "rollouts.jsonl", key="id")
     max_steps = config.max_steps or 10**9
     stopped_by = "steps"
     train_start = time.perf_counter()
+    offset_s = rows[-1]["seconds"] if rows else 0.0  # training time before a resume
     last_step_s = 0.0
-    bar = tqdm(total=config.max_steps, desc="grpo", disable=not config.progress, leave=False)
-    step = 0
+    bar = tqdm(total=config.max_steps, initial=step, desc="grpo", disable=not config.progress, leave=False)
     while step < max_steps:
         elapsed = time.perf_counter() - train_start
         if budget_s is not None and step > 0 and elapsed + last_step_s > budget_s:
@@ -855,7 +934,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         t2 = time.perf_counter()
         last_step_s = t2 - t0
         times = {"rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "step_seconds": t2 - t0,
-                 "seconds": t2 - train_start}
+                 "seconds": offset_s + t2 - train_start}
         row = step_row(step, drawn, draw_stats, score, update, times, config.learning_rate)
         rows.append(row)
         excluded_flags.extend(s.excluded for s in drawn)
@@ -865,6 +944,9 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         bar.update(1)
         bar.set_postfix(reward=row["reward"], fmt_fail=row["format_failure_share"], trained=row["trained_trajectories"])
         step += 1
+        if config.save_every and step % config.save_every == 0:
+            save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags, [t.id for t in tasks],
+                                screened, config, backend.stats)
     bar.close()
     train_seconds = time.perf_counter() - train_start
     log(f"[grpo] {len(rows)} steps in {train_seconds:.1f} s ({train_seconds / max(len(rows), 1):.1f} s/step), "
@@ -873,6 +955,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     checkpoint = out / "checkpoint"
     model.eval()
     save_base(model, processor, checkpoint)
+    (out / RESUME_FILE).unlink(missing_ok=True)  # the finished run needs no resume
     del ref_model, optimizer
     metrics: dict[str, Any] = training_summary(rows, excluded_flags)
     metrics.update(stopped_by=stopped_by, train_seconds=round(train_seconds, 2),
