@@ -12,7 +12,7 @@ WORLD ?= sandbox
 # More `vsearcher-lite reproduce` options, e.g. REPRODUCE_ARGS="--only 07 08" or "--only 06 -p MAX_STEPS=300" (a 300-step SFT run)
 REPRODUCE_ARGS ?=
 
-.PHONY: install test reproduce lab clean-notebooks lint-notebooks clean
+.PHONY: install test reproduce reference lab clean-notebooks lint-notebooks clean
 
 # torch is installed first and on its own, pinned: pip then takes the local CPU build, and no
 # later requirement can pull a CUDA build (every other package accepts the installed 2.13.0).
@@ -37,6 +37,13 @@ reproduce: install
 LAB_ARGS ?=
 lab: install
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+# The full-length reference run (SFT to 2 epochs, 150 GRPO steps, every held-out and exam task), written
+# to data/reference/. Hours on 2 cores, minutes on a GPU; rerun the same command after an interruption.
+REFERENCE_RUN_DIR ?= runs/reference
+DEVICE ?= auto
+reference: install
+	$(VENV)/bin/vsearcher-lite reference run --run-dir $(REFERENCE_RUN_DIR) --device $(DEVICE)
 
 # Strip outputs, execution counts and widget state from the notebooks (run before committing).
 clean-notebooks: install

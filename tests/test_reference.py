@@ -129,3 +129,35 @@ def test_the_shipped_reference_matches_its_card():
     assert check_reference(REFERENCE_DIR) == []
     numbers = headline_numbers(REFERENCE_DIR)
     assert numbers["policies"]["heldout"]["sft"]["n_tasks"] > 0
+
+
+def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch):
+    """The stages get the full-length, resumable settings, in order; a finished stage is skipped."""
+    from vsearcher_lite import reference
+    from vsearcher_lite.evaluation import comparison
+    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.training import sft
+
+    calls = []
+
+    def finished(name, config):
+        calls.append((name, config))
+        (tmp_path / name / "checkpoint").mkdir(parents=True, exist_ok=True)
+        (tmp_path / name / "checkpoint" / "config.json").write_text("{}")
+        (tmp_path / name / "metrics.json").write_text("{}")
+
+    monkeypatch.setattr(sft, "run_sft", lambda run, config, log: finished("sft", config))
+    monkeypatch.setattr(trainer, "run_grpo", lambda run, config, log: finished("grpo", config))
+    monkeypatch.setattr(comparison, "run_comparison", lambda run, config, log: finished("comparison", config))
+    seconds = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
+    assert [name for name, _ in calls] == ["sft", "grpo", "comparison"] and set(seconds) == {"sft", "grpo", "comparison"}
+    sft_config, grpo_config, comparison_config = (c for _, c in calls)
+    assert sft_config.max_steps is None and sft_config.epochs == 2.0 and sft_config.minutes is None
+    assert sft_config.save_every and sft_config.device == "cpu" and sft_config.learning_rate == 1e-3  # the cpu recipe
+    assert grpo_config.max_steps == 150 and grpo_config.total_minutes is None and grpo_config.save_every
+    assert grpo_config.task_source == "rl" and grpo_config.dynamic_sampling
+    assert comparison_config.exam_max_tasks is None and comparison_config.heldout_max_tasks >= 10**6
+    assert comparison_config.eval_overrides == {"device": "cpu"}
+
+    calls.clear()
+    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {} and calls == []

@@ -16,7 +16,11 @@ own). Its layout::
     sft/checkpoint/, grpo/checkpoint/
                          the trained models, when each fits ``MAX_CHECKPOINT_MB``
 
-``ship_reference(run_dir, out)`` makes it from a finished run (``vsearcher-lite reference ship``);
+``run_reference(run_dir)`` runs the full-length pipeline (``make reference``: the cpu recipe, SFT for
+``REFERENCE_SFT``'s epochs, GRPO for ``REFERENCE_GRPO``'s steps, then every policy on every held-out
+and exam task), resumable: rerun the same command after an interruption and each stage continues
+from its last saved step or stored result. ``ship_reference(run_dir, out)`` makes the reference
+from a finished run (``vsearcher-lite reference ship``);
 ``headline_numbers(ref)`` computes the numbers a reader is shown; ``check_reference(ref)`` lists
 where the card disagrees with its own per-task files (a test runs it on the shipped reference).
 """
@@ -60,6 +64,14 @@ TARGETS = {
     "min_exam_tasks": 100,
     "teacher_exam": 0.30,
 }
+
+
+#: The full-length settings, on top of the cpu profile's recipe: no time budgets, resumable saves.
+REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, total_minutes=None, save_every=250,
+                     evaluate=False)
+REFERENCE_GRPO = dict(max_steps=150, minutes=None, total_minutes=None, save_every=5, evaluate=False)
+#: Every held-out task (every difficulty) and every exam task.
+REFERENCE_COMPARISON = dict(exam_max_tasks=None, heldout_max_tasks=10**6)
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:
@@ -271,6 +283,45 @@ def card_markdown(card: dict) -> str:
     return "\n".join(lines)
 
 
+def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict[str, float]:
+    """SFT, GRPO and the comparison at full length in ``run_dir`` (building the earlier stages with
+    their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds."""
+    import time
+
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.rl.trainer import run_grpo
+    from vsearcher_lite.training.config import SFTConfig
+    from vsearcher_lite.training.sft import run_sft
+
+    run_dir = Path(run_dir)
+    seconds: dict[str, float] = {}
+    def full_length(config, settings):
+        for key, value in settings.items():  # None values too: the presets' step and time caps are lifted
+            setattr(config, key, value)
+        config.check()
+        return config
+
+    stages = (
+        ("sft", lambda: run_sft(run_dir, full_length(SFTConfig.for_profile("cpu", device=device, seed=seed),
+                                                     REFERENCE_SFT), log=log)),
+        ("grpo", lambda: run_grpo(run_dir, full_length(GRPOConfig.for_profile("cpu", device=device, seed=seed),
+                                                       REFERENCE_GRPO), log=log)),
+        ("comparison", lambda: run_comparison(run_dir, ComparisonConfig.for_profile(
+            "cpu", seed=seed, eval_overrides={"device": device}, **REFERENCE_COMPARISON), log=log)),
+    )
+    for name, run in stages:
+        done = run_dir / name / "metrics.json"
+        if done.exists() and (name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()):
+            log(f"[reference] {name}: finished earlier ({done}), skipped")
+            continue
+        t0 = time.perf_counter()
+        run()
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        log(f"[reference] {name}: {seconds[name] / 60:.1f} min")
+    return seconds
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 
@@ -279,9 +330,12 @@ def register(sub, common) -> None:
     p = sub.add_parser("reference", parents=[common], help="ship a finished run as the reference, or check one",
                        description="Ship a finished run (its logs, per-task results and small checkpoints) as a "
                                    "reference, or check a reference's card against its own files.")
-    p.add_argument("action", choices=("ship", "check"))
+    p.add_argument("action", choices=("run", "ship", "check"),
+                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), then ship it; ship: "
+                        "a finished run into --out; check: a reference's card against its files")
     p.add_argument("--out", default=str(REFERENCE_DIR), help="the reference folder (default: data/reference)")
-    p.add_argument("--device", default="cpu", help="what the run ran on, for the card (e.g. '2-core Xeon')")
+    p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
+    p.add_argument("--machine", help="what the run ran on, for the card (default: this machine's CPU or GPU name)")
     p.add_argument("--command", action="append", default=[], dest="commands",
                    help="a command that made the run, for the card (repeat in order)")
     p.set_defaults(func=_command)
@@ -294,6 +348,34 @@ def _command(args: argparse.Namespace) -> int:
             print(line)
         print(f"[reference] {args.out}: {'consistent' if not problems else f'{len(problems)} mismatches'}")
         return 1 if problems else 0
-    ship_reference(args.run_dir, args.out, commands=args.commands or ["(not recorded)"], device=args.device,
-                   seeds=[args.seed])
+    seconds = None
+    commands = args.commands
+    if args.action == "run":
+        seconds = run_reference(args.run_dir, device=args.device, seed=args.seed)
+        commands = commands or [f"vsearcher-lite reference run --run-dir {args.run_dir} --device {args.device} "
+                                f"--seed {args.seed}"]
+    ship_reference(args.run_dir, args.out, commands=commands or ["(not recorded)"],
+                   device=args.machine or machine_name(args.device), seeds=[args.seed], wall_seconds=seconds)
     return 0
+
+
+def machine_name(device: str) -> str:
+    """The GPU's name when the run used one, else the CPU's model name and core count."""
+    import os
+    import platform
+
+    from vsearcher_lite.runtime import resolve_device
+
+    if resolve_device(device).type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    model = platform.processor() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
