@@ -291,3 +291,13 @@ def test_the_compact_teacher_walks_ten_round_exam_chains_within_the_tool_limit(e
         correct += judge.judge(task.question, task.answer, traj.prediction, task.aliases).correct
     assert endings.count("answer") == len(tasks), endings
     assert correct / len(tasks) >= 0.5, (correct, len(tasks))  # 30 of these 45 measured
+
+
+def test_the_teacher_keeps_its_checks_within_a_tighter_limit(tasks, run):
+    """The cpu held-out evaluation allows 10 tool calls: told so, the teacher answers every task."""
+    from vsearcher_lite.agent.loop import EpisodeLimits
+
+    box = sandbox_toolbox(run, top_k=3, style="compact")
+    endings = [run_episode(HeuristicTeacher(task, seed=0, style="compact", max_tool_calls=10), box, task,
+                           limits=EpisodeLimits(max_tool_calls=10)).termination for task in tasks]
+    assert endings.count("answer") == len(tasks), endings

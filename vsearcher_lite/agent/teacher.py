@@ -840,7 +840,7 @@ class HeuristicTeacher(ChatBackend):
     name = "heuristic"
 
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
-                 style: str = "full"):
+                 style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS):
         if style not in THOUGHT_STYLES:
             raise ValueError(f"unknown thought style {style!r}: use one of {', '.join(THOUGHT_STYLES)}")
         self.style = style
@@ -848,10 +848,11 @@ class HeuristicTeacher(ChatBackend):
         self.seed = seed
         self.mistake_rate = mistake_rate
         self.max_visits = max_visits
+        self.max_tool_calls = max_tool_calls  # the episode's limit: checks are spent within it
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
-        program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style)
+        program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style, self.max_tool_calls)
         try:
             step = next(program)
             for observation in conversation_observations(messages):
