@@ -1,5 +1,5 @@
 """OpenAIChat against a real OpenAI-compatible server that this project did not write:
-``transformers serve`` on 127.0.0.1 with a tiny model built here (DESIGN section 1).
+``transformers serve`` on 127.0.0.1 with a tiny model built here.
 
 Skipped when the ``serving`` extra (FastAPI, Uvicorn) is not installed. Startup takes a few
 seconds on 2 cores, so one server is shared by the module.

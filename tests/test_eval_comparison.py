@@ -3,6 +3,7 @@ reuse of the stages' own evaluations, a missing RL checkpoint, the table and the
 
 import csv
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -50,6 +51,20 @@ def install_checkpoint(run, stage):
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(default_base_dir(), target_is_directory=True)
     return target
+
+
+def retrain_checkpoint(run, stage):
+    """The stand-in checkpoint replaced by a copy with one weight changed, at the same path."""
+    import torch
+
+    from vsearcher_lite.model.tiny import load_base, save_base
+
+    target = run / stage / "checkpoint"
+    model, processor = load_base(target)
+    with torch.no_grad():
+        next(p for n, p in model.named_parameters() if "embed_tokens" in n)[0, 0] += 1.0
+    target.unlink() if target.is_symlink() else shutil.rmtree(target)
+    save_base(model, processor, target)
 
 
 def config(**kw):
@@ -161,6 +176,10 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
             assert sum(m["terminations"][name][bench].values()) == m["n_tasks"][bench]
     # The teacher solves some held-out tasks with the tools; a model with none solves none.
     assert m["heldout_accuracy"]["teacher"] > 0 and m["heldout_accuracy"]["direct"] == 0
+    # The cost per task is the evaluation's wall time over the tasks it ran, counted with it.
+    assert m["wall_timed_tasks"]["teacher"] == {"exam": 2, "heldout": 3}
+    assert m["wall_seconds_per_task"]["teacher"]["exam"] == pytest.approx(teacher_exam["seconds"] / 2, abs=1e-3)
+    assert m["episode_seconds"]["teacher"]["exam"] == teacher_exam["seconds_per_task"]["mean"]
 
     rows = list(csv.DictReader((run / "comparison" / "table.csv").open()))
     assert [r["policy"] for r in rows] == ["base", "sft", "rl", "teacher", "direct"]
@@ -179,6 +198,14 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
     for name in ("exam-base", "heldout-sft", "exam-teacher", "heldout-direct"):
         assert json.loads((run / "eval" / name / "metrics.json").read_text())["evaluated_this_run"] == 0
     assert again["exam_accuracy"]["base"] == m["exam_accuracy"]["base"]
+    assert again["wall_seconds_per_task"]["base"] == m["wall_seconds_per_task"]["base"]  # the first run's cost
+
+    retrain_checkpoint(run, "sft")  # notebook 06 runs again: the same path holds other weights
+    third = cmp.run_comparison(run, c, log=quiet)
+    for name, n in (("exam-sft", 2), ("heldout-sft", 3)):
+        assert json.loads((run / "eval" / name / "metrics.json").read_text())["evaluated_this_run"] == n
+    assert json.loads((run / "eval" / "exam-rl" / "metrics.json").read_text())["evaluated_this_run"] == 0
+    assert third["n_tasks"]["exam"] == 2
 
 
 def test_heldout_results_of_the_sft_stage_are_reused_only_when_settings_match(sandbox_run, tmp_path, monkeypatch):

@@ -190,6 +190,22 @@ def test_concurrency_gives_the_same_results_with_one_toolbox_per_thread(tmp_path
     assert first == second
 
 
+def test_wall_time_per_task_is_the_cost_and_episode_time_includes_waiting_for_the_batch(tmp_path):
+    import time
+
+    def slow_reply(messages):
+        time.sleep(0.2)  # a model that answers in 0.2 s, four episodes in flight at once
+        return answer("1874")
+
+    tasks = [Task(id=f"t{i}", question=f"Q easy #{i}", answer="1874", difficulty="easy") for i in range(8)]
+    m = run(tmp_path, tasks=tasks, policy=ScriptedChat(slow_reply), config=config(concurrency=4))
+    assert m["wall_timed_tasks"] == 8 and m["wall_seconds_per_task"] == pytest.approx(m["seconds"] / 8, abs=1e-3)
+    assert m["seconds_per_task"]["mean"] >= 0.2 > m["wall_seconds_per_task"]  # four at a time: a quarter each
+    again = run(tmp_path, tasks=tasks, policy=ScriptedChat(slow_reply), config=config(concurrency=4))
+    assert again["evaluated_this_run"] == 0  # nothing ran: the first run's cost is kept
+    assert (again["wall_seconds_per_task"], again["wall_timed_tasks"]) == (m["wall_seconds_per_task"], 8)
+
+
 def test_the_direct_ablation_shows_no_tools_and_allows_no_call(tmp_path):
     seen_systems = []
 

@@ -380,7 +380,7 @@ def test_unbatched_mode_flushes_on_its_own(tiny):
 def test_presets_and_checks():
     cpu = GRPOConfig.for_profile("cpu")
     assert cpu.engine == "cpu" and cpu.method == "full" and cpu.threads == 2 and cpu.minutes is not None
-    assert cpu.difficulty_mix == {"onehop": 1} and (cpu.prompts_per_step, cpu.generations) == (4, 8)
+    assert cpu.difficulty_mix == {"onehop": 2, "easy": 2, "medium": 1} and (cpu.prompts_per_step, cpu.generations) == (4, 8)
     single = GRPOConfig.for_profile("single_gpu")
     multi = GRPOConfig.for_profile("multi_gpu")
     for c in (single, multi):  # paper A.4
@@ -389,6 +389,12 @@ def test_presets_and_checks():
         assert (c.max_prompt_tokens, c.max_response_tokens) == (2048, 28_672)
         assert c.difficulty_mix == {"easy": 4, "medium": 3, "hard": 3}
     assert single.method == "lora" and multi.method == "full" and multi.use_vllm
+    assert cpu.dynamic_sampling and not single.dynamic_sampling and not multi.dynamic_sampling  # a cpu-engine option
+    assert cpu.task_source == single.task_source == multi.task_source == "rl"
+    with pytest.raises(ValueError, match="task_source"):
+        GRPOConfig.for_profile("cpu", task_source="heldout")
+    with pytest.raises(ValueError, match="max_draw_rounds"):
+        GRPOConfig.for_profile("cpu", max_draw_rounds=0)
     with pytest.raises(ValueError, match="generations"):
         GRPOConfig.for_profile("cpu", generations=1)
     with pytest.raises(ValueError, match="LoRA"):
@@ -419,8 +425,125 @@ def test_cli_options_become_the_config(tmp_path):
     cfg = commands.config_from_args(args)
     assert cfg.max_steps == 3 and cfg.fatal_aware and cfg.search_penalty == 0.9 and cfg.beta == 0.0
     assert cfg.difficulty_mix == {"easy": 4.0, "medium": 3.0}
+    assert cfg.task_source == "rl" and cfg.dynamic_sampling and cfg.max_draw_rounds == 2  # the cpu preset's
+    args = build_parser().parse_args(["grpo", "--run-dir", str(tmp_path), "--task-source", "sft", "--no-dynamic-sampling",
+                                      "--max-draw-rounds", "3", "--curriculum", "prescreen", "--prescreen-samples", "3"])
+    cfg = commands.config_from_args(args)
+    assert cfg.task_source == "sft" and not cfg.dynamic_sampling and cfg.max_draw_rounds == 3
+    assert cfg.curriculum == "prescreen" and cfg.prescreen_samples == 3
     with pytest.raises(InputError):
         commands.parse_mix("easy:four")
+
+
+def write_tasks(path, ids):
+    from vsearcher_lite.runio import write_jsonl
+
+    write_jsonl(path, [Task(id=i, question="q", answer="a", difficulty="onehop").to_dict() for i in ids])
+
+
+def test_grpo_trains_on_the_rl_pool_unless_told_to_use_sft_tasks(tmp_path):
+    (tmp_path / "filter").mkdir()
+    with pytest.raises(InputError, match="no RL task pool.*vsearcher-lite filter.*--task-source sft"):
+        trainer.train_tasks(tmp_path, GRPOConfig.for_profile("cpu"))
+    write_tasks(tmp_path / "filter" / "rl_tasks.jsonl", ["r1", "r2"])
+    write_tasks(tmp_path / "filter" / "train.jsonl", ["s1", "s2", "s3"])
+    write_tasks(tmp_path / "other.jsonl", ["o1"])
+    assert [t.id for t in trainer.train_tasks(tmp_path, GRPOConfig.for_profile("cpu"))] == ["r1", "r2"]
+    assert [t.id for t in trainer.train_tasks(tmp_path, GRPOConfig.for_profile("cpu", task_source="sft"))] == ["s1", "s2", "s3"]
+    with_file = GRPOConfig.for_profile("cpu", task_source="sft", train_file=str(tmp_path / "other.jsonl"))
+    assert [t.id for t in trainer.train_tasks(tmp_path, with_file)] == ["o1"]
+
+
+def test_a_pool_that_sft_trained_on_is_reported(tmp_path):
+    (tmp_path / "filter").mkdir()
+    write_tasks(tmp_path / "filter" / "rl_tasks.jsonl", ["r1", "r2"])
+    cfg = GRPOConfig.for_profile("cpu")
+    pool = trainer.train_tasks(tmp_path, cfg)
+    lines = []
+    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) is None and lines == []  # no SFT data yet
+    (tmp_path / "trajectories").mkdir()
+    (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n')
+    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 0 and lines == []
+    # a run folder whose SFT data was made from the training split before the pool was carved out of it
+    (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n{"task_id": "r2"}\n{"task_id": "r2"}\n')
+    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 1
+    assert len(lines) == 1 and "1 of the 2 RL-pool tasks" in lines[0]
+    assert trainer.check_pool_unseen(tmp_path, pool, GRPOConfig.for_profile("cpu", task_source="sft"), lines.append) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Dynamic sampling and the pre-screen
+
+
+class ScriptedSampler:
+    """Hands out tasks in a fixed order and remembers what was recorded."""
+
+    def __init__(self, ids):
+        self.queue = [Task(id=i, question="q", answer="a", difficulty="onehop") for i in ids]
+        self.recorded = []
+
+    def draw(self, n):
+        out, self.queue = self.queue[:n], self.queue[n:]
+        return out
+
+    def record(self, task_id, rewards):
+        self.recorded.append((task_id, list(rewards)))
+
+
+REWARDS = {"mix": [1.0, 0.0, 0.0, 1.0], "zero": [0.0] * 4, "one": [1.0] * 4}
+
+
+def fake_rollout(calls):
+    """Groups whose rewards follow the task id's prefix (mix / zero / one); each call is recorded."""
+    from types import SimpleNamespace
+
+    def rollout(tasks, draw_round):
+        calls.append((draw_round, [t.id for t in tasks]))
+        return [[SimpleNamespace(task_id=t.id, reward=r) for r in REWARDS[t.id.split("-")[0]]] for t in tasks]
+
+    return rollout
+
+
+def test_dynamic_sampling_redraws_until_the_batch_has_signal():
+    order = ["mix-a", "zero-a", "one-a", "mix-b", "one-b", "mix-c", "mix-d", "mix-e", "mix-f"]
+    sampler, calls = ScriptedSampler(order), []
+    cfg = GRPOConfig.for_profile("cpu", prompts_per_step=4, max_draw_rounds=4)
+    batch, drawn, stats = trainer.draw_groups(sampler, fake_rollout(calls), cfg)
+    assert [r for r, _ in calls] == [0, 1]  # the second round filled the batch: no third
+    assert [g[0].task_id for g in batch] == ["mix-a", "mix-b", "mix-c", "mix-d"]
+    assert stats == {"groups": 8, "zero_variance_groups": 3, "groups_kept": 4, "groups_surplus": 1,
+                     "draw_rounds": 2, "zero_variance_share": 0.375}
+    assert len(drawn) == 8 * 4 and [t for t, _ in sampler.recorded] == order[:8]  # every drawn group is recorded
+
+
+def test_dynamic_sampling_stops_at_the_round_cap():
+    sampler, calls = ScriptedSampler([f"zero-{i}" for i in range(9)] + ["mix-z"]), []
+    cfg = GRPOConfig.for_profile("cpu", prompts_per_step=3, max_draw_rounds=2)
+    batch, drawn, stats = trainer.draw_groups(sampler, fake_rollout(calls), cfg)
+    assert batch == [] and len(calls) == 2 and len(drawn) == 6 * 4
+    assert stats == {"groups": 6, "zero_variance_groups": 6, "groups_kept": 0, "groups_surplus": 0,
+                     "draw_rounds": 2, "zero_variance_share": 1.0}
+
+
+def test_without_dynamic_sampling_one_round_is_the_batch():
+    sampler, calls = ScriptedSampler(["mix-a", "zero-a", "one-a", "mix-b", "mix-c"]), []
+    cfg = GRPOConfig.for_profile("cpu", prompts_per_step=4, dynamic_sampling=False)
+    batch, drawn, stats = trainer.draw_groups(sampler, fake_rollout(calls), cfg)
+    assert len(calls) == 1 and [g[0].task_id for g in batch] == ["mix-a", "zero-a", "one-a", "mix-b"]
+    assert stats == {"groups": 4, "zero_variance_groups": 2, "groups_kept": 2, "groups_surplus": 0,
+                     "draw_rounds": 1, "zero_variance_share": 0.5}
+
+
+def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path):
+    q, hits = make_images(tmp_path, 2)
+    tasks = [Task(id=i, question="In which year was the town shown in the image founded?", answer="1874",
+                  image_path=q, difficulty=d) for i, d in (("always", "easy"), ("sometimes", "easy"), ("never", "medium"))]
+    # episodes run one after another on a plain backend: 2 per task, in task order
+    replies = [answer("1874"), answer("1874"), answer("1874"), answer("1900"), answer("1900"), answer("1911")]
+    got = trainer.prescreen(ScriptedChat(replies), make_toolbox(hits), tasks, 2, settings(), MatchJudge(), tasks_per_call=2)
+    assert got == {"always": 2, "sometimes": 1, "never": 0}
+    # easy keeps its mixed task only; medium has none, so it keeps all its tasks
+    assert [t.id for t in trainer.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
 
 
 def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):

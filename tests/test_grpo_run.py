@@ -31,9 +31,11 @@ def run_dir(tmp_path_factory):
     run.mkdir()
     (run / "world").symlink_to(base / "world")
     (run / "filter").mkdir()
-    tasks = [json.loads(line) for line in (base / "filter" / "train.jsonl").read_text().splitlines() if line.strip()]
+    tasks = [json.loads(line) for name in ("train", "rl_tasks")  # every kept training task
+             for line in (base / "filter" / f"{name}.jsonl").read_text().splitlines() if line.strip()]
     easy = [t for t in tasks if t["difficulty"] == "easy"]
     write_jsonl(run / "filter" / "train.jsonl", easy[:6])
+    write_jsonl(run / "filter" / "rl_tasks.jsonl", easy[:6])  # the RL pool, GRPO's default source
     write_jsonl(run / "filter" / "heldout.jsonl", [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]])
     (run / "sft").mkdir()
     (run / "sft" / "checkpoint").symlink_to(default_base_dir())
@@ -43,7 +45,7 @@ def run_dir(tmp_path_factory):
 def small(**kw) -> GRPOConfig:
     # the fixture's run holds easy tasks (the cpu preset trains on the one-hop level)
     settings = dict(max_steps=2, prompts_per_step=2, generations=2, max_tokens=24, max_tool_calls=2, eval_max_tasks=2,
-                    difficulty_mix={"easy": 1},
+                    difficulty_mix={"easy": 1}, max_draw_rounds=2,
                     eval_batch=4, eval_max_tokens=24, progress=False)
     settings.update(kw)
     config = GRPOConfig.for_profile("cpu", **settings)
@@ -63,19 +65,23 @@ def test_cpu_engine_two_steps_writes_its_files(run_dir):
     rows = read_csv(out / "steps.csv")
     assert [int(r["step"]) for r in rows] == [0, 1] and tuple(rows[0]) == STEP_FIELDS
     assert all(float(r["format_failure_share"]) == 1.0 for r in rows)  # the base never learnt the protocol
-    assert all(int(r["zero_variance_groups"]) == 2 and int(r["trained_trajectories"]) == 0 for r in rows)
+    # every group all-zero: dynamic sampling draws its two rounds, drops every group and trains on none
+    assert all((int(r["groups"]), int(r["zero_variance_groups"]), int(r["groups_kept"]), int(r["draw_rounds"])) == (4, 4, 0, 2)
+               and float(r["zero_variance_share"]) == 1.0 and int(r["trained_trajectories"]) == 0 for r in rows)
     saved = json.loads((out / "metrics.json").read_text())
     for key in ("steps", "reward_first_20pct", "reward_last_20pct", "heldout_accuracy_sft", "heldout_accuracy_rl",
                 "format_failure_rate_last_20pct", "excluded_share", "heldout_paired_diff", "heldout_paired_se",
                 "heldout_n", "seconds", "config"):
         assert key in saved, key
     assert saved["steps"] == 2 and saved["heldout_n"] == 2 and saved["reward_last_20pct"] == 0.0
+    assert saved["task_file"] == str(run_dir / "filter" / "rl_tasks.jsonl") and saved["zero_variance_group_share"] == 1.0
     assert saved == {**m, "config": saved["config"]}
     assert saved["heldout_eval_names"] == ["sft", "rl"]
     assert (out / "checkpoint" / "config.json").is_file() and (out / "checkpoint" / "model.safetensors").is_file()
     assert (run_dir / "eval" / "rl" / "results.jsonl").is_file() and (run_dir / "eval" / "sft" / "results.jsonl").is_file()
     rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rollouts) == 2 * 2 * 2 and all(r["reward"] == 0.0 and not r["in_loss"] for r in rollouts)
+    assert len(rollouts) == 2 * 2 * 2 * 2 and all(r["reward"] == 0.0 and not r["in_loss"] for r in rollouts)
+    assert len({r["id"] for r in rollouts}) == len(rollouts)  # a second round's samples are numbered on
     manifest = json.loads((run_dir / "run_manifest.json").read_text())
     assert "grpo" in manifest["stages"]
     assert time.perf_counter() - t0 < 120
@@ -87,6 +93,16 @@ def test_cpu_engine_is_deterministic_given_the_seed(run_dir, tmp_path):
     ra = (run_dir / "grpo-a" / "rollouts.jsonl").read_text()
     rb = (run_dir / "grpo-b" / "rollouts.jsonl").read_text()
     assert ra == rb and a["steps"] == b["steps"] == 1
+
+
+def test_the_prescreen_curriculum_screens_then_trains(run_dir):
+    m = run_grpo(run_dir, small(max_steps=1, evaluate=False, name="grpo-screen", curriculum="prescreen",
+                                prescreen_tasks=3, prescreen_samples=2), log=lambda s: None)
+    rows = [json.loads(line) for line in (run_dir / "grpo-screen" / "prescreen.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(r["samples"] == 2 and r["correct"] == 0 for r in rows)  # the base answers nothing
+    # no task was solved sometimes, so the level keeps all its tasks
+    assert m["prescreen"]["by_difficulty"] == {"easy": {"screened": 3, "mixed": 0, "all_correct": 0}}
+    assert m["prescreen"]["n_kept"] == 3 and m["steps"] == 1
 
 
 def test_stored_sft_results_are_reused_only_when_a_rerun_agrees(run_dir):
@@ -186,3 +202,100 @@ def test_single_gpu_lora_steps_on_cuda(run_dir):
     print(f"[gpu] single_gpu LoRA: {m['steps']} steps, {(time.perf_counter() - t0) / max(m['steps'], 1):.2f} s/step "
           f"({m['seconds_per_step']} s/step in training)")
     assert m["steps"] == 3
+
+
+TIMING = ("seconds", "step_seconds", "rollout_seconds", "update_seconds")
+
+
+def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path, monkeypatch):
+    """Killed after step 2 of 3, the same command samples step 3 only and ends as an uninterrupted
+    run ends: the same step rows (timings aside) and the same rollouts."""
+    import shutil
+
+    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.runio import InputError
+
+    def copy_run(name):
+        run = tmp_path / name
+        shutil.copytree(run_dir, run, symlinks=True, ignore=shutil.ignore_patterns("grpo", "eval", "run_manifest.json"))
+        return run
+
+    config = small(max_steps=3, save_every=1, evaluate=False)
+    whole = copy_run("whole")
+    run_grpo(whole, config, log=lambda s: None)
+
+    run = copy_run("resumed")
+    real_save = trainer.save_training_state
+
+    def save_then_die(out, step, *args, **kw):
+        path = real_save(out, step, *args, **kw)
+        if step == 2:
+            raise RuntimeError("killed")
+        return path
+
+    monkeypatch.setattr(trainer, "save_training_state", save_then_die)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_grpo(run, config, log=lambda s: None)
+    monkeypatch.setattr(trainer, "save_training_state", real_save)
+    assert (run / "grpo" / "resume.pt").is_file() and not (run / "grpo" / "checkpoint").exists()
+
+    with pytest.raises(InputError, match="temperature=0.8"):  # other settings never continue this run
+        run_grpo(run, small(max_steps=3, save_every=1, evaluate=False, temperature=0.5), log=lambda s: None)
+
+    messages: list[str] = []
+    m = run_grpo(run, config, log=messages.append)
+    assert any("resuming after step 2" in line for line in messages) and m["steps"] == 3
+    a, b = read_csv(whole / "grpo" / "steps.csv"), read_csv(run / "grpo" / "steps.csv")
+    assert [{k: v for k, v in r.items() if k not in TIMING} for r in b] == \
+        [{k: v for k, v in r.items() if k not in TIMING} for r in a]
+    ids = lambda path: [json.loads(x)["id"] for x in path.read_text().splitlines()]  # noqa: E731
+    assert ids(run / "grpo" / "rollouts.jsonl") == ids(whole / "grpo" / "rollouts.jsonl")
+    assert not (run / "grpo" / "resume.pt").exists()
+
+
+def test_the_task_sampler_continues_its_draws_from_a_saved_state():
+    from vsearcher_lite.rl.trainer import TaskSampler
+    from vsearcher_lite.synthesis.task import Task
+
+    tasks = [Task(id=f"t{i}", question="q", answer="a", difficulty="easy" if i % 2 else "medium") for i in range(9)]
+    one = TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=3)
+    one.draw(4)
+    state = one.state()
+    two = TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=3)
+    two.restore(json.loads(json.dumps(state, default=list)) | {"rng": state["rng"]})
+    assert [t.id for t in one.draw(6)] == [t.id for t in two.draw(6)]
+
+
+def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
+    """After a restore, the next AdamW step gives the same weights as without the interruption."""
+    import torch
+
+    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.synthesis.task import Task
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        return model, torch.optim.AdamW(model.parameters(), lr=0.1)
+
+    def step(model, optimizer):
+        optimizer.zero_grad()
+        model(torch.ones(3, 4)).pow(2).sum().backward()
+        optimizer.step()
+
+    config = small(save_every=1)
+    sampler = trainer.TaskSampler([Task(id="a", question="q", answer="x")], {"easy": 1})
+    model, optimizer = make()
+    step(model, optimizer)
+    trainer.save_training_state(tmp_path, 1, model, optimizer, sampler, [{"step": 0}], [False], ["a"], None, config)
+    step(model, optimizer)
+
+    again, again_optimizer = make()
+    state = trainer.load_training_state(tmp_path, config)
+    again.load_state_dict(state["model"])
+    again_optimizer.load_state_dict(state["optimizer"])
+    step(again, again_optimizer)
+    assert state["step"] == 1 and state["rows"] == [{"step": 0}]
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    # without --save-every a rerun starts over and drops the saved state
+    assert trainer.load_training_state(tmp_path, small()) is None and not (tmp_path / "resume.pt").exists()

@@ -87,17 +87,17 @@ def test_the_probes_cover_every_kind_and_the_agent(metrics):
     assert metrics["probes"]["agent_accuracy"] == metrics["agent_probe"]["accuracy"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 5 target not met yet: the shipped base scores 0.893 on the lookup "
+@pytest.mark.xfail(strict=True, reason="copy target not met yet: the shipped base scores 0.893 on the lookup "
                    "probe (recall 0.987, repeat 0.807; see data/tiny_base/MODEL_CARD.md); strict, so this fails as "
                    "soon as a checkpoint meets the target and the mark must go")
 def test_the_shipped_base_copies(metrics):
-    """Issue 5's acceptance: copy-probe accuracy >= 0.9 on names it never saw."""
+    """The copy target: lookup-probe accuracy >= 0.9 on names it never saw."""
     assert metrics["probes"]["lookup"] >= 0.9
 
 
 def test_the_card_says_plainly_when_the_target_is_missed(card, metrics):
     missed = metrics["probes"]["lookup"] < 0.9
-    assert ("Below issue 5's target" in card) == missed
+    assert ("Below the copy target" in card) == missed
     if missed:  # the copy probe's other readings (recall, repeat) are stated beside the lookup number
         for kind in ("recall", "repeat"):
             assert f"{kind} {metrics['probes'][kind]:.3f}" in card

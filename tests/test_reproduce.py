@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from run_fakes import fake_run
 from vsearcher_lite.cli import main
 from vsearcher_lite.evaluation.manifest import read_manifest
 from vsearcher_lite.notebooks import (
@@ -20,6 +21,7 @@ from vsearcher_lite.notebooks import (
     reproduce,
     select_notebooks,
 )
+from vsearcher_lite.report import report_html
 
 ALLOCATED_MB = 300
 
@@ -156,3 +158,47 @@ def test_peak_memory_sees_a_child_process():
     with PeakMemory(interval=0.05) as mem:
         subprocess.run([sys.executable, "-c", "import time; b = b\"x\" * (200 * 2**20); time.sleep(0.8)"], check=True)
     assert mem.peak_children >= 150 * 2**20 and mem.peak_tree >= mem.peak_children and mem.samples >= 5
+
+
+def report_for(run):
+    summary = collect_summary(run)
+    summary.update(settings={"profile": "cpu", "world": "sandbox", "seed": 0}, failed=None,
+                   notebooks={"00_sandbox_web_tour": {"status": "ok", "seconds": 2.5, "peak_tree_rss_mb": 300.0},
+                              "08_evaluation": {"status": "ok", "seconds": 40.0, "peak_tree_rss_mb": 900.0}})
+    return report_html(summary, run)
+
+
+def test_the_report_draws_table_1_and_the_papers_figures_from_the_saved_files(tmp_path):
+    page = report_for(fake_run(tmp_path / "run"))
+    # Table 1: every cell with its correct/total count, every column with its number of tasks.
+    assert "exam<br><span class='n'>n=20</span>" in page and "held-out<br><span class='n'>n=8</span>" in page
+    assert "<td>sft</td><td>0.25 <span class='n'>(5/20)</span></td><td>0.667 <span class='n'>(2/3)</span></td>" in page
+    assert "<td>0.375 <span class='n'>(3/8)</span></td>" in page  # sft held-out: 2 + 1 + 0 of 3 + 3 + 2
+    assert "<td>rl</td><td>—</td>" in page and "not trained yet" in page
+    assert "held-out: 8 tasks from held-out seeds (easy 3, medium 3, hard 2)" in page
+    # Figures 3-6 and the rest, each with the counts behind it; plotly.js once, in the page.
+    assert page.count('class="plotly-graph-div"') == 7
+    assert page.count("* plotly.js v") == 1 and "<script src=" not in page
+    assert "easy 10 → 6, medium 8 → 6, hard 6 → 2 (total 24 → 14)" in page
+    assert "6 teacher trajectories on 3 training tasks; rejection sampling kept 5" in page
+    assert "6 logged optimizer steps of 6, trained on 5 accepted trajectories (1 dropped as too long)" in page
+    assert "On the 8 held-out tasks notebook 06 evaluates" in page
+    assert "4 GRPO steps, 2 tasks x 4 episodes per step. Held-out (8 tasks): SFT 0.375 → RL 0.5" in page
+    assert "href='notebooks/00_sandbox_web_tour.html'" in page and "href='notebooks/08_evaluation.html'" in page
+
+
+def test_the_report_names_what_has_not_run_and_survives_a_damaged_file(tmp_path):
+    import shutil
+
+    run = fake_run(tmp_path / "run")
+    shutil.rmtree(run / "grpo")
+    (run / "trajectories" / "rollouts.csv").write_text("key,task_id\nx,y\n")  # columns missing
+    page = report_for(run)
+    assert "Not run yet (notebook 07 writes <code>grpo/steps.csv</code>)" in page
+    assert page.count("Could not draw this section: KeyError") == 1
+    assert page.count('class="plotly-graph-div"') == 7 - 2 - 1  # without GRPO's two and the histogram
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    page = report_for(empty)
+    assert page.count("Not run yet") == 5 and "plotly.js" not in page and "00_sandbox_web_tour" in page

@@ -147,6 +147,19 @@ def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path)
     assert len(set(collated)) > 1
 
 
+def test_measuring_a_trajectory_longer_than_the_model_raises_no_warning(base, train_file):
+    tok = base[1].tokenizer
+    key = "sequence-length-is-longer-than-the-specified-maximum"  # set when transformers warns
+    limit = tok.model_max_length
+    tok.deprecation_warnings.pop(key, None)
+    try:
+        tok.model_max_length = 16  # every record is longer
+        lengths = rendered_lengths(base[1], load_sft_records(train_file))
+    finally:
+        tok.model_max_length = limit
+    assert min(lengths) > 16 and key not in tok.deprecation_warnings
+
+
 def first_collated(base, train_file):
     """The tokenizer, and the ids and labels the collator makes of the training file's first record."""
     processor = base[1]
@@ -346,6 +359,17 @@ def test_cpu_sft_run_saves_a_checkpoint_that_reloads(tmp_path, train_file):
     assert not (run / "sft" / "trainer").exists()  # no trainer scratch left behind
 
 
+def test_training_shows_one_progress_bar_not_a_line_per_step(tmp_path, train_file, capsys):
+    from vsearcher_lite.training.sft import read_loss_curve, run_sft
+
+    run = tmp_path / "run"
+    run_sft(run, short_config(train_file, max_steps=3, progress=True), log=lambda s: None)
+    shown = capsys.readouterr()
+    assert "sft steps" in shown.err  # the loss log's bar
+    assert "'loss'" not in shown.out + shown.err  # transformers' per-step log lines are gone
+    assert len(read_loss_curve(run)) == 3  # every step is still in loss.csv
+
+
 def test_lora_run_saves_adapter_and_merged_checkpoint(tmp_path, train_file):
     from vsearcher_lite.model.tiny import load_base
     from vsearcher_lite.training.sft import run_sft
@@ -409,3 +433,54 @@ def test_single_gpu_paths_on_cuda(tmp_path, train_file, method):
     m = run_sft(tmp_path / "run", cfg, log=print)
     assert m["steps"] == 3 and m["train_loss_last"] > 0
     print(f"[gpu] {method}: {m['seconds_per_step']} s/step")
+
+
+def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_file, monkeypatch):
+    """Stopped after the checkpoint at step 4, the same command trains steps 5-6 only and ends where
+    an uninterrupted run ends: the same loss rows and the same weights."""
+    import torch
+
+    from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.training import sft
+
+    config = short_config(train_file, max_steps=6, save_every=2)
+    sft.run_sft(tmp_path / "whole", config, log=lambda s: None)
+
+    real_classes = sft._trainer_classes
+
+    def crashing_classes():
+        trainer_cls, loss_log = real_classes()
+
+        class CrashAfterSave(loss_log):
+            def on_save(self, args, state, control, **kw):
+                if state.global_step == 4:
+                    raise RuntimeError("killed")
+
+        return trainer_cls, CrashAfterSave
+
+    run = tmp_path / "resumed"
+    monkeypatch.setattr(sft, "_trainer_classes", crashing_classes)
+    with pytest.raises(RuntimeError, match="killed"):
+        sft.run_sft(run, config, log=lambda s: None)
+    monkeypatch.setattr(sft, "_trainer_classes", real_classes)
+    assert [p.name for p in (run / "sft" / "trainer").glob("checkpoint-*")] == ["checkpoint-4"]
+    assert not (run / "sft" / "checkpoint").exists()
+
+    with pytest.raises(InputError, match="answer_weight=10.0"):  # other settings never continue this run
+        sft.run_sft(run, short_config(train_file, max_steps=6, save_every=2, answer_weight=1.0), log=lambda s: None)
+
+    messages: list[str] = []
+    m = sft.run_sft(run, config, log=messages.append)
+    assert any("resuming from" in line and "step 4" in line for line in messages)
+    assert m["steps"] == 6
+    whole, resumed = sft.read_loss_curve(tmp_path / "whole"), sft.read_loss_curve(run)
+    assert [r["step"] for r in resumed] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert [r["loss"] for r in resumed] == pytest.approx([r["loss"] for r in whole], rel=1e-4)
+    a, b = _weights(load_base(tmp_path / "whole" / "sft" / "checkpoint")[0]), _weights(load_base(run / "sft" / "checkpoint")[0])
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not (run / "sft" / "trainer").exists()
+
+
+def test_save_every_must_be_positive(train_file):
+    with pytest.raises(ValueError, match="save_every must be at least 1"):
+        short_config(train_file, save_every=0)

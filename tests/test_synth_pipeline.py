@@ -1,5 +1,6 @@
 """The synthesis stages end to end through the CLI, resumability, and the exam's guarantees."""
 
+import html
 import json
 from pathlib import Path
 
@@ -49,9 +50,9 @@ def test_kept_files_follow_the_labels(pipeline_run):
     labeled = list(read_jsonl(out / "labeled.jsonl"))
     kept_ids = {t["id"] for t in labeled if all(v is False for v in t["filters"].values())}
     written = {}
-    for name in ("train", "heldout", "exam"):
+    for name, split in (("train", "train"), ("rl_tasks", "train"), ("heldout", "heldout"), ("exam", "exam")):
         for t in read_jsonl(out / f"{name}.jsonl"):
-            assert t["split"] == name
+            assert t["split"] == split and t["id"] not in written  # the RL pool is carved out of the training split
             written[t["id"]] = t
     assert set(written) == kept_ids
     easy = [t["id"] for t in read_jsonl(out / "train_easy.jsonl")]
@@ -61,6 +62,48 @@ def test_kept_files_follow_the_labels(pipeline_run):
         assert Path(t["image_path"]).is_file()
     funnel = (out / "funnel.csv").read_text().splitlines()
     assert funnel[0] == "difficulty,stage,remaining" and len(funnel) == 1 + 5 * 6  # onehop, easy, medium, hard, exam
+
+
+def test_the_rl_pool_shares_no_seed_with_sft_heldout_or_exam(pipeline_run):
+    out = pipeline_run / "filter"
+    files = {name: list(read_jsonl(out / f"{name}.jsonl")) for name in ("train", "rl_tasks", "heldout", "exam")}
+    seeds = {name: {t["seed_id"] for t in tasks} for name, tasks in files.items()}
+    pool = files["rl_tasks"]
+    assert pool and not seeds["rl_tasks"] & (seeds["train"] | seeds["heldout"] | seeds["exam"])
+    # the level files are SFT's tasks only
+    for level in ("onehop", "easy", "medium", "hard"):
+        level_ids = {t["id"] for t in read_jsonl(out / f"train_{level}.jsonl")}
+        assert level_ids == {t["id"] for t in files["train"] if t["difficulty"] == level}
+    # size: at most a third of the training seeds (the default cap), and the metrics say what the file holds
+    assert len(seeds["rl_tasks"]) <= (len(seeds["rl_tasks"]) + len(seeds["train"])) / 3
+    m = metrics(pipeline_run, "filter")
+    by_level = {}
+    for t in pool:
+        by_level[t["difficulty"]] = by_level.get(t["difficulty"], 0) + 1
+    assert m["rl_pool"]["n_tasks"] == len(pool) == m["n_kept_by_split"]["rl"]
+    assert m["rl_pool"]["n_by_difficulty"] == by_level and m["rl_pool"]["n_seeds"] == len(seeds["rl_tasks"])
+    assert m["rl_pool"]["seed_overlap"] == {"train": 0, "heldout": 0, "exam": 0}
+    assert m["n_kept_by_split"]["train"] == len(files["train"])
+
+
+def test_the_rl_pool_options(pipeline_run, tmp_path, capsys):
+    import shutil
+
+    run = Path(shutil.copytree(pipeline_run, tmp_path / "run"))  # the labels are reused: no filter runs again
+    kept_train = {t["id"] for name in ("train", "rl_tasks") for t in read_jsonl(pipeline_run / "filter" / f"{name}.jsonl")}
+    assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-tasks", "0"]) == 0
+    assert list(read_jsonl(run / "filter" / "rl_tasks.jsonl")) == []
+    assert {t["id"] for t in read_jsonl(run / "filter" / "train.jsonl")} == kept_train  # no pool: train as before
+    assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-tasks", "3"]) == 0
+    pool = list(read_jsonl(run / "filter" / "rl_tasks.jsonl"))
+    # whole seeds are taken until the pool holds at least 3 tasks: the last seed may bring more than one
+    assert len(pool) >= 3 and len(pool) - max(sum(1 for t in pool if t["seed_id"] == s) for s in {t["seed_id"] for t in pool}) < 3
+    before = (run / "filter" / "train.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-max-share", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--rl-max-share" in err and "Traceback" not in err
+    assert (run / "filter" / "train.jsonl").read_bytes() == before  # a refused option changes nothing
 
 
 def test_exam_is_ten_rounds_on_seeds_never_used_for_training(pipeline_run):
@@ -156,12 +199,9 @@ def test_figures_and_viewers_redraw_from_saved_files(pipeline_run):
 
     task = next(t for t in read_jsonl(pipeline_run / "inject-image" / "tasks.jsonl") if t["difficulty"] == "hard")
     viewer = plots.rounds_viewer(task)
-    slider, view = viewer.children[1], viewer.children[2]
-    assert slider.max == 1 + 5  # initial QA, five rounds, the image
-    slider.value = 2
-    assert "Round 2" in view.value and task["rounds"][1]["entity"] in view.value
-    slider.value = slider.max
-    assert "Image injection" in view.value
+    assert len(viewer) == 1 + 5 + 1  # initial QA, five rounds, the image
+    assert "Round 2" in viewer.steps[2] and html.escape(task["rounds"][1]["entity"]) in viewer.steps[2]
+    assert "Image injection" in viewer.steps[-1] and task["id"] in viewer._repr_html_()
 
     cards = plots.task_cards_html([task])
     assert cards.count("data:image/jpeg;base64,") == 2 and task["id"] in cards
@@ -291,3 +331,24 @@ def test_exam_also_starts_at_rare_people_whom_no_other_task_starts_at(tmp_path_f
     run_inject_text(off, InjectConfig(n_train=0, n_heldout=0, n_exam=40, exam_people=False, progress=False))
     only_seeds = [t for t in read_jsonl(off / "inject-text" / "tasks.jsonl") if t["split"] == "exam"]
     assert len(only_seeds) <= n_exam_seeds and all(pools[t["seed_id"]] == "exam" for t in only_seeds)
+
+
+def test_seed_scatter_log_axis_spans_the_points():
+    import math
+
+    from vsearcher_lite.synthesis import plots
+
+    rows = [{"id": f"E{i}", "type": "river", "sitelinks": s, "statements": 5 + i % 30, "selected": s <= 5 and i % 30 >= 10,
+             "is_person": False, "has_image": True} for i, s in enumerate([0, 0, 1, 3, 5, 8, 40, 300, 900] * 10)]
+    fig = plots.seed_scatter(rows, 5, 15)
+    xs = [x for t in fig.data for x in t.x]
+    assert fig.layout.xaxis.type == "log" and min(xs) > 0
+    low, high = fig.layout.xaxis.range  # log10 units
+    assert low <= math.log10(min(xs)) and math.log10(max(xs)) <= high and high - low < 4
+    shape = fig.layout.shapes[0]
+    assert low <= shape.x0 < math.log10(1) and math.log10(5 + 1) < shape.x1 < math.log10(8 + 1)
+    selected = fig.data[0].x
+    assert all(shape.x0 < math.log10(x) < shape.x1 for x in selected)
+
+    small = plots.seed_scatter([dict(r, sitelinks=min(r["sitelinks"], 20)) for r in rows], 5, 15)
+    assert small.layout.xaxis.type == "linear" and small.layout.shapes[0].x0 == -0.5

@@ -28,7 +28,7 @@ class FakeText(TextSearchBackend):
 
 class FakeImage(ImageSearchBackend):
     def search(self, image, k=5):
-        return [ImageHit("https://wiki.sandbox.test/wiki/Img", "Img", ImageRef("/tmp/x.png"), 0.9)]
+        return [ImageHit("https://wiki.sandbox.test/wiki/Img", "Img", ImageRef("images/x.png"), 0.9)]
 
 
 class FakeReader(PageReader):

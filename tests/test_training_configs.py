@@ -60,6 +60,28 @@ def test_multi_gpu_preset_matches_the_paper():
     assert c.method == "full" and c.freeze_vision and c.dtype == "bfloat16"
 
 
+def test_settings_are_shown_as_their_differences_from_the_paper():
+    from vsearcher_lite.evaluation.comparison import PAPER_EVAL, ComparisonConfig
+    from vsearcher_lite.rl.config import PAPER_DEFAULTS, GRPOConfig
+    from vsearcher_lite.training.config import PAPER_SFT, SFTConfig, paper_differences, settings_html
+
+    assert paper_differences(SFTConfig.for_profile("multi_gpu").to_dict(), PAPER_SFT) == []
+    cpu = SFTConfig.for_profile("cpu").to_dict()
+    differ = {r["setting"]: (r["paper"], r["this run"]) for r in paper_differences(cpu, PAPER_SFT)}
+    assert differ["learning_rate"] == (1e-5, 1e-3) and differ["answer_weight"] == (1.0, 10.0)
+    assert "scheduler" not in differ and "warmup_ratio" not in differ and "freeze_vision" not in differ
+    page = settings_html(cpu, PAPER_SFT, title="SFT <cpu>")
+    assert f"{len(differ)} of the {len(PAPER_SFT)} settings compared with the paper differ" in page
+    assert "SFT &lt;cpu&gt;" in page
+    assert page.count("<tr>") == len(differ) + 1 and "<details>" in page and '"eval_max_tasks": 30' in page
+
+    rl = {r["setting"] for r in paper_differences(GRPOConfig.for_profile("cpu").to_dict(), PAPER_DEFAULTS)}
+    assert {"prompts_per_step", "learning_rate", "beta", "difficulty_mix"} <= rl and "generations" not in rl
+    assert paper_differences(GRPOConfig.for_profile("multi_gpu").to_dict(), PAPER_DEFAULTS) == []
+    exam = ComparisonConfig.for_profile("multi_gpu").eval_config("exam").result_settings()
+    assert [r["setting"] for r in paper_differences(exam, PAPER_EVAL)] == ["judge"]  # offline: the match judge
+
+
 @pytest.mark.slow
 def test_two_process_cpu_launch(tmp_path):
     """`accelerate launch --num_processes 2 --cpu` of two SFT steps: both ranks train, rank 0 saves."""
@@ -80,3 +102,22 @@ def test_two_process_cpu_launch(tmp_path):
     metrics = json.loads((run / "sft" / "metrics.json").read_text())
     assert metrics["steps"] == 2
     assert (run / "sft" / "checkpoint" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("profile", ["cpu", "multi_gpu"])
+def test_trl_arguments_use_the_current_checkpointing_name_without_a_warning(profile, tmp_path):
+    import warnings
+
+    from vsearcher_lite.rl import trl_engine
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.training import sft
+    from vsearcher_lite.training.config import SFTConfig
+
+    sft_config = SFTConfig.for_profile(profile, device="cpu", dtype="float32")
+    grpo_config = GRPOConfig.for_profile(profile, device="cpu", dtype="float32", use_vllm=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        sft_args = sft.trl_args(sft_config, tmp_path / "sft")
+        grpo_args = trl_engine.trl_args(grpo_config, tmp_path / "grpo")
+    assert sft_args.activation_checkpointing is sft_config.gradient_checkpointing is (profile == "multi_gpu")
+    assert grpo_args.activation_checkpointing is grpo_config.gradient_checkpointing is (profile == "multi_gpu")

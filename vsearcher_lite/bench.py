@@ -7,7 +7,7 @@ in ``BENCH_SECTIONS`` order. Each section is a function ``section(ctx) -> dict``
 later stages add theirs with ``@bench_section("name")``. The results are printed and merged into
 ``R/bench/metrics.json`` (a section that is not run keeps its earlier numbers).
 
-The sandbox sections (targets from issue 2, on a 10k-entity world):
+The sandbox sections (with their targets, on a 10k-entity world):
 
 - ``text_search``: ``text_search_p50_ms`` (<= 2 ms) and ``text_search_hit_at_5`` (>= 0.95): queries
   made from an entity's own distinctive facts (type + the fewest facts that single it out, at

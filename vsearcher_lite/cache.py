@@ -6,8 +6,10 @@ makes reruns reproducible and cheap, and is also how a live run is recorded and 
 
 Concurrency: SQLite in WAL mode with a busy timeout; each call opens its own short
 transaction, so several processes (papermill kernels, a CLI run, test workers) can share one
-cache file. The released VSearcher cache flushed only every 10 entries and let processes
-clobber each other (upstream digest, section I.6); this one commits every entry.
+cache file. Within a process each thread gets its own connection, so one ``ToolCache`` can be
+shared by many threads (its hit and miss counts are kept under a lock). The released VSearcher
+cache flushed only every 10 entries and let processes clobber each other; this one commits every
+entry.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class ToolCache:
         self.mode = mode
         self.hits = 0
         self.misses = 0
+        self._count_lock = threading.Lock()
         self._local = threading.local()
         if mode != "off":
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,6 +112,14 @@ class ToolCache:
             self._local.conn = conn
             self._local.pid = os.getpid()
         return conn
+
+    def count(self, hit: bool) -> None:
+        """Count one hit (``hit``) or one miss; safe from any thread."""
+        with self._count_lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
 
     def get(self, namespace: str, request: Any) -> Any | None:
         if self.mode in ("off", "record"):
@@ -135,13 +146,13 @@ class ToolCache:
     def get_or_call(self, namespace: str, request: Any, fn: Callable[[], Any]) -> Any:
         found = self.get(namespace, request)
         if found is not None:
-            self.hits += 1
+            self.count(hit=True)
             return found
         if self.mode == "replay":
             raise CacheMiss(
                 f"replay mode: no recorded response for {namespace} {json.dumps(request, ensure_ascii=False)[:200]}"
             )
-        self.misses += 1
+        self.count(hit=False)
         response = fn()
         self.put(namespace, request, response)
         return response

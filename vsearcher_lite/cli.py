@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "vsearcher_lite.model.commands",  # pretrain
     "vsearcher_lite.bench",  # bench
     "vsearcher_lite.notebooks",  # reproduce
+    "vsearcher_lite.reference",  # reference
     "vsearcher_lite.relocate",  # relocate
 )
 

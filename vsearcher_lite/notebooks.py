@@ -8,9 +8,10 @@
 - ``reproduce(run_dir, profile, world)`` runs every numbered notebook in order into
   ``RUN_DIR/notebooks/`` (with an HTML copy of each), measuring each one's wall time and peak
   memory, and writes ``RUN_DIR/summary.json`` (every stage's metrics and the headline numbers,
-  see ``collect_summary``) and ``RUN_DIR/report.html`` (the summary with links to every
-  notebook). It stops at the first failing notebook, and still writes both files for the
-  notebooks that ran, with the failure recorded.
+  see ``collect_summary``) and ``RUN_DIR/report.html`` (table 1 and the paper's figures drawn
+  from the run's saved files, links to every notebook: ``report.report_html``). It stops at
+  the first failing notebook, and still writes both files for the notebooks that ran, with the
+  failure recorded.
 
 Peak memory is measured two ways, because a reproduction is several processes (this driver,
 one Jupyter kernel per notebook, anything a kernel starts):
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import html
 import json
 import os
 import re
@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vsearcher_lite.report import report_html
 from vsearcher_lite.runio import InputError, atomic_write_json, atomic_write_text
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -332,7 +333,7 @@ def reproduce(
     summary["failed"] = {"notebook": notebooks[len(runs) - 1].name, "message": str(failure)} if failure else None
     summary["finished_at"] = utc_now()
     atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "report.html", report_html(summary, html_links=html))
+    atomic_write_text(run_dir / "report.html", report_html(summary, run_dir, html_links=html))
     if failure is None:
         write_manifest(run_dir, "reproduce", summary["settings"], summary["total_seconds"],
                        extra={"notebooks": runs, "peak_memory": summary["peak_memory"]})
@@ -372,47 +373,6 @@ def collect_summary(run_dir: str | Path) -> dict:
         except json.JSONDecodeError:
             stages[metrics.parent.name] = {"error": "metrics.json is not valid JSON"}
     return {**headline_numbers(stages), "stages": stages}
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.1f}"
-    return str(value)
-
-
-def report_html(summary: dict, *, html_links: bool = True) -> str:
-    """A one-page report of a reproduction: the headline accuracies, each notebook's status, wall
-    time and peak memory (with links to its executed HTML), and the failure, if any."""
-    esc = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>vsearcher-lite reproduction</title>",
-             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child"
-             "{text-align:left}.failed{color:#b00}</style></head><body>",
-             "<h1>vsearcher-lite reproduction</h1>"]
-    settings = summary.get("settings", {})
-    parts.append(f"<p>profile <b>{esc(str(settings.get('profile')))}</b>, world <b>{esc(str(settings.get('world')))}</b>, "
-                 f"seed {esc(str(settings.get('seed')))}; finished {esc(str(summary.get('finished_at')))}; "
-                 f"total {_fmt(summary.get('total_seconds'))} s; peak memory "
-                 f"{_fmt((summary.get('peak_memory') or {}).get('peak_tree_rss_mb'))} MB.</p>")
-    if summary.get("failed"):
-        parts.append(f"<p class='failed'><b>Stopped:</b> {esc(summary['failed']['message'])}</p>")
-    policies = list(dict.fromkeys([*summary.get("exam_accuracy", {}), *summary.get("heldout_accuracy", {})]))
-    parts.append("<h2>Pass@1</h2><table><tr><th>policy</th><th>exam</th><th>held-out</th><th>note</th></tr>")
-    for p in policies:
-        note = (summary.get("missing_policies") or {}).get(p, "")
-        parts.append(f"<tr><td>{esc(p)}</td><td>{_fmt(summary.get('exam_accuracy', {}).get(p))}</td>"
-                     f"<td>{_fmt(summary.get('heldout_accuracy', {}).get(p))}</td><td>{esc(str(note))}</td></tr>")
-    parts.append("</table><h2>Notebooks</h2><table><tr><th>notebook</th><th>status</th><th>seconds</th>"
-                 "<th>peak memory (MB)</th></tr>")
-    for stem, run in (summary.get("notebooks") or {}).items():
-        name = f"<a href='notebooks/{esc(stem)}.html'>{esc(stem)}</a>" if html_links else esc(stem)
-        cls = " class='failed'" if run.get("status") != "ok" else ""
-        parts.append(f"<tr{cls}><td>{name}</td><td>{esc(str(run.get('status')))}</td><td>{_fmt(run.get('seconds'))}</td>"
-                     f"<td>{_fmt(run.get('peak_tree_rss_mb'))}</td></tr>")
-    parts.append("</table><p>Every stage's metrics: <code>summary.json</code>.</p></body></html>")
-    return "\n".join(parts) + "\n"
 
 
 def _write_html(executed: Path) -> None:
@@ -459,6 +419,8 @@ def register(subparsers, common) -> None:
 
 
 def _cmd_reproduce(args) -> int:
+    if args.timeout < 1:
+        raise InputError(f"--timeout must be at least 1 second, got {args.timeout}")
     folder = Path(args.notebook_dir) if args.notebook_dir else NOTEBOOK_DIR
     notebooks = select_notebooks(list_notebooks(folder), args.only)
     if not notebooks:

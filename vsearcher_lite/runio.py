@@ -1,6 +1,6 @@
 """Files every stage shares: the run directory, atomic writes, resumable JSONL, metrics.
 
-Rules (DESIGN section 7): nothing half-written is ever left behind, and a long loop can be
+Rules: nothing half-written is ever left behind, and a long loop can be
 stopped and rerun without redoing what is done.
 
 - ``atomic_write_text`` / ``atomic_write_json`` write to a temporary file in the same folder

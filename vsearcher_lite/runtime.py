@@ -1,4 +1,11 @@
-"""Process settings for CPU work: torch's thread count and how the C heap gives memory back.
+"""Process settings: which device a stage runs on, torch's thread count and how the C heap gives
+memory back.
+
+Devices. Every stage that runs a torch model (``sft``, ``grpo``, ``eval``, ``pretrain``) takes a
+``device`` setting, ``auto`` (the default: the GPU when torch sees one), ``cpu`` or ``cuda``,
+independent of the profile: the cpu profile's recipe trains and evaluates on a GPU when there is
+one, and ``--device cpu`` keeps it on the CPU. ``resolve_device`` turns the name into a
+``torch.device``.
 
 Why the heap matters here. PyTorch's CPU tensors come from glibc ``malloc``. glibc serves a
 request above ``M_MMAP_THRESHOLD`` with its own ``mmap`` and returns it to the system on
@@ -10,10 +17,8 @@ fragmentation keeps the pages; and each worker thread that allocates gets a heap
 own, up to 8 per core. Setting the threshold explicitly turns the dynamic rise off, and capping
 the arenas keeps the tool threads of a rollout from holding heaps of their own.
 
-Measured on 2 cores (``python benchmarks/heap_growth.py --run-dir runs/reproduce --steps 3``):
-three GRPO steps of the cpu profile plus its RL evaluation peaked at 2,857 MB resident with the
-glibc defaults and at 1,276 MB with ``limit_heap_growth()`` (1 MB threshold, 2 arenas), 0.45x,
-for 1.10x the wall time (123 s -> 135 s).
+``benchmarks/heap_growth.py`` measures the effect on cpu GRPO steps (less than half the peak
+resident memory for about 10 % more wall time; numbers in ``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,51 @@ MMAP_THRESHOLD = 1 << 20
 ARENA_MAX = 2
 
 _applied: bool | None = None
+
+#: The names ``--device`` accepts; ``resolve_device`` also takes ``cuda:N``.
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def check_device_name(name: str) -> str:
+    """``name`` when it names a device (``auto``, ``cpu``, ``cuda``, ``cuda:N``), else ``ValueError``.
+
+    >>> check_device_name("cuda:1")
+    'cuda:1'
+    >>> check_device_name("gpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: device must be auto, cpu or cuda, got 'gpu'
+    """
+    kind, sep, index = str(name).partition(":")
+    if kind not in DEVICES or (sep and (kind != "cuda" or not index.isdigit())):
+        raise ValueError(f"device must be auto, cpu or cuda, got {name!r}")
+    return str(name)
+
+
+def resolve_device(name: str | None = "auto"):
+    """The ``torch.device`` a stage runs on: ``auto`` (or ``None``) is ``cuda`` when torch sees a GPU,
+    else ``cpu``. An unknown name, or ``cuda`` without a GPU, is an ``InputError`` (one line).
+    """
+    import torch
+
+    from vsearcher_lite.runio import InputError
+
+    name = "auto" if name is None else str(name).strip().lower()
+    try:
+        check_device_name(name)
+    except ValueError as exc:
+        raise InputError(f"{exc} (--device)") from None
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {name}: torch {torch.__version__} sees no CUDA GPU here; use --device cpu or auto")
+    return torch.device(name)
+
+
+def add_device_option(group) -> None:
+    """The ``--device`` option of the commands that run a torch model."""
+    group.add_argument("--device", choices=DEVICES, default=None,
+                       help="where the model runs: auto (default: the GPU when there is one), cpu or cuda")
 
 
 def limit_heap_growth(mmap_threshold: int = MMAP_THRESHOLD, arenas: int = ARENA_MAX) -> bool:
@@ -66,8 +116,7 @@ def set_threads(threads: int | None, *, limit_heap: bool = True) -> int:
 
     Every stage that runs a torch model on the CPU calls this first. Pretraining passes
     ``limit_heap=False``: its batches have one fixed shape, so the heap does not grow, and mapping
-    its large activations afresh each step made it 1.5x slower (step 50 of ``--recipe continue``
-    at 57 s instead of 37 s).
+    its large activations afresh each step made it about 1.5x slower (docs/results.md).
     """
     import torch
 

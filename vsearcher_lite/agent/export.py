@@ -11,7 +11,7 @@ Three files, all from the same ``Trajectory`` records:
   training. The tool block is already in the system text (see ``protocol``), so no ``tools``
   column is needed.
 - **LLaMA-Factory ShareGPT** (``llamafactory/trajectory.json`` + ``dataset_info.json``): what the
-  paper trained with (upstream digest C.2-C.3). String contents with one ``<image>`` token where
+  paper trained with. String contents with one ``<image>`` token where
   each image was, a sample-level ``images`` list of files copied next to the data (LLaMA-Factory
   opens them relative to its dataset folder), and the ``trajectory`` dataset entry its yaml names.
   ``sharegpt_problems`` checks what its ShareGPT loader requires.
@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -153,6 +155,28 @@ def exported_image_name(path: str) -> str:
     return f"{digest}_{p.name}"
 
 
+def copy_image(source: str | Path, target: Path) -> bool:
+    """Copy ``source`` to ``target`` unless an identical copy is there; ``True`` when copied.
+
+    The copy goes to a temporary name beside ``target`` and is renamed into place, so an
+    interrupted export never leaves a truncated image under the final name; a file already there
+    is kept only when it has the source's size (one cut short by an older export is replaced).
+    """
+    source, target = Path(source), Path(target)
+    if target.is_file() and target.stat().st_size == source.stat().st_size:
+        return False
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
 def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path) -> dict:
     """Write the three exports of ``trajectories`` into ``out_dir``; returns paths and counts."""
     out_dir = Path(out_dir)
@@ -169,8 +193,7 @@ def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str 
         names[path] = name
         target = lf_dir / name
         if Path(path).exists():
-            if not target.exists():
-                shutil.copyfile(path, target)
+            copy_image(path, target)
         else:
             missing.append(path)
     records = [to_sharegpt_record(t, names) for t in trajs]

@@ -1,4 +1,4 @@
-"""Strict format checking of assistant turns (paper appendix A.3, issue 4 item 3).
+"""Strict format checking of assistant turns (paper appendix A.3).
 
 A turn passes when, after leading and trailing whitespace:
 

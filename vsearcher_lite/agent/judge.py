@@ -1,7 +1,7 @@
 """Judges: is a predicted answer the gold answer? One interface for every stage that asks.
 
 ``Judge.judge(question, gold, prediction, aliases=()) -> Verdict(correct, reason)`` serves the
-filters, rejection sampling, the GRPO reward and evaluation (DESIGN section 3).
+filters, rejection sampling, the GRPO reward and evaluation.
 
 - ``MatchJudge`` (offline, the sandbox default): normalised match. Case, accents, punctuation,
   articles, whitespace and unicode forms are ignored; ``aliases`` are accepted spellings; a

@@ -7,8 +7,7 @@ model, the heuristic teacher) writes one assistant turn, generation stopping bef
 ``<tool_response>``; the turn is format-checked; a tool call is executed (exactly one per turn)
 and its result comes back as a ``<tool_response>`` user turn with the tool's images. An unknown
 tool, arguments that do not fit the schema, or a failing tool come back as an explicit error
-observation, never as a silently missing turn (the released loop dropped them, upstream digest
-I.1).
+observation, never as a silently missing turn (the released loop dropped them).
 
 Every trajectory ends with exactly one termination reason (``TERMINATIONS``):
 

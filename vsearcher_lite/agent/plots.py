@@ -7,8 +7,8 @@ it can be redrawn without rerunning the teacher:
 - ``termination_bars``: how trajectories ended;
 - ``acceptance_bars``: the share of trajectories rejection sampling keeps, per difficulty.
 
-``trajectory_viewer(traj)`` is an ipywidgets viewer that steps through the turns of one
-trajectory, tool responses with their images.
+``trajectory_viewer(traj)`` steps through the turns of one trajectory, tool responses with
+their images, as self-contained HTML that also works in the notebook's HTML copy offline.
 """
 
 from __future__ import annotations
@@ -144,33 +144,20 @@ def viewer_steps(traj: Trajectory | dict) -> list[dict]:
 
 
 def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any:
-    """An ipywidgets viewer: a slider and buttons step through the turns, images shown below."""
+    """A step-through view of the turns, images inlined, as self-contained HTML
+    (``stepper.StepView``): it works in JupyterLab and in the HTML copy of the notebook, offline."""
     import html
 
-    import ipywidgets as widgets
+    from vsearcher_lite.stepper import StepView
+    from vsearcher_lite.synthesis.plots import image_data_url
 
-    steps = viewer_steps(traj)
-    slider = widgets.IntSlider(value=0, min=0, max=max(0, len(steps) - 1), description="step", continuous_update=False)
-    back = widgets.Button(description="◀ back")
-    forward = widgets.Button(description="next ▶")
-    header = widgets.HTML()
-    body = widgets.HTML()
-    pictures = widgets.HBox()
-
-    def show(index: int) -> None:
-        step = steps[index]
-        header.value = f"<b>{html.escape(step['title'])}</b> ({index + 1}/{len(steps)})"
-        body.value = f"<pre style='white-space: pre-wrap'>{html.escape(step['text'])}</pre>"
-        images = []
-        for path in step["images"]:
-            p = Path(path)
-            if p.exists():
-                images.append(widgets.Image(value=p.read_bytes(), format=p.suffix.lstrip(".") or "png", width=image_width))
-        pictures.children = images
-
-    slider.observe(lambda change: show(change["new"]), names="value")
-    back.on_click(lambda _: setattr(slider, "value", max(slider.min, slider.value - 1)))
-    forward.on_click(lambda _: setattr(slider, "value", min(slider.max, slider.value + 1)))
-    if steps:
-        show(0)
-    return widgets.VBox([widgets.HBox([back, slider, forward]), header, pictures, body])
+    traj = traj if isinstance(traj, Trajectory) else Trajectory.from_dict(traj)
+    bodies = []
+    for step in viewer_steps(traj):
+        pictures = "".join(f'<img src="{image_data_url(path, max_side=image_width)}" style="margin-right:6px">'
+                           for path in step["images"] if Path(path).is_file())
+        bodies.append(f"<b>{html.escape(step['title'])}</b>"
+                      + (f"<div>{pictures}</div>" if pictures else "")
+                      + f"<pre style='white-space:pre-wrap'>{html.escape(step['text'])}</pre>")
+    heading = f"<b>{html.escape(str(traj.task_id))}</b>: {traj.n_tool_calls} tool calls, ended by {html.escape(str(traj.termination))}"
+    return StepView(bodies, heading)

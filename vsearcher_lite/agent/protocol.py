@@ -1,4 +1,4 @@
-"""The agent protocol, defined once (paper sections 2.2 and B, DESIGN section 4).
+"""The agent protocol, defined once (paper sections 2.2 and B).
 
 Everything the model sees comes from this module: the system prompt, the first user message
 (question text and question image), and how a tool result comes back as a turn. Teacher
@@ -15,14 +15,13 @@ user turn holding ``<tool_response>\\n...\\n</tool_response>`` renders to exactl
 ``tool`` message would.
 
 The tool block lives in the system message text (not in the chat template's ``tools=``
-argument): TRL's vision collator does not pass ``tools=`` to the template
-(``reference/feasibility_cpu.md`` section 4), and rendering it here makes training and rollout
+argument): TRL's vision collator does not pass ``tools=`` to the template, and rendering it here makes training and rollout
 prompts identical whatever the backend.
 
 Two variants come from the same code: ``full`` (the default, every profile that runs a real
 model) and ``compact`` for the cpu profile's tiny model, whose context is short: a two-line
 role and workflow and one line per tool instead of the JSON schemas. The compact prompt is a
-documented deviation from the paper (``reference/learning_cpu_2.md``: a short prompt and short
+documented deviation from the paper (a short prompt and short
 episodes are what make a few-million-parameter model learnable in CPU minutes).
 """
 

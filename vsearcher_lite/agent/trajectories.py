@@ -9,7 +9,11 @@ and any chat model can take either role.
 
 Runs are bounded in concurrency (threads), resumable (``rollouts.jsonl`` is an append-only log
 keyed by ``<task id>#<sample>``; a rerun skips what is done) and cached (every tool call goes
-through the run's ``ToolCache``, so a rerun reproduces its observations).
+through the run's ``ToolCache``, so a rerun reproduces its observations). Each rollout records
+what it depends on (``rollout_identity``: teacher, judge and the settings that shape an episode);
+a rerun reuses only rollouts of the same identity, so another teacher or other settings never
+mix with earlier ones, and it runs again the episodes that ended on a policy error (an
+unreachable server, a failed chat call), which may succeed this time.
 
 Outputs in ``RUN_DIR/trajectories/``:
 
@@ -21,7 +25,7 @@ Outputs in ``RUN_DIR/trajectories/``:
 
 Deviations from the paper, on the cpu profile: a heuristic teacher instead of Gemini, a match
 judge instead of an LLM judge, top-3 search results and the compact system prompt (a tiny
-model's context is short; ``reference/learning_cpu_2.md``), and a 2-minute wall-clock budget per
+model's context is short), and a 2-minute wall-clock budget per
 trajectory instead of 2.5 hours.
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 import threading
 import time
 from collections import Counter
@@ -43,11 +48,18 @@ from vsearcher_lite.agent.judge import Judge, make_judge
 from vsearcher_lite.agent.loop import TERMINATIONS, EpisodeLimits, Sampling, Trajectory, replay_mismatches, run_episode
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
 from vsearcher_lite.agent.teacher import HeuristicTeacher
-from vsearcher_lite.chat import ChatBackend, roles_usage
+from vsearcher_lite.chat import ChatBackend, roles_usage, usage_of
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, read_jsonl, write_jsonl
 from vsearcher_lite.synthesis.task import Task, in_level_order
+from vsearcher_lite.training.config import check_sampling
 
 STAGE = "trajectories"
+# Settings that change what an episode produces; a rerun reuses only rollouts made with the same ones.
+ROLLOUT_SETTINGS = ("prompt_variant", "top_k", "today", "max_tool_calls", "max_context_chars", "seed", "world")
+# ... and those that only a chat-model teacher reads (the heuristic teacher reads mistake_rate instead).
+SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens")
+# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
+TRANSIENT_TERMINATIONS = ("policy_error",)
 
 
 @dataclass
@@ -92,7 +104,25 @@ class TrajectoryConfig:
         unknown = sorted(set(preset) - known)
         if unknown:
             raise TypeError(f"unknown trajectory setting(s): {', '.join(unknown)}")
-        return cls(**preset)
+        config = cls(**preset)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Raise ``InputError`` naming the first setting out of range (before any work is done)."""
+        for name, flag, value in (("samples_per_task", "--samples", self.samples_per_task),
+                                  ("max_tasks", "--max-tasks", self.max_tasks),
+                                  ("concurrency", "--concurrency", self.concurrency)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
+        if self.max_tool_calls < 0:
+            raise InputError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise InputError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        try:
+            check_sampling(self.temperature, self.top_p)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
 
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(max_tool_calls=self.max_tool_calls, wall_clock_s=self.wall_clock_s, max_context_chars=self.max_context_chars)
@@ -187,7 +217,7 @@ def all_turns_pass(traj: Trajectory) -> bool:
     return bool(turns) and all(strict_format_check(m.get("content")).ok for m in turns)
 
 
-def rollout_record(task: Task, traj: Trajectory, verdict) -> dict:
+def rollout_record(task: Task, traj: Trajectory, verdict, identity: dict | None = None) -> dict:
     format_ok = all_turns_pass(traj)
     accepted = traj.termination == "answer" and verdict.correct and format_ok
     traj.meta.update(
@@ -200,7 +230,7 @@ def rollout_record(task: Task, traj: Trajectory, verdict) -> dict:
             "judge": verdict.to_dict(),
         }
     )
-    return {
+    record = {
         "key": job_key(task.id, traj.sample_index),
         "task_id": task.id,
         "sample_index": traj.sample_index,
@@ -210,6 +240,55 @@ def rollout_record(task: Task, traj: Trajectory, verdict) -> dict:
         "accepted": bool(accepted),
         "trajectory": traj.to_dict(),
     }
+    if identity is not None:
+        record["identity"] = identity
+    return record
+
+
+def teacher_label(config: TrajectoryConfig, teacher: ChatBackend | None = None) -> str:
+    """The teacher as metrics and rollout records name it: its spec (keys in it masked), or the name
+    of a backend passed in."""
+    from vsearcher_lite.evaluation.manifest import scrub_secrets
+
+    return scrub_secrets(config.teacher if teacher is None else getattr(teacher, "name", type(teacher).__name__))
+
+
+def judge_label(config: TrajectoryConfig, judge: Judge | None = None) -> str:
+    """The judge's spec (keys masked), or the name of a judge passed in."""
+    from vsearcher_lite.evaluation.manifest import scrub_secrets
+
+    return scrub_secrets(config.judge if judge is None else getattr(judge, "name", type(judge).__name__))
+
+
+def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict:
+    """What a rollout depends on: the teacher, the judge and the settings that shape an episode.
+
+    >>> rollout_identity(TrajectoryConfig(), "heuristic", "match")["mistake_rate"]
+    0.1
+    """
+    d = asdict(config)
+    names = ROLLOUT_SETTINGS + (("mistake_rate",) if teacher == "heuristic" else SAMPLING_SETTINGS)
+    return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
+
+
+def is_transient(record: dict) -> bool:
+    """A rollout that ended because the policy could not answer (worth running again)."""
+    return (record.get("trajectory") or {}).get("termination") in TRANSIENT_TERMINATIONS
+
+
+def stored_rollouts(log: JsonlLog, wanted: set[str], identity: dict) -> tuple[dict[str, dict], int]:
+    """``(latest record per key made with identity, number of stored records set aside)``: records
+    of other teachers or settings (or of no recorded identity) are kept in the log but not used."""
+    latest: dict[str, dict] = {}
+    other = 0
+    for r in log.records():
+        if r.get("key") not in wanted:
+            continue
+        if r.get("identity") == identity:
+            latest[r["key"]] = r
+        else:
+            other += 1
+    return latest, other
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,9 +308,10 @@ def generate_trajectories(
     from vsearcher_lite.relocate import check_not_moved
 
     config = config or TrajectoryConfig.for_profile("cpu")
+    config.check()
     check_not_moved(run_dir)
     rd = RunDir(run_dir)
-    out = rd.stage(STAGE)
+    out = rd.stage(STAGE, create=False)  # made by the first write: a run that fails before leaves no folder
     if tasks is None:
         tasks = ensure_tasks(run_dir, config)
     if config.max_tasks is not None:
@@ -240,7 +320,13 @@ def generate_trajectories(
         raise InputError(f"no tasks to run the teacher on (looked in {task_file(run_dir, config)})")
     if toolbox_factory is None:
         toolbox_factory = make_toolbox_factory(run_dir, config)
+    label = teacher_label(config, teacher)
+    if teacher is None and config.teacher != "heuristic":
+        from vsearcher_lite.chat import make_chat
+
+        teacher = make_chat(config.teacher)  # one backend for every episode: its usage is the teacher's
     teacher_for = make_teacher_factory(config, teacher)
+    identity = rollout_identity(config, label, judge_label(config, judge))
     judge = judge or make_judge(config.judge)
     local = threading.local()
     toolboxes: list[Any] = []
@@ -261,11 +347,14 @@ def generate_trajectories(
             sample_index=sample_index,
         )
         verdict = judge.judge(task.question, task.answer, traj.prediction, task.aliases)
-        return rollout_record(task, traj, verdict)
+        return rollout_record(task, traj, verdict, identity)
 
     log = JsonlLog(out / "rollouts.jsonl", key="key")
     jobs = [(t, i) for t in tasks for i in range(config.samples_per_task)]
-    todo = [(t, i) for t, i in jobs if job_key(t.id, i) not in log]
+    wanted = {job_key(t.id, i): n for n, (t, i) in enumerate(jobs)}
+    stored, set_aside = stored_rollouts(log, set(wanted), identity)
+    todo = [(t, i) for t, i in jobs if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
+    n_retried = sum(1 for t, i in todo if job_key(t.id, i) in stored)
     start = time.perf_counter()
     from tqdm.auto import tqdm
 
@@ -274,13 +363,13 @@ def generate_trajectories(
     ) as bar:
         futures = [pool.submit(run_job, t, i) for t, i in todo]
         for future in as_completed(futures):
-            log.append(future.result())  # appended from this thread only: one writer, whole lines
+            record = future.result()
+            log.append(record)  # appended from this thread only: one writer, whole lines
+            stored[record["key"]] = record
             bar.update(1)
     elapsed = time.perf_counter() - start
 
-    wanted = {job_key(t.id, i): n for n, (t, i) in enumerate(jobs)}
-    latest = {r["key"]: r for r in log.records() if r.get("key") in wanted}
-    records = sorted(latest.values(), key=lambda r: wanted[r["key"]])
+    records = sorted(stored.values(), key=lambda r: wanted[r["key"]])
     accepted = [r["trajectory"] for r in records if r["accepted"]]
     write_jsonl(out / "accepted.jsonl", accepted)
     atomic_write_text(out / "rollouts.csv", rollouts_csv(records))
@@ -288,12 +377,15 @@ def generate_trajectories(
     metrics.update(
         n_tasks=len(tasks),
         generated_this_run=len(todo),
+        retried_this_run=n_retried,
+        # stored rollouts of other teachers or settings: kept in rollouts.jsonl, left out of every output
+        set_aside_rollouts=set_aside,
         seconds=round(elapsed, 3),
         trajectories_per_s=round(len(todo) / elapsed, 2) if elapsed > 0 and todo else None,
-        teacher=config.teacher if teacher is None else getattr(teacher, "name", type(teacher).__name__),
+        teacher=label,
         judge=getattr(judge, "name", type(judge).__name__),
         judge_failures=getattr(judge, "failures", 0),
-        settings=config.to_dict(),
+        settings={**config.to_dict(), "teacher": label, "judge": identity["judge"]},
     )
     caches = [tb.cache for tb in toolboxes if getattr(tb, "cache", None) is not None]
     if caches:
@@ -303,9 +395,8 @@ def generate_trajectories(
             "entries": len(caches[0]),
             "path": str(caches[0].path),
         }
-    usage = getattr(teacher, "usage", None)
-    if isinstance(usage, dict):
-        metrics["teacher_usage"] = dict(usage)
+    if teacher is not None and usage_of(teacher):
+        metrics["teacher_usage"] = usage_of(teacher)
     judge_usage = roles_usage({"judge": judge})
     if judge_usage:
         metrics["judge_usage"] = judge_usage["judge"]
@@ -397,7 +488,8 @@ def load_accepted(run_dir: str | Path) -> list[Trajectory]:
 
 
 def load_rollouts(run_dir: str | Path) -> list[dict]:
-    """Every rollout record of a run (each with its ``trajectory`` dict)."""
+    """Every rollout record of a run (each with its ``trajectory`` dict and the ``identity`` it was
+    made with), those set aside for another teacher or other settings included."""
     path = RunDir(run_dir).require(STAGE, "vsearcher-lite trajectories") / "rollouts.jsonl"
     return list(read_jsonl(path, strict=False))
 
@@ -443,4 +535,10 @@ def run_trajectories_command(args) -> int:
     print(f"[trajectories] mean tool calls: {calls}; acceptance by difficulty: {rates}")
     print(f"[trajectories] terminations: {m['terminations']}")
     print(f"[trajectories] wrote {RunDir(args.run_dir).root / STAGE}")
+    failed = m["terminations"].get("policy_error", 0)
+    if m["n_trajectories"] and failed == m["n_trajectories"]:
+        print(f"vsearcher-lite trajectories: error: all {failed} episodes ended on a policy error (the teacher "
+              f"never answered; see {RunDir(args.run_dir).root / STAGE / 'rollouts.jsonl'}); rerun to retry them",
+              file=sys.stderr)
+        return 1
     return 0

@@ -9,7 +9,7 @@ Formats, and what this module relies on for each (the field names as their autho
 =================  ==================================================================================
 ``mmsearchexam``   the file released with the VSearcher paper (``mmsearchexam.jsonl``, 283 rows): one
                    JSON object per line with exactly ``question``, ``image_path`` (an http(s) URL)
-                   and ``answer`` (upstream digest, section D). No ids: rows are numbered.
+                   and ``answer``. No ids: rows are numbered.
 ``browsecomp-vl``  the WebWatcher release (``bc_vl_level1.jsonl`` / ``bc_vl_level2.jsonl``): one object
                    per line with ``question``, ``image_path`` (a URL), ``answers`` (a list; the first is
                    the gold answer, the rest are accepted too) and ``domain``. The level (1 or 2) comes

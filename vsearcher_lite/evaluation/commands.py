@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import add_device_option
 
 
 def positive(text: str) -> int:
@@ -24,6 +25,11 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
     return value
+
+
+# What a run folder holds once any stage has run in it (``--compare`` refuses a folder with none).
+RUN_CONTENTS = ("run_manifest.json", "world", "seeds", "inject-text", "inject-image", "filter", "trajectories",
+                "sft", "grpo", "eval", "comparison")
 
 
 def register(subparsers, common) -> None:
@@ -66,10 +72,12 @@ def register(subparsers, common) -> None:
     r.add_argument("--top-k", type=positive, default=None, help="results per search (default: the profile's)")
     r.add_argument("--max-tool-calls", type=int, default=None, help="tool calls per episode (default: 30, as in the paper)")
     r.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: 0 on cpu, 0.6 otherwise)")
+    r.add_argument("--max-tokens", type=positive, default=None, help="new tokens per turn of a model (default: the profile's)")
     r.add_argument("--repeat-guard", type=int, default=None, metavar="N",
                    help="a local model: never write a block of N or more tokens twice in a row within a reply "
                         "(chat.repeat_ban; default 0 = off)")
     r.add_argument("--no-cache", action="store_true", help="do not read or write the run's tool cache")
+    add_device_option(r)
     r.add_argument("--fresh", action="store_true", help="discard earlier results under this name and start over")
     c = p.add_argument_group("comparison (notebook 08)")
     c.add_argument("--compare", action="store_true",
@@ -87,9 +95,14 @@ def compare_command(args) -> int:
     if args.benchmark or args.policy:
         raise InputError("--compare uses the run's own exam and held-out tasks and its fixed policies; "
                          "leave out --benchmark and --policy")
+    run = Path(args.run_dir)
+    if not run.is_dir() or not any((run / name).exists() for name in RUN_CONTENTS):
+        raise InputError(f"{run}: not a run folder (no world, tasks or models in it); --compare compares the models "
+                         "of an existing run: check --run-dir")
     config = ComparisonConfig.for_profile(args.profile, world=args.world, seed=args.seed,
                                           exam_max_tasks=args.exam_tasks, heldout_max_tasks=args.heldout_tasks,
-                                          judge=args.judge, concurrency=args.concurrency)
+                                          judge=args.judge, concurrency=args.concurrency,
+                                          eval_overrides={"device": args.device} if args.device else None)
     metrics = run_comparison(args.run_dir, config)
     print("policy    " + " ".join(f"{g:>8s}" for g in TABLE_GROUPS))
     for row in table_rows(metrics):
@@ -155,8 +168,10 @@ def run_eval_command(args) -> int:
         top_k=args.top_k,
         max_tool_calls=args.max_tool_calls,
         temperature=args.temperature,
+        max_tokens=args.max_tokens,
         repeat_guard=args.repeat_guard,
         cache_mode="off" if args.no_cache else None,
+        device=args.device,
     )
     if args.world == "live":
         config.today = None  # the live web has a calendar
@@ -189,6 +204,6 @@ def run_eval_command(args) -> int:
         print("[eval] format errors (first failing turn): "
               + ", ".join(f"{code} {n}" for code, n in m["format_errors"].items()))
     print(f"[eval] {m['evaluated_this_run']} episode(s) run in {m['seconds']} s; "
-          f"mean {m['seconds_per_task']['mean']} s per task")
+          f"{m['wall_seconds_per_task']} s of wall time per task run")
     print(f"[eval] wrote {Path(args.run_dir) / 'eval' / m['name']} and {Path(args.run_dir) / 'eval' / 'metrics.json'}")
     return 0

@@ -50,6 +50,7 @@ from vsearcher_lite.evaluation.evaluate import (
     resolve_judge,
     run_identity,
 )
+from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
 from vsearcher_lite.synthesis.task import LEVEL_ORDER, Task
 
@@ -57,6 +58,10 @@ STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
 BENCHMARKS = ("exam", "heldout")
 HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level (task.ONEHOP)
+#: The paper's evaluation settings (sections 2.4, 3.2; the GPU profiles use them), by ``EvalConfig``
+#: result setting: what notebook 08 compares a run's settings with.
+PAPER_EVAL = {"judge": "llm", "top_k": 5, "prompt_variant": "full", "max_tool_calls": 30,
+              "max_context_chars": 800_000, "temperature": 0.6, "top_p": 0.95, "max_tokens": 10_000}
 # The evaluation names the SFT and GRPO stages write their held-out results under.
 STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}
@@ -258,7 +263,11 @@ def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, di
         "mean_tool_calls": per(lambda m: m.get("mean_tool_calls")),
         "mean_tool_calls_by_type": per(lambda m: m.get("mean_tool_calls_by_type")),
         "terminations": per(lambda m: m.get("terminations")),
-        "seconds_per_task": per(lambda m: (m.get("seconds_per_task") or {}).get("mean")),
+        # cost: the evaluation's wall time over the tasks it ran (reused results are not timed again)
+        "wall_seconds_per_task": per(lambda m: m.get("wall_seconds_per_task")),
+        "wall_timed_tasks": per(lambda m: m.get("wall_timed_tasks")),
+        # latency: one episode from start to answer, including its wait for the rest of its batch
+        "episode_seconds": per(lambda m: (m.get("seconds_per_task") or {}).get("mean")),
     }
 
 
@@ -342,7 +351,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
     for name, spec in rows.items():
         reason = unavailable_reason(name, spec, config.world)
         if reason:
-            status[name] = {"state": "missing", "spec": spec, "reason": reason}
+            status[name] = {"state": "missing", "spec": redact(spec), "reason": reason}
             log(f"[compare] {name}: {reason}")
             continue
         policy = make_policy(spec, config.heldout_eval_config())
@@ -350,7 +359,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
         # so that the identities match theirs and their results can be reused.
         policy.name = name
         results[name], reused = evaluate_policy(run_dir, name, policy, tasks, config, log)
-        status[name] = {"state": "evaluated", "spec": spec, "reason": None, "reused": reused,
+        status[name] = {"state": "evaluated", "spec": redact(spec), "reason": None, "reused": reused,
                         "eval_names": {b: eval_name(b, name) for b in results[name]}}
         del policy
         gc.collect()  # one model in memory at a time (8B checkpoints on the GPU profiles)

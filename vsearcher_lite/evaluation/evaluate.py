@@ -6,6 +6,11 @@ check as the teacher, SFT and GRPO), judges the final answer, and reports Pass@1
 tasks answered correctly in one attempt, the paper's metric), accuracy per difficulty and per
 split, mean tool calls by type, termination reasons and time per task.
 
+Two times are recorded. ``seconds_per_task`` is each episode's latency, from its start to its
+judged answer; episodes run concurrently (a batched model answers 16 at a time), so it includes
+the time an episode waits for the others of its batch and is not a cost. ``wall_seconds_per_task``
+is the cost: the evaluation's wall time divided by the tasks it ran (``wall_timed_tasks``).
+
 Policies (``make_policy(spec)``), all of them ``ChatBackend``s in the loop:
 
 - ``teacher`` (or ``heuristic``): the sandbox's heuristic teacher, one per task;
@@ -19,7 +24,8 @@ Policies (``make_policy(spec)``), all of them ``ChatBackend``s in the loop:
 Runs are bounded in concurrency (threads), resumable and cached:
 
 - ``RUN_DIR/eval/<name>/results.jsonl`` is an append-only log keyed by task id; a rerun skips the
-  tasks already done (a task whose question or answer changed since is run again);
+  tasks already done (a task whose question or answer changed since, or whose episode ended on a
+  policy error such as an unreachable server, is run again);
 - ``config.json`` there records what the results were produced with; rerunning the same name
   with another policy, judge or sampling is refused (use another ``--name``, or ``fresh=True``);
 - every tool call goes through the run's tool cache (``RUN_DIR/cache/tools.sqlite``).
@@ -36,6 +42,7 @@ budget per episode, and the offline match judge instead of an LLM judge.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import statistics
 import threading
@@ -59,6 +66,7 @@ from vsearcher_lite.agent.protocol import (
     resolve_today,
 )
 from vsearcher_lite.chat import ChatBackend, usage_of
+from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -68,12 +76,15 @@ from vsearcher_lite.runio import (
     check_folder_name,
     read_json,
 )
+from vsearcher_lite.runtime import check_device_name, resolve_device
 from vsearcher_lite.synthesis.task import Task, in_level_order
 from vsearcher_lite.training.config import check_sampling
 
 STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
-NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
+NO_TURN = "no_turn"
+# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
+TRANSIENT_TERMINATIONS = ("policy_error",)  # the format error of an episode whose policy wrote no turn at all
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
                    "temperature", "top_p", "max_tokens", "repeat_guard", "seed", "mistake_rate", "world")
@@ -111,6 +122,7 @@ class EvalConfig:
     world: str = "sandbox"
     profile: str = "cpu"
     cache_mode: str = "readwrite"
+    device: str = "auto"  # a local model's: auto (the GPU when there is one) | cpu | cuda
     keep_trajectories: bool = True  # store every trajectory in results.jsonl (for viewers)
     progress: bool = True
 
@@ -128,12 +140,10 @@ class EvalConfig:
             "concurrency": traj.concurrency,
         }
         if profile == "cpu":
-            preset["temperature"] = 0.0  # the tiny model is evaluated greedily (reference/learning_cpu*.md)
-            # Up to 16 episodes' turns in one generate call: 60 held-out tasks of the tiny SFT model
-            # took 127.9 s one at a time, 52.8 s at 16 and 45.5 s at 32, with the same answers
-            # (benchmarks/eval_batching.py, 2 threads); 32 rows of 1,500-token prompts took the SFT
-            # notebook's kernel to 4.1 GB (measured before runtime.limit_heap_growth; 16 is the
-            # margin kept under the 4 GB budget).
+            preset["temperature"] = 0.0  # the tiny model is evaluated greedily
+            # Up to 16 episodes' turns in one generate call: about 2.4x faster than one at a time with
+            # the same answers, while 32 rows of long prompts took a kernel past 4 GB
+            # (benchmarks/eval_batching.py; numbers in docs/results.md).
             preset["batch"] = 16
         preset.update({k: v for k, v in overrides.items() if v is not None})
         known = {f.name for f in fields(cls)}
@@ -145,12 +155,19 @@ class EvalConfig:
         return config
 
     def check(self) -> None:
-        """Raise ``ValueError`` naming the first setting out of range (``evaluate`` calls it too)."""
-        check_sampling(self.temperature, self.top_p)
+        """Raise ``InputError`` (a ``ValueError``) naming the first setting out of range (``evaluate``
+        calls it too), so the CLI reports it in one line."""
+        try:
+            check_sampling(self.temperature, self.top_p)
+        except ValueError as exc:
+            raise InputError(f"{exc} (--temperature)") from None
         if self.max_tool_calls < 0:
-            raise ValueError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
+            raise InputError(f"max_tool_calls (--max-tool-calls) must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+            raise InputError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.repeat_guard < 0:
+            raise InputError(f"repeat_guard (--repeat-guard) must be >= 0, got {self.repeat_guard}")
+        check_device_name(self.device)
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
         """The episode limits; a batched policy's episodes have no wall clock (they wait for each other,
@@ -285,8 +302,9 @@ def _path_like(spec: str) -> bool:
     return Path(spec).exists() or spec.startswith((".", "/", "~"))
 
 
-def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
-    """The chat backend of a spec; a local image-text model with ``batch`` > 1 comes behind the batcher
+def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBackend:
+    """The chat backend of a spec, a local model loaded on ``device`` (``runtime.resolve_device``); a
+    local image-text model with ``batch`` > 1 comes behind the batcher
     (``rl.batched_chat.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
     from vsearcher_lite.chat import TransformersChat, make_chat
 
@@ -304,7 +322,8 @@ def _chat_from_spec(spec: str, batch: int = 1) -> ChatBackend:
         looks_local = _path_like(path) or path.count("/") >= 2
         if looks_local and not (Path(path) / "config.json").is_file():
             raise InputError(f"{path}: no model here (no config.json); train it first or give another --policy")
-    chat = make_chat(spec)
+    local = {"device": str(resolve_device(device))} if spec.startswith("transformers:") else {}
+    chat = make_chat(spec, **local)
     if batch > 1 and isinstance(chat, TransformersChat) and chat.processor is not None:
         from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
 
@@ -351,8 +370,8 @@ def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = No
         inner_spec = spec[len("direct:"):] if spec.startswith("direct:") else "base"
         if inner_spec in ("teacher", "heuristic", "direct") or inner_spec.startswith("direct:"):
             raise InputError(f"policy {spec!r}: the direct ablation needs a model, e.g. direct:base or direct:openai:<model>@<url>")
-        return direct_policy(_chat_from_spec(inner_spec, config.batch), config, name=policy_label(spec), spec=spec)
-    backend = _chat_from_spec(spec, config.batch)
+        return direct_policy(_chat_from_spec(inner_spec, config.batch, config.device), config, name=policy_label(spec), spec=spec)
+    backend = _chat_from_spec(spec, config.batch, config.device)
     return Policy(policy_label(spec), spec, lambda task: backend, shared=backend, batch=backend_batch(backend))
 
 
@@ -396,7 +415,7 @@ def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds
     record = {
         "id": task.id,
         "policy": policy.name,
-        "policy_spec": policy.spec,
+        "policy_spec": redact(policy.spec),
         "difficulty": task.difficulty,
         "split": task.split,
         "question": task.question,
@@ -590,18 +609,21 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
 
 
 def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
-    """The latest result of each task that still matches the task's question and answer."""
+    """The latest result of each task that still matches the task's question and answer, leaving
+    out episodes that ended on a policy error (an unreachable server, a failed call): a rerun
+    runs those again."""
     wanted = {t.id: t for t in tasks}
     latest: dict[str, dict] = {}
     for r in log.records():
         task = wanted.get(str(r.get("id")))
         if task is not None and r.get("question") == task.question and r.get("answer") == task.answer:
             latest[task.id] = r
-    return latest
+    return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
 
 
-def guard_resume(out: Path, identity: dict, fresh: bool) -> None:
-    """Refuse to mix results of different policies or settings under one eval name."""
+def guard_resume(out: Path, identity: dict, fresh: bool, log: Callable[[str], None] = print) -> None:
+    """Refuse to mix results of different policies or settings under one eval name; results of a
+    checkpoint since retrained at the same path (other ``weights``) are stale and start over."""
     config_file = out / "config.json"
     results = out / "results.jsonl"
     if fresh:
@@ -609,7 +631,11 @@ def guard_resume(out: Path, identity: dict, fresh: bool) -> None:
     elif config_file.exists() and results.exists() and results.stat().st_size > 0:
         before = read_json(config_file)
         changed = changed_settings(before, identity)
-        if changed:
+        if changed == ["weights"]:
+            log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were made with: "
+                "evaluating again")
+            results.unlink()
+        elif changed:
             raise InputError(
                 f"{out} holds results made with other settings ({', '.join(changed)}: "
                 f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another --name or --fresh")
@@ -620,16 +646,59 @@ def run_identity(policy: Policy, config: EvalConfig, judge: Judge) -> dict:
     """What the results of an evaluation depend on: the policy, every result setting and the judge.
 
     ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
+Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_secrets``).
     Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on.
+    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on. An
+    LLM judge served by an endpoint is named by its model and URL (``judge_model``).
     """
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
         settings.pop("seed")
     if not settings.get("repeat_guard"):
         settings.pop("repeat_guard")  # off: results stored before the option existed still match
-    return {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
-            **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    from vsearcher_lite.evaluation.manifest import scrub_secrets
+
+    identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
+                **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    fingerprint = weights_fingerprint(policy.spec)
+    if fingerprint:
+        identity["weights"] = fingerprint
+    chat = getattr(judge, "chat", None)
+    if isinstance(getattr(chat, "model", None), str):  # an LLM judge behind an endpoint: which model judged
+        identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
+    return scrub_secrets(identity)
+
+
+HASHED_WEIGHTS_MB = 256  # larger checkpoints are fingerprinted by file sizes and times, not content
+
+
+def weights_fingerprint(spec: str) -> str | None:
+    """A fingerprint of the weight files of a local checkpoint named by ``spec`` (None for any other
+    policy), so that results of a checkpoint retrained at the same path are never reused.
+
+    Checkpoints up to ``HASHED_WEIGHTS_MB`` are hashed by content (a copied run keeps its results);
+    larger ones by file names, sizes and modification times.
+    """
+    rest = spec[len("direct:"):] if spec.startswith("direct:") else spec
+    if not rest.startswith("transformers:"):
+        return None
+    folder = Path(rest[len("transformers:"):]).expanduser()
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin") and p.is_file()) \
+        if folder.is_dir() else []
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    by_content = sum(p.stat().st_size for p in files) <= HASHED_WEIGHTS_MB * 2**20
+    for p in files:
+        digest.update(p.name.encode())
+        if by_content:
+            with p.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        else:
+            stat = p.stat()
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
 
 
 def canonical_spec(spec: str) -> str:
@@ -715,38 +784,44 @@ def read_summary(run_dir: str | Path) -> dict:
     return read_json(path) if path.exists() else {}
 
 
-def per_thread_toolbox(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tuple[Callable[[], Any], list]:
-    """``(get, made)``: ``get()`` gives the calling thread its toolbox, built on first use.
+def toolbox_source(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tuple[Callable[[], Any], list]:
+    """``(get, made)``: ``get()`` gives the calling thread the toolbox its episodes use.
 
-    ``toolbox`` is a toolbox (shared by every thread), a function that builds one, or ``None``
-    for the run's own (``tools.factory.make_toolbox``). ``made`` lists the toolboxes handed out
-    (for their cache statistics).
+    ``toolbox`` is a toolbox (shared by every thread), ``None`` for the run's own
+    (``tools.factory.make_toolbox``), built once on first use and shared by every thread (a
+    toolbox is thread-safe, and building one per thread re-read the world's image features in
+    each), or a function that builds one, called once per thread (for a toolbox that must not be
+    shared). ``made`` lists the toolboxes handed out (for their cache statistics).
     """
-    if toolbox is None:
-        from vsearcher_lite.tools.factory import make_toolbox
-
-        def build():
-            return make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode, top_k=config.top_k,
-                                observations=config.prompt_variant)
-    elif callable(toolbox) and not hasattr(toolbox, "call"):
-        build = toolbox
-    else:
-        def build():
-            return toolbox
-    local = threading.local()
     made: list[Any] = []
     lock = threading.Lock()
+    if toolbox is None or not (callable(toolbox) and not hasattr(toolbox, "call")):
+        if toolbox is not None:
+            made.append(toolbox)
 
-    def get():
+        def get_shared():
+            if not made:
+                with lock:
+                    if not made:
+                        from vsearcher_lite.tools.factory import make_toolbox
+
+                        made.append(make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode,
+                                                 top_k=config.top_k, observations=config.prompt_variant))
+            return made[0]
+
+        return get_shared, made
+    local = threading.local()
+
+    def get_own():
         box = getattr(local, "toolbox", None)
         if box is None:
-            box = local.toolbox = build()
+            box = local.toolbox = toolbox()
             with lock:
                 if all(box is not other for other in made):
                     made.append(box)
         return box
 
-    return get, made
+    return get_own, made
 
 
 def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLog, concurrency: int, *,
@@ -788,7 +863,8 @@ def evaluate(
     ``policy``: a spec for ``make_policy``, a ``ChatBackend`` (one for every task) or a ``Policy``.
     ``judge``: a ``Judge`` or a spec (default ``config.judge``). ``toolbox``: a toolbox, a
     function that builds one (called once per worker thread), or ``None`` for the run's own
-    (``tools.factory.make_toolbox``: the run's world and tool cache). ``name``: the folder under
+    (``tools.factory.make_toolbox``: the run's world and tool cache, one toolbox shared by the
+    worker threads). ``name``: the folder under
     ``RUN_DIR/eval/`` and the key in the summary (default: the policy's name).
     """
     from vsearcher_lite.relocate import check_not_moved
@@ -812,7 +888,7 @@ def evaluate(
         from vsearcher_lite.world import open_world
 
         open_world(run_dir)  # a missing world fails here, before anything is written
-    thread_toolbox, made = per_thread_toolbox(toolbox, run_dir, config)
+    thread_toolbox, made = toolbox_source(toolbox, run_dir, config)
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
     identity = run_identity(policy, config, judge_obj)
@@ -835,23 +911,27 @@ def evaluate(
     for record in run_pending(todo, run_task, log, threads, progress=config.progress, desc=f"eval {name}"):
         done[record["id"]] = record
     elapsed = time.perf_counter() - start
+    previous = read_json(out / "metrics.json") if not todo and (out / "metrics.json").is_file() else {}
 
     records = [done[t.id] for t in tasks]
     atomic_write_text(out / "results.csv", results_csv(records))
     metrics = eval_metrics(records)
     from vsearcher_lite.evaluation.manifest import utc_now
 
+    from vsearcher_lite.evaluation.manifest import scrub_secrets
+
     metrics.update(
         name=name,
         policy=policy.name,
-        policy_spec=policy.spec,
+        policy_spec=identity["policy_spec"],
         tools=policy.tools,
-        benchmark=benchmark,
+        benchmark=redact(benchmark),
         judge=identity["judge"],
         judge_failures=getattr(judge_obj, "failures", 0),
         evaluated_this_run=len(todo),
         seconds=round(elapsed, 3),
-        settings=config.to_dict(),
+        **wall_time(elapsed, len(todo), previous),
+        settings=scrub_secrets(config.to_dict()),
         updated_at=utc_now(),
     )
     caches = [getattr(b, "cache", None) for b in made]
@@ -867,6 +947,25 @@ def evaluate(
     write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
                                                  "settings": config.to_dict()}, elapsed)
     return metrics
+
+
+def wall_time(elapsed: float, n_run: int, previous: dict) -> dict:
+    """``wall_seconds_per_task`` (wall time over the tasks run) and ``wall_timed_tasks``.
+
+    A rerun that ran nothing keeps the previous run's figures (``previous``: its metrics), so
+    resuming a finished evaluation does not erase its cost.
+
+    >>> wall_time(12.0, 4, {})
+    {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}
+    >>> wall_time(0.01, 0, {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4})
+    {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}
+    >>> wall_time(0.01, 0, {})
+    {'wall_seconds_per_task': None, 'wall_timed_tasks': 0}
+    """
+    if n_run:
+        return {"wall_seconds_per_task": round(elapsed / n_run, 4), "wall_timed_tasks": n_run}
+    return {"wall_seconds_per_task": previous.get("wall_seconds_per_task"),
+            "wall_timed_tasks": previous.get("wall_timed_tasks") or 0}
 
 
 def load_results(run_dir: str | Path, name: str) -> list[dict]:

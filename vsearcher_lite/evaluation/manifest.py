@@ -198,7 +198,8 @@ def utc_now() -> str:
 def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (a sidecar lock file) for the ``with`` block.
 
-    POSIX: ``fcntl.flock``, released by the OS even if the holder crashes. Elsewhere: a lock
+    POSIX: ``fcntl.flock``, released by the OS even if the holder crashes; the lock file is removed
+    on release (a lock taken on a file since removed is retried on the new one). Elsewhere: a lock
     file created exclusively, removed on exit, and broken when older than ``STALE_LOCK_S``.
     """
     path = Path(path)
@@ -209,19 +210,31 @@ def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Itera
     except ImportError:  # pragma: no cover - Windows
         fcntl = None
     if fcntl is not None:
-        with open(path, "a+b") as fh:
-            while True:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{path}: could not take the lock in {timeout:g} s") from None
-                    time.sleep(0.01)
+        while True:
+            fh = open(path, "a+b")
             try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path}: could not take the lock in {timeout:g} s") from None
+                time.sleep(0.01)
+                continue
+            try:
+                same = os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            fh.close()  # the holder before us removed this file: lock the one now at the path
+        try:
+            yield
+        finally:
+            # Removed while still held, so a waiter that opened it sees it is gone and opens afresh:
+            # no lock file is left in the run folder.
+            path.unlink(missing_ok=True)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fh.close()
         return
     while True:  # pragma: no cover - Windows
         try:

@@ -1,4 +1,4 @@
-"""CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base (issue 5).
+"""CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base.
 
 Not part of a normal run: the base ships in ``data/tiny_base``. By default the output goes to
 ``RUN_DIR/pretrain/``; only ``--out data/tiny_base`` replaces the shipped base. ``--recipe``
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import add_device_option
 
 
 
@@ -90,6 +91,8 @@ def config_from_args(args):
         config.max_steps = int(args.max_steps)
     if args.threads is not None:
         config.threads = int(args.threads)
+    if args.device is not None:
+        config.device = args.device
     if args.init:
         config.init_from = args.init
     if args.probe_n is not None:
@@ -112,7 +115,8 @@ def probe_options_from_args(args) -> dict:
     _check_init(args.init)
     agent_tasks = args.agent_tasks if args.agent_tasks is not None else 20
     return {"agent_tasks": agent_tasks, "agent_run_dir": str(Path(args.run_dir)) if agent_tasks > 0 else None,
-            "n_per_kind": args.probe_n, "threads": args.threads or 2, "command": canonical_command(args),
+            "n_per_kind": args.probe_n, "threads": args.threads or 2, "device": args.device or "auto",
+            "command": canonical_command(args),
             "log": (lambda msg: None) if args.quiet else None}
 
 
@@ -127,6 +131,8 @@ def _cmd_probe_only(args) -> int:
 
 
 def _cmd_pretrain(args) -> int:
+    if args.agent_tasks is not None and args.agent_tasks < 0:
+        raise InputError(f"--agent-tasks must be 0 (skip the agent probe) or more, got {args.agent_tasks}")
     from vsearcher_lite.model.pretrain import pretrain
 
     if args.probe_only:
@@ -163,6 +169,7 @@ def register(subparsers, common) -> None:
     p.add_argument("--max-steps", type=_positive(int), default=None,
                    help="step cap on training, shared by the stages (default: 1800 + 500)")
     p.add_argument("--threads", type=_positive(int), default=None, help="torch threads (default: 2)")
+    add_device_option(p)
     p.add_argument("--probe-n", type=_positive(int), default=None, help="probe documents per probe kind (default: 150)")
     p.add_argument("--agent-tasks", type=int, default=None,
                    help="held-out sandbox tasks for the base model's agent probe; 0 skips it "

@@ -2,7 +2,7 @@
 
 Every document is plain text made from sandbox worlds whose seeds are *not* the default world's
 (seed 0 is the world the agent is evaluated in; its facts must not be memorised). Six kinds,
-after the measured recipe (``reference/learning_cpu_2.md`` section 1):
+after the pretraining recipe of ``pretrain.py``:
 
 ==========  ==================================================================================
 kind        what it teaches
@@ -567,8 +567,8 @@ WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pic
 # The corpus: worlds + a mix of document kinds, deterministic in a seed
 # ---------------------------------------------------------------------------------------------
 
-#: Stage A, copy-dense: the measured recipe's kinds with more of the short copy documents (this
-#: corpus's lookup and page documents are longer than the prototype's, so by tokens they would dominate).
+#: Stage A, copy-dense: more of the short copy documents (this corpus's lookup and page documents
+#: are long, so by tokens they would otherwise dominate).
 DEFAULT_MIX = {"page": 1.0, "repeat": 3.0, "kv": 2.0, "pick": 1.0, "lookup": 2.0, "pageqa": 1.0}
 #: Stage B: more reading, more picking, the "Answer:" restate on half of lookup/pageqa.
 STAGE_B_MIX = {"page": 1.0, "repeat": 1.0, "kv": 1.0, "pick": 2.0, "lookup": 3.0, "pageqa": 2.0}

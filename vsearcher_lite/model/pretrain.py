@@ -1,12 +1,11 @@
 """Pretraining the tiny base: tokenizer, model, packed copy-dense text, probes, model card.
 
 ``pretrain(config) -> metrics`` is the whole stage; ``vsearcher-lite pretrain`` and the notebook
-call it. It follows the measured recipe of ``reference/learning_cpu_2.md`` (section 1), adapted
-to this project's tokenizer and corpus:
+call it. It has two stages of copy-dense documents:
 
 - **Stage A** builds the copy circuit: rows of 512 tokens x 6 (copying must work at the positions of a search-result list, not only in the first 256), lr 3e-3 with warmup and a
   cosine decay. The loss on the *repeat* half of the repeat documents shows the induction phase
-  transition (the prototype: 2.85 at step 700, 0.07 at step 1,650).
+  transition (a sudden drop, logged as ``loss_repeat``).
 - **Stage B** teaches reading at the lengths the agent will see: long rows (1,024 tokens x 3),
   lr 1e-3, more lookup / page-reading / pick documents, half of them with an "Answer: X" restate.
 
@@ -16,15 +15,15 @@ recipe. ``probe_checkpoint`` (``--probe-only``) re-runs the probes on a saved ch
 rewrites its metrics and card, keeping the training records.
 
 Both stages stop at whichever comes first, their step cap or their wall-clock cap. The full run
-is sized by steps (1,800 + 500, about 26 minutes on 2 otherwise idle cores) with generous clock
+is sized by steps (1,800 + 500) with generous clock
 caps, so it is deterministic in ``seed`` and does not train less when other jobs share the CPU
 (measured: a clock-capped run lost a third of its steps to a neighbour's job). ``--minutes``
 caps it by the clock instead. The learning rate follows warmup + cosine over the stage's
 progress, the larger of the step fraction and the time fraction, so a run cut by the clock still
 ends annealed; the model card records which cap stopped each stage.
 
-CPU hygiene from the prototype: fp32 (bf16 autocast was 6x slower on this CPU), a fixed number
-of torch threads, batched greedy generation for the probes.
+CPU settings: fp32 (bf16 autocast is slower on a CPU), a fixed number of torch threads, batched
+greedy generation for the probes.
 
 Deviation from the paper: the paper starts from Qwen3-VL-8B. The cpu profile cannot download a
 checkpoint, so it pretrains a 5M-parameter model of the same architecture on sandbox text;
@@ -65,10 +64,10 @@ from vsearcher_lite.model.corpus import (
 )
 from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, DOC_SEPARATOR, PAD_TOKEN, build_tokenizer, token_id
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text
-from vsearcher_lite.runtime import set_threads
+from vsearcher_lite.runtime import resolve_device, set_threads
 
 CARD_NAME = "MODEL_CARD.md"
-COPY_TARGET = 0.9  # issue 5: copy-probe accuracy on the lookup probe
+COPY_TARGET = 0.9  # the copy target: accuracy on the lookup probe
 LOG_NAME = "train_log.csv"
 METRICS_NAME = "metrics.json"
 LOG_FIELDS = ("stage", "step", "seconds", "lr", "loss", "loss_repeat", "loss_recall", "loss_answer", "tokens",
@@ -118,11 +117,10 @@ def fresh_stages() -> list[StageConfig]:
     (``--recipe fresh``; the shipped base's last runs).
 
     Why fresh names: the corpus comes from 20 fixed worlds, and after hours of training the model
-    had memorised their names; it copied them far better than names it had never seen (probes on a
-    training world against the evaluation world, the same checkpoint: repeat 0.85 against 0.43,
-    page reading 0.84 against 0.60, lookup 0.72 against 0.63). With a new name in every document,
-    every copy is a real one: 30 minutes of this lifted the evaluation-world probes to lookup 0.83,
-    repeat 0.81, page reading 0.82. Copy targets weigh twice in the loss (``copy_weight``); rows of
+    had memorised their names; it copied them far better than names it had never seen (the same
+    probes on a training world and on the evaluation world; docs/results.md). With a new name in
+    every document, every copy is a real one (the model card's history shows the probes rising
+    run by run). Copy targets weigh twice in the loss (``copy_weight``); rows of
     1,024 tokens, so copying is practised at the positions of a whole agent episode; lr 1e-3;
     ``restate`` documents (a question asked again with the name of what it described), the reading
     behind every argument of the cpu profile's compact teacher. Capped at 40 minutes.
@@ -165,6 +163,7 @@ class PretrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     threads: int | None = 2
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda
     log_every: int = 50
     restate_share: float = 0.5
     fresh_names: bool = False  # every document's names drawn afresh (corpus.refresh_names)
@@ -384,7 +383,7 @@ def probe_documents(world, kind: str, n: int, seed: int) -> list[Doc]:
     while len(docs) < n:
         doc = writer(world, rng)
         if kind in ("lookup", "lookup_far") and doc.meta.get("mode") != "fact":
-            continue  # the lookup probe copies a fact from a result list (learning_cpu_2's probe)
+            continue  # the lookup probe copies a fact from a result list
         if doc.kind == PROBE_DOC_KIND.get(kind, kind) and any(role for _, role in doc.segments):
             docs.append(doc)
     return docs
@@ -415,8 +414,8 @@ def greedy_continuations(model, tokenizer, prompts: list[list[int]], max_new_tok
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
             width = max(len(prompts[i]) for i in idx)
-            ids = torch.tensor([[pad] * (width - len(prompts[i])) + prompts[i] for i in idx])
-            mask = torch.tensor([[0] * (width - len(prompts[i])) + [1] * len(prompts[i]) for i in idx])
+            ids = torch.tensor([[pad] * (width - len(prompts[i])) + prompts[i] for i in idx], device=model.device)
+            mask = torch.tensor([[0] * (width - len(prompts[i])) + [1] * len(prompts[i]) for i in idx], device=model.device)
             new = max(max_new_tokens[i] for i in idx)
             gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False,
                                  pad_token_id=pad, eos_token_id=[pad])
@@ -528,11 +527,12 @@ def previous_runs(path: str | Path) -> list[dict]:
     return list(m.get("previous_runs") or []) + [run]
 
 
-def hardware_summary(threads: int) -> str:
+def hardware_summary(threads: int, device: Any = "cpu") -> str:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{platform.processor() or platform.machine()}, {threads} torch thread(s), {gpu}; torch {torch.__version__}"
+    return (f"{platform.processor() or platform.machine()}, {threads} torch thread(s), {gpu}; model on {device}; "
+            f"torch {torch.__version__}")
 
 
 def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfig, rows: list[dict],
@@ -546,6 +546,7 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=stage.lr, betas=(0.9, 0.95), eps=1e-8)
     model.train()
+    device = next(model.parameters()).device
     start = time.perf_counter()
     budget_s = stage.minutes * 60.0
     step = 0
@@ -560,7 +561,7 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
         lr = lr_at(progress, step, stage.lr, stage.warmup_steps, stage.min_lr_ratio)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, roles, mask = packer.batch(stage.batch_size, stage.seq_len)
+        ids, roles, mask = (t.to(device) for t in packer.batch(stage.batch_size, stage.seq_len))
         logits = model(input_ids=ids, attention_mask=mask).logits
         losses, valid = token_losses(logits, ids, mask)
         loss = weighted_mean(losses, valid, roles, config.copy_weight)
@@ -617,6 +618,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True) if config.progress else None)
     t0 = time.perf_counter()
+    device = resolve_device(config.device)
     threads = set_threads(config.threads, limit_heap=False)  # fixed-shape batches: see runtime.set_threads
     torch.manual_seed(config.seed)
     corpus = Corpus(config.world_seeds, config.world_entities, exclude_seed=config.eval_world_seed,
@@ -632,6 +634,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
         tokenizer = build_tokenizer(corpus.tokenizer_texts(config.tokenizer_docs, config.seed), config.vocab_size)
         processor = tiny.build_processor(tokenizer)
         model = tiny.build_tiny_model(tokenizer, seed=config.seed, text=config.text, vision=config.vision)
+    model.to(device)
     params = tiny.count_parameters(model)
     t_setup = time.perf_counter() - t0
     log(f"corpus + tokenizer + model in {t_setup:.1f}s: vocab {len(tokenizer)}, {params['total']:,} parameters")
@@ -672,7 +675,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
         "corpus": {"world_seeds": list(config.world_seeds), "world_entities": config.world_entities,
                    "renamed_roots": sum(w.renamed for w in corpus.worlds), "dropped_docs": corpus.dropped,
                    "eval_world_seed": config.eval_world_seed},
-        "hardware": hardware_summary(threads),
+        "hardware": hardware_summary(threads, device),
         "threads": threads,
         "seed": config.seed,
         "command": config.command,
@@ -818,13 +821,13 @@ def model_card(metrics: dict, rows: list[dict], arch: dict) -> str:
         lines += ["", f"Agent probe: not measured ({agent.get('reason', 'unknown')})."]
     lookup = pr.get("lookup", {}).get("accuracy")
     if lookup is not None and lookup < COPY_TARGET:
-        lines += ["", f"**Below issue 5's target**: the lookup probe is {lookup:.3f}, the target is {COPY_TARGET}. "
+        lines += ["", f"**Below the copy target**: the lookup probe is {lookup:.3f}, the target is {COPY_TARGET}. "
                       "The model copies names and values from a result list, but not yet reliably the one the "
                       "question asks for."]
         plain = {k: pr[k]["accuracy"] for k in ("recall", "repeat") if k in pr}
         if plain:
             below = [k for k, v in plain.items() if v < COPY_TARGET]
-            lines[-1] += (" Issue 5 words the copy probe as copy accuracy on held-out repeat/recall sequences; on "
+            lines[-1] += (" The copy target can also be read as copy accuracy on held-out repeat/recall sequences; on "
                           "those it scores " + " and ".join(f"{k} {v:.3f}" for k, v in plain.items())
                           + (f", {'both' if len(below) == 2 else ' and '.join(below)} also below {COPY_TARGET}."
                              if below else f", above {COPY_TARGET}.")
@@ -884,7 +887,7 @@ def with_new_probes(metrics: dict, copy: dict, agent: dict, probe_run: dict) -> 
 
 def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_dir: str | None = None,
                      n_per_kind: int | None = None, batch_size: int | None = None, threads: int | None = 2,
-                     command: str = "", log: Callable[[str], None] | None = None) -> dict:
+                     command: str = "", log: Callable[[str], None] | None = None, device: str = "auto") -> dict:
     """Re-run every probe (the copy probes and the agent probe) on a saved base and rewrite its
     ``metrics.json`` probe entries and ``MODEL_CARD.md`` in place; returns the new metrics.
 
@@ -913,6 +916,7 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_d
         raise InputError(f"{base / METRICS_NAME}: unreadable or without a 'config' entry ({exc})") from None
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
+    where = resolve_device(device)
     threads = set_threads(threads)
     rec_probes = recorded.get("probes") or {}
     config = PretrainConfig(
@@ -922,14 +926,14 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20, agent_run_d
         probes=ProbeConfig(n_per_kind=int(n_per_kind or rec_probes.get("n_per_kind", 150)),
                            batch_size=int(batch_size or rec_probes.get("batch_size", 32)),
                            agent_tasks=int(agent_tasks), agent_run_dir=agent_run_dir))
-    model, processor = tiny.load_base(base, dtype=torch.float32)
+    model, processor = tiny.load_base(base, dtype=torch.float32, device=str(where))
     log(f"probing {base} ({config.probes.n_per_kind} documents per kind, {agent_tasks} agent tasks) ...")
     world = probe_world(config.eval_world_seed, config.eval_world_entities)
     copy = run_copy_probes(model, processor.tokenizer, world, config.probes.n_per_kind, config.probes.batch_size,
                            config.seed)
     agent = run_agent_probe(model, processor, config)
     probe_run = {"command": command or f"probe_checkpoint({str(base)!r})", "seconds": round(time.perf_counter() - t0, 1),
-                 "hardware": hardware_summary(threads), "threads": threads, "seed": config.seed,
+                 "hardware": hardware_summary(threads, where), "threads": threads, "seed": config.seed,
                  "n_per_kind": config.probes.n_per_kind, "batch_size": config.probes.batch_size,
                  "agent_tasks": config.probes.agent_tasks, "agent_run_dir": agent_run_dir,
                  "finished_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

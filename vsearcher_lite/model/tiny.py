@@ -1,14 +1,12 @@
 """The cpu profile's tiny Qwen3-VL: its config, an image-only processor, building, saving, loading.
 
 The model is an ordinary ``Qwen3VLForConditionalGeneration`` built from the hand-written config
-below (``reference/learning_cpu_2.md``: hidden 256, 4 layers, 8 heads of 32, vision tower of
-depth 2; about 5M parameters). It is saved as an ordinary Hugging Face folder, so
+below (hidden 256, 4 layers, 8 heads of 32, vision tower of depth 2; about 5M parameters). It is saved as an ordinary Hugging Face folder, so
 ``AutoModelForImageTextToText.from_pretrained(dir)`` and ``AutoProcessor.from_pretrained(dir)``
 load it, and the same loading code (``load_base``) takes a real Qwen3-VL checkpoint or hub id in
 the GPU profiles.
 
-Three things differ from a stock Qwen3-VL folder, each for a measured reason
-(``reference/feasibility_cpu.md`` sections 2-5):
+Three things differ from a stock Qwen3-VL folder, each for a measured reason:
 
 - **No video processor.** ``Qwen3VLProcessor`` needs one and every video processor needs
   torchvision, which has no CPU wheel here. ``Qwen3VLImageOnlyProcessor`` leaves it out (the
@@ -37,7 +35,7 @@ from typing import Any
 from vsearcher_lite.model.tokenizer import EOS_TOKEN, PAD_TOKEN, token_id, vision_token_ids
 from vsearcher_lite.runio import InputError, replace_dir
 
-#: The text model, written out (``learning_cpu_2.md``: 4 layers x 8 heads formed the copy circuit).
+#: The text model, written out (4 layers x 8 heads are enough to form a copy circuit).
 TEXT_CONFIG: dict[str, Any] = {
     "hidden_size": 256,
     "intermediate_size": 768,
@@ -120,9 +118,9 @@ def _processor_class():
             return out
 
         def _adjust_assistant_masks_indices(self, processed_dict, generation_indices):
-            # transformers walks the offset tensor one element at a time, which took three quarters
-            # of SFT's collate time (about 40 ms a trajectory); the same walk over nested lists gives
-            # the same masks (tests/test_sft.py) in about a millisecond.
+            # transformers walks the offset tensor one element at a time, most of SFT's collate time;
+            # the same walk over nested lists gives the same masks (tests/test_sft.py) several times
+            # faster (benchmarks/sft_collate.py; docs/results.md).
             offsets = processed_dict.get("offset_mapping")
             if hasattr(offsets, "tolist"):
                 processed_dict["offset_mapping"] = offsets.tolist()
@@ -219,8 +217,8 @@ def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None, visi
     return model
 
 
-#: Plain-text cues for the tokens pretraining never shows (``reference/learning_cpu_2.md``, SFT section):
-#: without an informed start, SFT in 3 minutes answered a constant year.
+#: Plain-text cues for the tokens pretraining never shows: each markup token starts from the
+#: embedding of its cue, so a short SFT does not start from random markup (without them it answered a constant year).
 MARKUP_CUES: dict[str, str] = {
     "<answer>": "Answer: ",
     "</answer>": "\n",

@@ -1,6 +1,6 @@
 """The tiny base model's tokenizer: byte-level BPE trained here, deterministic, built so copying is easy.
 
-Why it is not Qwen's tokenizer (``reference/learning_cpu.md`` section 1, ``learning_cpu_2.md`` section 1):
+Why it is not Qwen's tokenizer:
 
 - **A name tokenizes the same everywhere.** Qwen's pre-tokenizer glues a leading space or quote
   to the word after it, so ``Zanura`` becomes `` Zanura`` in a result list and ``"Zanura`` inside a

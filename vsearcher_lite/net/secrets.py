@@ -1,6 +1,6 @@
 """API keys: read from the environment (or a ``.env`` file the user points to), never shown.
 
-Rules (issue 9, item 4):
+Rules:
 
 - a key comes from an environment variable, or from a ``.env`` file named by
   ``$VSEARCHER_ENV_FILE`` (or passed explicitly); nothing else is searched, so a stray

@@ -2,8 +2,8 @@
 
 GRPO runs P x G episodes per step and the held-out evaluation runs hundreds; one
 ``model.generate`` per turn per episode (``chat.TransformersChat``) leaves a small model's CPU
-time to per-call overhead: measured here (2 cores, tiny model), 6 second-turn prompts took 4.3 s
-one by one and 2.2 s as one batch, with token-identical greedy output. The batching lives
+time to per-call overhead; one batch of several prompts takes a fraction of their one-by-one
+time, with token-identical greedy output. The batching lives
 *behind* the ``ChatBackend`` interface, so the episodes still run through the project's own
 loop (``agent.loop.run_episode``: the same prompt, format check, tools and limits as
 everywhere else), one thread per episode:
@@ -297,8 +297,8 @@ class BatchedTransformersChat(LockstepBatcher):
     def __init__(self, model, processor, *, max_new_tokens: int = 512, static_cache: bool | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         # On CPU a preallocated cache: decoding a small model there is bound by memory traffic, and
-        # the default cache copies every key and value at every step (measured here: 48 -> 22 ms
-        # per step at 16 rows x 1,000 tokens, token-identical greedy output). Not on a GPU by
+        # the default cache copies every key and value at every step (the static one roughly halves
+        # a decode step at 16 rows x 1,000 tokens, token-identical greedy output). Not on a GPU by
         # default: it allocates prompt + max_new_tokens positions for every row up front.
         if static_cache is None:
             static_cache = next(model.parameters()).device.type == "cpu"

@@ -1,6 +1,6 @@
 """CLI: ``vsearcher-lite grpo`` (multi-turn GRPO in the search environment, notebook 07).
 
-    vsearcher-lite grpo --profile cpu                      # the cpu engine, about 6 minutes on 2 cores
+    vsearcher-lite grpo --profile cpu                      # the cpu engine, a 5.5-minute budget on 2 cores
     vsearcher-lite grpo --profile cpu --steps 2 --eval-tasks 4
     vsearcher-lite grpo --profile single_gpu --init runs/default/sft/checkpoint
     accelerate launch --config_file configs/accelerate/zero3.yaml -m vsearcher_lite grpo --profile multi_gpu
@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import add_device_option
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:
@@ -39,10 +41,13 @@ def config_from_args(args):
     overrides = dict(
         name=args.name, engine=args.engine, init=args.init, method=args.method, max_steps=args.steps,
         minutes=args.minutes, total_minutes=args.total_minutes, prompts_per_step=args.prompts, generations=args.generations,
-        learning_rate=args.lr, mu=args.mu, beta=args.beta, temperature=args.temperature,
+        learning_rate=args.lr, mu=args.mu, beta=args.beta, temperature=args.temperature, max_tokens=args.max_tokens,
         aggregation=args.aggregation, curriculum=args.curriculum, difficulty_mix=parse_mix(args.mix),
-        search_penalty=args.search_penalty, train_file=args.train_file, eval_file=args.eval_file,
-        eval_max_tasks=args.eval_tasks, eval_batch=args.eval_batch, threads=args.threads, seed=args.seed,
+        search_penalty=args.search_penalty, task_source=args.task_source, train_file=args.train_file,
+        dynamic_sampling=args.dynamic_sampling, prescreen_samples=args.prescreen_samples,
+        prescreen_tasks=args.prescreen_tasks, max_draw_rounds=args.max_draw_rounds, eval_file=args.eval_file,
+        eval_max_tasks=args.eval_tasks, eval_batch=args.eval_batch, threads=args.threads, device=args.device, seed=args.seed,
+        save_every=args.save_every,
         world=args.world)
     if args.fatal_aware:
         overrides["fatal_aware"] = True
@@ -83,15 +88,32 @@ def register(subparsers, common) -> None:
     g.add_argument("--mu", type=int, help="updates per batch of rollouts")
     g.add_argument("--beta", type=float, help="k3 KL coefficient to the starting model (0 disables it, as in the paper)")
     g.add_argument("--temperature", type=float, help="rollout sampling temperature")
+    g.add_argument("--max-tokens", type=int, help="new tokens per assistant turn in the rollouts (default: the profile's)")
     g.add_argument("--aggregation", choices=("token", "sequence"), help="loss mean over tokens (default) or per sequence")
-    g.add_argument("--curriculum", choices=("mix", "variance"), help="task choice: difficulty mix, or highest reward variance")
-    g.add_argument("--mix", help="difficulty mix of training tasks, e.g. easy:4,medium:3,hard:3 (cpu default: onehop, the warm-up level)")
+    g.add_argument("--curriculum", choices=("mix", "variance", "prescreen"),
+                   help="task choice: difficulty mix; highest reward variance so far; or prescreen: sample a few episodes "
+                        "of some tasks once with the start policy and train on those it solves sometimes but not always")
+    g.add_argument("--prescreen-samples", type=int, help="with --curriculum prescreen: episodes per task (default: 4)")
+    g.add_argument("--prescreen-tasks", type=int, help="with --curriculum prescreen: tasks screened (default: 64)")
+    g.add_argument("--mix", help="difficulty mix of training tasks, e.g. easy:4,medium:3,hard:3 (cpu default: onehop:2,easy:2,medium:1)")
+    g.add_argument("--dynamic-sampling", action=argparse.BooleanOptionalAction, default=None,
+                   help="cpu engine, DAPO: drop groups whose rewards are all equal and draw more tasks until the step has "
+                        "P groups with reward variance (cpu default: on)")
+    g.add_argument("--max-draw-rounds", type=int,
+                   help="with dynamic sampling: rollout rounds of P tasks per step at most (default: 4; cpu: 2)")
+    g.add_argument("--save-every", type=int,
+                   help="cpu engine: save the training state every this many steps; rerunning the same command after an "
+                        "interruption resumes from it")
     g.add_argument("--fatal-aware", action="store_true", help="OpenSearch-VL: mask from the fatal step on, clamp A >= 0")
     g.add_argument("--search-penalty", type=float, nargs="?", const=0.9,
                    help="MMSearch-R1: scale a correct answer that searched (0.9 when given without a value)")
     g.add_argument("--threads", type=int, help="torch threads (cpu default: 2; 1 when another torch job shares the cores)")
+    add_device_option(g)
     d = p.add_argument_group("data and evaluation")
-    d.add_argument("--train-file", help="training tasks (default: RUN_DIR/filter/train.jsonl)")
+    d.add_argument("--task-source", choices=("rl", "sft"),
+                   help="training tasks: rl, the filter stage's RL pool RUN_DIR/filter/rl_tasks.jsonl (default), on seeds "
+                        "SFT never saw; sft, SFT's own RUN_DIR/filter/train.jsonl")
+    d.add_argument("--train-file", help="training tasks from this file instead (overrides --task-source)")
     d.add_argument("--eval-file", help="held-out tasks (default: RUN_DIR/filter/heldout.jsonl)")
     d.add_argument("--eval-tasks", type=int, help="evaluate on at most this many held-out tasks")
     d.add_argument("--eval-batch", type=int, help="held-out episodes generated together")

@@ -1,4 +1,4 @@
-"""Settings of the GRPO stage: one dataclass, three profile presets (DESIGN: profiles are presets).
+"""Settings of the GRPO stage: one dataclass, three profile presets.
 
 ``GRPOConfig.for_profile(profile, **overrides)``:
 
@@ -7,10 +7,10 @@
                from ``RUN_DIR/sft/checkpoint``: full fine-tune, fp32, two torch threads; the whole
                command, held-out evaluations included, budgeted at 5.5 minutes on 2 cores
                (``total_minutes``: the SFT model is evaluated first, and training gets what is
-               left after the RL evaluation still to come, at most ``minutes`` = 3); the starting points of
-               ``reference/learning_cpu.md`` section 5 and ``learning_cpu_3.md`` (constant lr,
-               temperature 0.8, k3 KL 0.02 to the SFT model, zero-variance groups dropped) with
-               two updates per batch so that the clipping acts; episodes with the SFT evaluation's
+               left after the RL evaluation still to come, at most ``minutes`` = 3); constant lr,
+               temperature 0.8, k3 KL 0.02 to the SFT model, zero-variance groups dropped, and
+               two updates per batch so that the clipping acts; dynamic sampling (2 rounds at most);
+               tasks from the RL pool in the mix one-hop : easy : medium = 2 : 2 : 1; episodes with the SFT evaluation's
                limits (200 new tokens per turn, 10 tool calls, 13,000 context characters).
 ``single_gpu`` TRL's ``GRPOTrainer`` (``trl_engine.py``) with LoRA in bf16 through PEFT
                (``method="qlora"``: the base in 4-bit NF4), the paper's A.4 settings below.
@@ -19,6 +19,9 @@
                x 8 rollouts per step, lr 2e-6, temperature 0.6, top_p 0.9, 30 tool calls, 2K prompt /
                28K response tokens, KL disabled, easy:medium:hard 4:3:3 (paper 3.1 and A.4).
 =============  ================================================================================
+
+Every profile runs on ``device`` (``auto``, the default, is the GPU when torch sees one): the cpu
+engine runs its rollouts, log-probabilities and updates there too.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
+from vsearcher_lite.runtime import check_device_name, resolve_device
 from vsearcher_lite.training.config import (
     LORA_TARGET_REGEX,
     PAPER_BASE,
@@ -39,7 +43,8 @@ from vsearcher_lite.training.config import (
 ENGINES = ("cpu", "trl")
 METHODS = ("full", "lora", "qlora")
 DTYPES = ("float32", "bfloat16", "float16")
-CURRICULA = ("mix", "variance")
+CURRICULA = ("mix", "variance", "prescreen")
+TASK_SOURCES = ("rl", "sft")
 #: Paper A.4: easy : medium : hard = 4 : 3 : 3 in the RL data.
 PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
 
@@ -53,6 +58,14 @@ class GRPOConfig:
     trajectories (on-policy when 1; the clipping only acts when it is more). ``minutes`` caps
     training by wall clock; ``total_minutes`` (cpu engine) caps the whole command, evaluations
     included, by shortening training.
+
+    ``task_source`` picks the training tasks: ``rl`` (default) the filter stage's RL pool
+    ``RUN_DIR/filter/rl_tasks.jsonl``, on seeds no SFT task uses; ``sft`` SFT's own
+    ``RUN_DIR/filter/train.jsonl`` (memorised by the SFT model: most groups then have equal rewards);
+    ``train_file`` overrides both. ``dynamic_sampling`` (cpu engine; DAPO): groups whose rewards are all
+    equal carry no gradient, so they are dropped and more tasks are drawn, P at a time, until the step
+    has P groups with reward variance or ``max_draw_rounds`` rollout rounds have run (a step always
+    ends; it then trains on the groups it has). On in the cpu preset.
     """
 
     profile: str = "cpu"
@@ -82,6 +95,8 @@ class GRPOConfig:
     aggregation: str = "token"  # token (DAPO / TRL "dapo") | sequence (GRPO's per-sequence mean)
     scale_rewards: bool = True  # divide by the group's std (Dr. GRPO would not)
     drop_zero_variance: bool = True
+    dynamic_sampling: bool = False  # cpu engine: redraw until P groups have reward variance (DAPO)
+    max_draw_rounds: int = 4  # rollout rounds of P groups per step at most, with dynamic sampling
     # reward and masking options
     search_penalty: float | None = None  # MMSearch-R1: 0.9 when enabled
     fatal_aware: bool = False  # OpenSearch-VL fatal-aware masking and one-sided clamp
@@ -98,9 +113,14 @@ class GRPOConfig:
     judge: str = "match"
     top_k: int | None = None  # search results per call; None: the trajectories stage's (cpu 3, else 5)
     # training data
-    train_file: str | None = None  # default: RUN_DIR/filter/train.jsonl
+    task_source: str = "rl"  # rl: RUN_DIR/filter/rl_tasks.jsonl (the RL pool) | sft: RUN_DIR/filter/train.jsonl
+    train_file: str | None = None  # overrides task_source
     difficulty_mix: dict = field(default_factory=lambda: dict(PAPER_MIX))
     curriculum: str = "mix"  # mix: draw by difficulty_mix | variance: prefer tasks whose success rate is near 1/2
+    # | prescreen (cpu engine): sample prescreen_samples episodes of prescreen_tasks candidates once with the
+    # start policy, then train on those solved sometimes but not always
+    prescreen_samples: int = 4
+    prescreen_tasks: int = 64
     max_train_tasks: int | None = None
     # evaluation (SFT and RL on the same held-out tasks, same greedy settings)
     evaluate: bool = True
@@ -123,7 +143,10 @@ class GRPOConfig:
     vllm_mode: str = "colocate"
     gradient_checkpointing: bool = False
     threads: int | None = None
-    use_cpu: bool = True
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
+    # cpu engine: save the training state every this many steps (RUN_DIR/<name>/resume.pt); the same
+    # command resumes an interrupted run from it (None: no saves)
+    save_every: int | None = None
     seed: int = 0
     world: str = "sandbox"
     progress: bool = True
@@ -143,26 +166,29 @@ class GRPOConfig:
                 max_context_chars=sft.eval_max_context_chars, wall_clock_s=None,
                 # the tiny model's positions end at 2,048: prompt + response must fit
                 max_prompt_tokens=512, max_response_tokens=1536,
-                # one-hop warm-up tasks: the only level where the tiny SFT model answers some held-out
-                # tasks, so the only one whose groups have reward variance to learn from
-                difficulty_mix={"onehop": 1}, eval_difficulties=sft.eval_difficulties, eval_max_tasks=sft.eval_max_tasks,
+                # a 2-core rollout round of 32 episodes takes 40-180 s: at most one extra round per step
+                dynamic_sampling=True, max_draw_rounds=2,
+                # the levels where the tiny SFT model answers unseen tasks sometimes but not always (held-out
+                # Pass@1 of a converged SFT model: one-hop 0.55, easy 0.23, medium 0.02), so that groups have
+                # reward variance: one-hop and easy alike, medium a fifth (its groups are mostly all-zero)
+                difficulty_mix={"onehop": 2, "easy": 2, "medium": 1}, eval_difficulties=sft.eval_difficulties, eval_max_tasks=sft.eval_max_tasks,
                 eval_batch=16,  # as the evaluation's cpu preset (memory)
                 # 32 episodes' turns generated in two calls of 16 rows (less transient prefill memory;
-                # the GRPO notebook peaks at 1.7 GB in `make reproduce`, see runtime.py)
+                # see runtime.py for the rest of the memory story)
                 rollout_batch=16,
-                threads=2, use_cpu=True)
+                threads=2)
         elif profile == "single_gpu":
             preset = dict(
                 engine="trl", init=None, method="lora", dtype="bfloat16", prompts_per_step=32, generations=8,
                 max_steps=100, micro_batch_size=8, learning_rate=2e-6, beta=0.0, temperature=0.6, top_p=0.9,
                 max_tokens=10_000, max_tool_calls=30, max_prompt_tokens=2048, max_response_tokens=28_672,
-                gradient_checkpointing=True, use_cpu=False, rollout_batch=16, eval_batch=16)
+                gradient_checkpointing=True, rollout_batch=16, eval_batch=16)
         elif profile == "multi_gpu":
             preset = dict(
                 engine="trl", init=None, method="full", dtype="bfloat16", prompts_per_step=32, generations=8,
                 max_steps=100, micro_batch_size=4, learning_rate=2e-6, beta=0.0, temperature=0.6, top_p=0.9,
                 max_tokens=10_000, max_tool_calls=30, max_prompt_tokens=2048, max_response_tokens=28_672,
-                gradient_checkpointing=True, use_cpu=False, use_vllm=True, eval_batch=16)
+                gradient_checkpointing=True, use_vllm=True, eval_batch=16)
         else:
             raise ValueError(f"unknown profile {profile!r}; choose cpu, single_gpu or multi_gpu")
         preset = with_overrides(cls, profile, preset, overrides, "GRPO")
@@ -182,6 +208,12 @@ class GRPOConfig:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {self.aggregation!r}")
+        if self.task_source not in TASK_SOURCES:
+            raise ValueError(f"task_source must be one of {', '.join(TASK_SOURCES)}, got {self.task_source!r}")
+        if self.prescreen_samples < 2 or self.prescreen_tasks < 1:
+            raise ValueError("prescreen_samples must be at least 2 and prescreen_tasks at least 1")
+        if self.max_draw_rounds < 1:
+            raise ValueError(f"max_draw_rounds must be at least 1, got {self.max_draw_rounds}")
         if self.curriculum not in CURRICULA:
             raise ValueError(f"curriculum must be one of {', '.join(CURRICULA)}, got {self.curriculum!r}")
         if self.prompts_per_step < 1:
@@ -213,13 +245,19 @@ class GRPOConfig:
         if self.engine == "cpu" and self.method != "full":
             raise ValueError("the cpu engine trains the full model; LoRA / QLoRA go through engine='trl'")
         check_sampling(self.temperature, self.top_p)
-        check_at_least_one(self, ("eval_max_tasks", "threads"))
+        check_at_least_one(self, ("eval_max_tasks", "threads", "max_tokens", "save_every"))
+        check_device_name(self.device)
         check_folder_name(self.name, "name")
 
     def torch_dtype(self):
         import torch
 
         return getattr(torch, self.dtype)
+
+    @property
+    def use_cpu(self) -> bool:
+        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda without a GPU)."""
+        return resolve_device(self.device).type == "cpu"
 
     @property
     def base(self) -> str | None:

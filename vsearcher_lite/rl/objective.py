@@ -8,7 +8,7 @@ torch tensors.
 The rules, in the order a training step applies them:
 
 1. **Reward** (paper eq. 6): 1 for a judged-correct final answer, else 0; a trajectory that broke
-   the strict format gets 0 whatever it said. Option (MMSearch-R1, upstream digest F.4): a correct
+   the strict format gets 0 whatever it said. Option (MMSearch-R1): a correct
    answer that used search is scaled by ``search_penalty`` (0.9 when enabled).
 2. **Group-normalised advantage**: ``(r - mean) / (std + eps)`` over the G samples of one task,
    with the unbiased standard deviation and ``eps = 1e-4``, as TRL computes it (so both engines
@@ -17,7 +17,7 @@ The rules, in the order a training step applies them:
 3. **Policy-token mask**: 1 on the tokens the policy wrote (its assistant turns, up to and
    including ``<|im_end|>``), 0 on the system prompt, the question, image tokens and every tool
    response.
-4. **Fatal-aware option** (OpenSearch-VL, upstream digest E.2-E.4): the fatal step is the first of
+4. **Fatal-aware option** (OpenSearch-VL): the fatal step is the first of
    K = 3 consecutive erroneous steps (a tool call that came back as an error, or a turn that broke
    the format); the tokens of that step and of every later step are masked; the trajectory's
    advantage is clamped to be >= 0 (a trajectory that went wrong through a cascade of errors is

@@ -12,18 +12,23 @@ rules (``objective.py``).
 
 One step of the cpu engine:
 
-1. draw P training tasks (``TaskSampler``: the difficulty mix, or the highest-variance tasks);
+1. draw P training tasks (``TaskSampler``: the difficulty mix, or the highest-variance tasks) from the
+   RL pool (``task_source``: ``RUN_DIR/filter/rl_tasks.jsonl``, seeds SFT never trained on; or SFT's
+   own ``train.jsonl``);
 2. run G episodes of each in the environment, in lockstep on one batched backend, judge them,
-   re-render them into ids and policy-token masks (``rollout.rollout_groups``);
+   re-render them into ids and policy-token masks (``rollout.rollout_groups``); with dynamic
+   sampling (``draw_groups``, DAPO) groups whose rewards are all equal are dropped and more rounds of
+   P tasks are drawn until P groups have reward variance (at most ``max_draw_rounds`` rounds);
 3. group-normalise the rewards; apply the fatal-aware clamp and mask (option), the exclusions of
    A.4 and drop zero-variance groups (``assign_advantages``);
-4. one no-grad pass over every trajectory: the mean token entropy of the policy tokens (logged),
+4. one no-grad pass over the batch's trajectories: the mean token entropy of the policy tokens (logged),
    the rollout policy's log-probabilities (GRPO's "old" policy) and, when ``beta > 0``, the
    reference model's;
 5. ``mu`` AdamW updates on the batch (micro-batches with gradient accumulation, clipped ratio,
    k3 KL, token-level mean), constant learning rate, gradient norm clipped;
 6. one row of ``RUN_DIR/grpo/steps.csv``: reward, accuracy, entropy, response length, tool calls by
-   type, format-failure, excluded and fatal shares, KL, clip fraction, seconds.
+   type, format-failure, excluded and fatal shares (over every drawn trajectory), groups drawn,
+   all-equal (dropped), kept and surplus, rollout rounds, KL, clip fraction, seconds.
 
 Outputs in ``RUN_DIR/grpo/``: ``checkpoint/``, ``steps.csv``, ``rollouts.jsonl`` (one summary per
 trajectory, no token ids), ``metrics.json``. The evaluations are in ``RUN_DIR/eval/sft`` and
@@ -31,12 +36,12 @@ trajectory, no token ids), ``metrics.json``. The evaluations are in ``RUN_DIR/ev
 
 Deviations from the paper (A.4), cpu profile: the 5M-parameter tiny model instead of
 Qwen3-VL-8B; 4 prompts x 8 rollouts per step instead of 32 x 8; lr 5e-5 instead of 2e-6; two
-updates per batch with clipping; a small KL to the SFT model (0.02) against the collapse the CPU
-prototype saw; temperature 0.8; episodes bounded like the SFT evaluation (200 new tokens per
+updates per batch with clipping; a small KL to the SFT model (0.02) against the collapse seen on
+small models without it; temperature 0.8; episodes bounded like the SFT evaluation (200 new tokens per
 turn, 10 tool calls, 2,048 positions); training limited to what a 5.5-minute budget leaves after
-the two evaluations; one-hop tasks only (the one level where the SFT model answers some held-out
-tasks, so the only one whose groups have reward variance); the offline match judge instead of
-Qwen2.5-72B.
+the two evaluations; one-hop, easy and medium tasks 2 : 2 : 1 instead of easy, medium and hard
+4 : 3 : 3 (the levels the tiny SFT model solves sometimes, so that groups have reward variance); the
+offline match judge instead of Qwen2.5-72B.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from vsearcher_lite.rl.objective import (
     token_entropy,
 )
 from vsearcher_lite.rl.rollout import RolloutSample, RolloutSettings, RolloutTiming, TrajectoryEncoder, rollout_groups
-from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, csv_text, read_number_rows
+from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, csv_text, read_number_rows, write_jsonl
 
 STAGE = "grpo"
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
@@ -70,8 +75,8 @@ TOOL_NAMES = ("text_search", "image_search", "visit")
 STEP_FIELDS = ("step", "seconds", "step_seconds", "rollout_seconds", "update_seconds", "reward", "accuracy",
                "entropy", "response_length", "response_tokens", "turns", "tool_calls", "text_search", "image_search",
                "visit", "format_failure_share", "excluded_share", "fatal_share", "zero_variance_groups",
-               "groups", "trained_trajectories", "trained_tokens", "kl", "policy_loss", "clip_fraction", "grad_norm",
-               "learning_rate")
+               "groups", "groups_kept", "groups_surplus", "draw_rounds", "zero_variance_share", "trained_trajectories",
+               "trained_tokens", "kl", "policy_loss", "clip_fraction", "grad_norm", "learning_rate")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,12 +94,22 @@ def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
     return path
 
 
+def task_path(run_dir: str | Path, config: GRPOConfig) -> Path:
+    """``config.train_file``, else the file of ``config.task_source``: the RL pool or SFT's training tasks."""
+    if config.train_file:
+        return Path(config.train_file)
+    return Path(run_dir) / "filter" / ("rl_tasks.jsonl" if config.task_source == "rl" else "train.jsonl")
+
+
 def train_tasks(run_dir: str | Path, config: GRPOConfig) -> list:
-    """The training tasks of the difficulties in ``difficulty_mix`` (file order)."""
+    """The training tasks of the difficulties in ``difficulty_mix`` (file order), from ``task_path``."""
     from vsearcher_lite.agent.trajectories import load_tasks
 
-    path = Path(config.train_file) if config.train_file else Path(run_dir) / "filter" / "train.jsonl"
+    path = task_path(run_dir, config)
     if not path.exists():
+        if not config.train_file and config.task_source == "rl":
+            raise InputError(f"{path}: no RL task pool; run `vsearcher-lite filter --run-dir {run_dir}` (it writes "
+                             "the pool), or train on SFT's tasks with --task-source sft")
         raise InputError(f"{path}: no training tasks; run `vsearcher-lite filter` first")
     wanted = {d for d, w in config.difficulty_mix.items() if w > 0}
     tasks = [t for t in load_tasks(path) if t.difficulty in wanted]
@@ -103,6 +118,30 @@ def train_tasks(run_dir: str | Path, config: GRPOConfig) -> list:
     if not tasks:
         raise InputError(f"{path}: no training tasks of difficulty {', '.join(sorted(wanted))}")
     return tasks
+
+
+def tasks_in_sft_data(run_dir: str | Path, tasks: list) -> int | None:
+    """How many of ``tasks`` have accepted teacher trajectories (``RUN_DIR/trajectories/accepted.jsonl``, SFT's
+    data); ``None`` when there are none. Non-zero for the RL pool when the SFT data predates the pool."""
+    from vsearcher_lite.runio import read_jsonl
+
+    path = Path(run_dir) / "trajectories" / "accepted.jsonl"
+    if not path.is_file():
+        return None
+    ids = {t.id for t in tasks}
+    return len(ids & {r.get("task_id") for r in read_jsonl(path)})
+
+
+def check_pool_unseen(run_dir: str | Path, tasks: list, config: GRPOConfig, log: Callable[[str], None]) -> int | None:
+    """For the RL pool: warn when SFT's data holds some of its tasks (an older run folder filtered again)."""
+    if config.train_file or config.task_source != "rl":
+        return None
+    seen = tasks_in_sft_data(run_dir, tasks)
+    if seen:
+        log(f"[grpo] warning: {seen} of the {len(tasks)} RL-pool tasks have SFT trajectories in "
+            f"{Path(run_dir) / 'trajectories' / 'accepted.jsonl'} (made before the pool): run `trajectories` and `sft` "
+            "again for a pool the SFT model has not seen")
+    return seen
 
 
 def mix_counts(n: int, mix: dict[str, float], available: set[str]) -> dict[str, int]:
@@ -178,6 +217,17 @@ class TaskSampler:
         self.successes[task_id] = self.successes.get(task_id, 0) + sum(1 for r in rewards if r > 0)
         self.trials[task_id] = self.trials.get(task_id, 0) + len(rewards)
 
+    def state(self) -> dict:
+        """What ``restore`` needs to continue the same sequence of draws (tasks named by id)."""
+        return {"rng": self.rng.getstate(), "order": {d: [t.id for t in q] for d, q in self.order.items()},
+                "successes": dict(self.successes), "trials": dict(self.trials)}
+
+    def restore(self, state: dict) -> None:
+        by_id = {t.id: t for pool in self.pools.values() for t in pool}
+        self.rng.setstate(state["rng"])
+        self.order = {d: [by_id[i] for i in ids] for d, ids in state["order"].items()}
+        self.successes, self.trials = dict(state["successes"]), dict(state["trials"])
+
 
 def rollout_settings(config: GRPOConfig) -> RolloutSettings:
     from vsearcher_lite.agent.loop import EpisodeLimits
@@ -206,6 +256,104 @@ def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
 
     return make_toolbox(run_dir, world=config.world, top_k=tool_top_k(config),
                         observations=prompt_variant_for(config.profile))
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing the step's groups (dynamic sampling)
+
+
+def has_signal(group: list[RolloutSample]) -> bool:
+    """Whether a group's rewards differ (equal rewards give every advantage 0: no gradient)."""
+    return not group_advantages([s.reward for s in group]).zero_variance
+
+
+def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list[RolloutSample]]],
+                config: GRPOConfig) -> tuple[list[list[RolloutSample]], list[RolloutSample], dict]:
+    """The step's groups: ``(groups to train on, every sample drawn, accounting)``.
+
+    ``rollout(tasks, round)`` runs one group per task. Without ``dynamic_sampling`` one round of
+    P tasks is the batch, as drawn. With it (DAPO), groups whose rewards are all equal are dropped and
+    rounds of P more tasks are drawn until P groups with reward variance are in hand or
+    ``max_draw_rounds`` rounds have run; the first P such groups (in draw order) are the batch, later
+    ones are surplus (drawn, not trained). Every drawn group is recorded by the sampler.
+    """
+    want = config.prompts_per_step
+    rounds = config.max_draw_rounds if config.dynamic_sampling else 1
+    batch: list[list[RolloutSample]] = []
+    drawn: list[RolloutSample] = []
+    stats = {"groups": 0, "zero_variance_groups": 0, "groups_kept": 0, "groups_surplus": 0, "draw_rounds": 0}
+    for r in range(rounds):
+        tasks = sampler.draw(want)
+        groups = rollout(tasks, r)
+        stats["draw_rounds"] += 1
+        for task, group in zip(tasks, groups):
+            sampler.record(task.id, [s.reward for s in group])
+            drawn.extend(group)
+            stats["groups"] += 1
+            signal = has_signal(group)
+            stats["zero_variance_groups"] += int(not signal)
+            if not config.dynamic_sampling or (signal and len(batch) < want):
+                batch.append(group)
+            elif signal:
+                stats["groups_surplus"] += 1
+        if len(batch) >= want:
+            break
+    stats["groups_kept"] = sum(1 for g in batch if has_signal(g))
+    stats["zero_variance_share"] = round(stats["zero_variance_groups"] / stats["groups"], 4) if stats["groups"] else None
+    return batch, drawn, stats
+
+
+def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
+              tasks_per_call: int = 4) -> dict[str, int]:
+    """Task id -> correct answers in ``samples`` sampled episodes of the current policy (no update).
+
+    The episodes are seeded apart from training's (step -1). A task with ``0 < correct < samples``
+    is one where the policy succeeds sometimes but not always: the tasks whose groups carry signal.
+    """
+    out: dict[str, int] = {}
+    for part in chunks(tasks, max(1, tasks_per_call)):
+        groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
+        for task, group in zip(part, groups):
+            out[task.id] = sum(1 for s in group if s.correct)
+    return out
+
+
+def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge, config: GRPOConfig, out: Path,
+                  log: Callable[[str], None]) -> dict:
+    """The ``prescreen`` curriculum: screen ``prescreen_tasks`` candidates (drawn by the difficulty mix) with
+    ``prescreen_samples`` episodes each, write ``prescreen.jsonl``; returns the kept ``tasks`` and counts."""
+    t0 = time.perf_counter()
+    candidates = TaskSampler(tasks, config.difficulty_mix, seed=config.seed).draw(min(config.prescreen_tasks, len(tasks)))
+    candidates = list({t.id: t for t in candidates}.values())
+    k = config.prescreen_samples
+    successes = prescreen(backend, toolbox, candidates, k, settings, judge,
+                          tasks_per_call=max(1, (config.rollout_batch or config.batch_trajectories) // k))
+    write_jsonl(out / "prescreen.jsonl", [{"id": t.id, "difficulty": t.difficulty, "correct": successes[t.id],
+                                           "samples": k} for t in candidates])
+    kept = prescreened_tasks(candidates, successes, k)
+    levels = sorted({t.difficulty for t in candidates})
+    counts = {lvl: {"screened": sum(1 for t in candidates if t.difficulty == lvl),
+                    "mixed": sum(1 for t in candidates if t.difficulty == lvl and 0 < successes[t.id] < k),
+                    "all_correct": sum(1 for t in candidates if t.difficulty == lvl and successes[t.id] == k)}
+              for lvl in levels}
+    seconds = round(time.perf_counter() - t0, 2)
+    log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; solved sometimes but not "
+        f"always: {sum(c['mixed'] for c in counts.values())}; training on {len(kept)} tasks")
+    return {"tasks": kept, "samples": k, "by_difficulty": counts, "n_kept": len(kept), "seconds": seconds}
+
+
+def prescreened_tasks(tasks: list, successes: dict[str, int], samples: int) -> list:
+    """The curriculum of a pre-screen: per difficulty, the tasks solved sometimes but not always
+    (``0 < correct < samples``); a difficulty with none keeps all its tasks. File order.
+
+    >>> from types import SimpleNamespace as T
+    >>> tasks = [T(id="a", difficulty="easy"), T(id="b", difficulty="easy"), T(id="c", difficulty="medium")]
+    >>> [t.id for t in prescreened_tasks(tasks, {"a": 4, "b": 2, "c": 0}, 4)]
+    ['b', 'c']
+    """
+    mixed = {t.id for t in tasks if 0 < successes.get(t.id, 0) < samples}
+    levels_with_mixed = {t.difficulty for t in tasks if t.id in mixed}
+    return [t for t in tasks if t.id in mixed or t.difficulty not in levels_with_mixed]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,9 +412,10 @@ def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = Fals
     """
     import torch
 
-    inputs = model_inputs(batch)
+    device = next(model.parameters()).device
+    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in model_inputs(batch).items()}
     ids = inputs["input_ids"]
-    want = positions_mask.bool().clone()
+    want = positions_mask.to(device).bool().clone()
     want[:, 0] = False  # the first token has no prediction
     source = torch.zeros_like(want)
     source[:, :-1] = want[:, 1:]  # logits at t-1 predict token t
@@ -310,7 +459,7 @@ def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncode
             for part in chunks(samples, micro_batch):
                 batch = encoder.collate([s.example for s in part])
                 length = batch["input_ids"].shape[1]
-                policy = padded_masks(part, length, "policy_mask")
+                policy = padded_masks(part, length, "policy_mask").to(next(model.parameters()).device)
                 logp, ent = token_logps(model, batch, policy, with_entropy=True)
                 ent_sum += float((ent * policy).sum())
                 ent_n += int(policy.sum())
@@ -351,11 +500,11 @@ def update_policy(model, optimizer, samples: list[RolloutSample], encoder: Traje
         for part in chunks(trained, config.micro_batch_size):
             batch = encoder.collate([s.example for s in part])
             length = batch["input_ids"].shape[1]
-            mask = padded_masks(part, length)
+            mask = padded_masks(part, length).to(next(model.parameters()).device)
             logp, _ = token_logps(model, batch, mask)
-            old = padded_values([s.old_logp for s in part], length)
-            ref = padded_values([s.ref_logp for s in part], length) if config.beta and part[0].ref_logp is not None else None
-            adv = torch.tensor([s.advantage for s in part], dtype=logp.dtype)
+            old = padded_values([s.old_logp for s in part], length).to(logp.device)
+            ref = padded_values([s.ref_logp for s in part], length).to(logp.device) if config.beta and part[0].ref_logp is not None else None
+            adv = torch.tensor([s.advantage for s in part], dtype=logp.dtype, device=logp.device)
             loss, part_stats = grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=config.beta, clip_low=config.clip_low,
                                          clip_high=config.clip_high, aggregation=config.aggregation, n_tokens=normaliser)
             loss.backward()
@@ -398,8 +547,8 @@ def step_row(step: int, samples: list[RolloutSample], group_stats: dict, score: 
         "format_failure_share": _mean(float(s.format_failure) for s in samples),
         "excluded_share": _mean(float(s.excluded) for s in samples),
         "fatal_share": _mean(float(s.fatal is not None) for s in samples),
-        "zero_variance_groups": group_stats["zero_variance_groups"],
-        "groups": group_stats["groups"],
+        **{k: group_stats.get(k) for k in ("zero_variance_groups", "groups", "groups_kept", "groups_surplus",
+                                           "draw_rounds", "zero_variance_share")},
         "trained_trajectories": sum(1 for s in samples if s.in_loss),
         "trained_tokens": update.get("trained_tokens", 0),
         "kl": _round(update.get("kl")),
@@ -469,7 +618,7 @@ def eval_config_for(config: GRPOConfig):
     # No per-episode wall clock: batched episodes wait for each other, which is not the policy's doing.
     return sft.eval_config(seed=config.seed, world=config.world, max_tokens=config.eval_max_tokens,
                            max_tool_calls=config.eval_max_tool_calls, max_context_chars=config.eval_max_context_chars,
-                           wall_clock_s=1e9, concurrency=config.eval_batch, progress=config.progress)
+                           wall_clock_s=1e9, concurrency=config.eval_batch, device=config.device, progress=config.progress)
 
 
 def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
@@ -498,7 +647,7 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
     project's own run folder: text-search snippets changed between an SFT evaluation and now).
     """
     from vsearcher_lite.agent.loop import run_episode
-    from vsearcher_lite.evaluation.evaluate import eval_dir, load_results, per_thread_toolbox
+    from vsearcher_lite.evaluation.evaluate import eval_dir, load_results, toolbox_source
     from vsearcher_lite.rl.batched_chat import run_lockstep
 
     if not (eval_dir(run_dir, name) / "results.jsonl").is_file():
@@ -507,7 +656,7 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
     check = [t for t in tasks if t.id in stored and stored[t.id].get("question") == t.question][:n_check]
     if not check:
         return None
-    thread_toolbox, _ = per_thread_toolbox(None, run_dir, eval_config)  # built exactly as evaluate() builds it
+    thread_toolbox, _ = toolbox_source(None, run_dir, eval_config)  # built exactly as evaluate() builds it
 
     def run_one(task):
         return run_episode(backend, thread_toolbox(), task, limits=eval_config.limits(), sampling=eval_config.sampling(task.id),
@@ -608,15 +757,66 @@ def evaluate_pair(run_dir: str | Path, init_path: Path, rl_checkpoint: Path, rl_
 
 
 def load_policy(init_path: Path, config: GRPOConfig):
-    """``(model, processor)`` ready for the cpu engine: vision placeholders never generated, the vision
-    tower frozen (as in SFT and the paper)."""
+    """``(model, processor)`` ready for the cpu engine, on ``config.device``: vision placeholders never
+    generated, the vision tower frozen (as in SFT and the paper)."""
     from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.runtime import resolve_device
     from vsearcher_lite.training.sft import freeze_vision, suppress_vision_tokens
 
-    model, processor = load_base(init_path, dtype=config.torch_dtype())
+    model, processor = load_base(init_path, dtype=config.torch_dtype(), device=str(resolve_device(config.device)))
     suppress_vision_tokens(model, processor.tokenizer)
     freeze_vision(model)
     return model, processor
+
+
+RESUME_FILE = "resume.pt"
+#: Settings that may change between an interrupted run and its resume (how long, where, how it is shown).
+RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate", "progress", "threads", "device",
+               "report_to")
+
+
+def resume_identity(config: GRPOConfig) -> dict:
+    return {k: v for k, v in config.to_dict().items() if k not in RESUME_FREE and not k.startswith("eval_")}
+
+
+def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSampler, rows: list[dict],
+                        excluded: list[bool], task_ids: list[str], screened: dict | None, config: GRPOConfig,
+                        batch_stats: Any = None) -> Path:
+    """Everything the next step depends on, in ``out/resume.pt`` (written aside, then renamed): the
+    weights, the optimizer, the task sampler, the rows so far, and the rollout backend's statistics
+    (its call count seeds the next batches)."""
+    import os
+
+    import torch
+
+    state = {"identity": resume_identity(config), "step": step, "model": model.state_dict(),
+             "optimizer": optimizer.state_dict(), "sampler": sampler.state(), "rows": rows, "excluded": excluded,
+             "task_ids": task_ids, "screened": screened, "torch_rng": torch.get_rng_state(),
+             "batch_stats": batch_stats}
+    tmp = out / f".{RESUME_FILE}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, out / RESUME_FILE)
+    return out / RESUME_FILE
+
+
+def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
+    """The state an interrupted run of the same settings saved, or None (a run without ``save_every``
+    starts over and removes any). Other settings are refused, naming the first that differs."""
+    import torch
+
+    path = out / RESUME_FILE
+    if not path.exists():
+        return None
+    if not config.save_every:
+        path.unlink()
+        return None
+    state = torch.load(path, weights_only=False)
+    now = resume_identity(config)
+    changed = next((k for k in sorted(set(now) | set(state["identity"])) if now.get(k) != state["identity"].get(k)), None)
+    if changed:
+        raise InputError(f"{path} holds an interrupted run with {changed}={state['identity'].get(changed)!r} (now "
+                         f"{now.get(changed)!r}): rerun with the same settings to resume it, or delete the file")
+    return state
 
 
 def run_grpo(run_dir: str | Path, config: GRPOConfig | None = None, *, log: Callable[[str], None] = print) -> dict:
@@ -641,11 +841,12 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     from vsearcher_lite.runtime import set_threads
 
     wall_start = time.perf_counter()
-    threads = set_threads(config.threads)
+    threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
     torch.manual_seed(config.seed)
     rd = RunDir(run_dir)
     init_path = resolve_init(run_dir, config)
     tasks = train_tasks(run_dir, config)
+    pool_seen = check_pool_unseen(run_dir, tasks, config, log)
     model, processor = load_policy(init_path, config)
     out = rd.stage(config.name)  # made once the tasks and the model have loaded: a bad input leaves no folder
     ref_model = None
@@ -662,7 +863,17 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     toolbox = rollout_toolbox(run_dir, config)
     judge = make_judge(config.judge)
     settings = rollout_settings(config)
-    sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum=config.curriculum)
+    screened = None
+    resumed = load_training_state(out, config)
+    if resumed is not None:  # the screened tasks of the interrupted run, without screening again
+        screened = resumed["screened"]
+        by_id = {t.id: t for t in tasks}
+        tasks = [by_id[i] for i in resumed["task_ids"]]
+    elif config.curriculum == "prescreen":
+        screened = run_prescreen(tasks, backend, toolbox, settings, judge, config, out, log)
+        tasks = screened.pop("tasks")
+    sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed,
+                          curriculum="mix" if config.curriculum == "prescreen" else config.curriculum)
     log(f"[grpo] cpu engine: {len(tasks)} training tasks, start {init_path}; P={config.prompts_per_step} x "
         f"G={config.generations}, lr {config.learning_rate:g}, mu {config.mu}, beta {config.beta:g}, "
         f"T {config.temperature:g}; {threads} thread(s)")
@@ -680,44 +891,62 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
 
     rows: list[dict] = []
     excluded_flags: list[bool] = []
-    (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
+    step = 0
+    if resumed is None:
+        (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
+    else:
+        model.load_state_dict(resumed["model"])
+        optimizer.load_state_dict(resumed["optimizer"])
+        sampler.restore(resumed["sampler"])
+        torch.set_rng_state(resumed["torch_rng"])
+        backend.stats = resumed["batch_stats"] or backend.stats
+        rows, excluded_flags, step = resumed["rows"], resumed["excluded"], resumed["step"]
+        # rollouts of steps after the saved one are sampled again
+        kept = [r for r in JsonlLog(out / "rollouts.jsonl", key="id").records() if r["step"] < step]
+        write_jsonl(out / "rollouts.jsonl", kept)
+        log(f"[grpo] resuming after step {step} from {out / RESUME_FILE}")
     rollout_log = JsonlLog(out / "rollouts.jsonl", key="id")
     max_steps = config.max_steps or 10**9
     stopped_by = "steps"
     train_start = time.perf_counter()
+    offset_s = rows[-1]["seconds"] if rows else 0.0  # training time before a resume
     last_step_s = 0.0
-    bar = tqdm(total=config.max_steps, desc="grpo", disable=not config.progress, leave=False)
-    step = 0
+    bar = tqdm(total=config.max_steps, initial=step, desc="grpo", disable=not config.progress, leave=False)
     while step < max_steps:
         elapsed = time.perf_counter() - train_start
         if budget_s is not None and step > 0 and elapsed + last_step_s > budget_s:
             stopped_by = "time"
             break
         t0 = time.perf_counter()
-        batch_tasks = sampler.draw(config.prompts_per_step)
         timing = RolloutTiming()
-        groups = rollout_groups(backend, toolbox, batch_tasks, config.generations, settings, judge, encoder,
-                                step=step, timing=timing)
-        for task, group in zip(batch_tasks, groups):
-            sampler.record(task.id, [s.reward for s in group])
+
+        def rollout(tasks, draw_round, step=step, timing=timing):
+            # later rounds number their samples on, so a task drawn twice in a step gets other seeds
+            return rollout_groups(backend, toolbox, tasks, config.generations, settings, judge, encoder, step=step,
+                                  first_sample=[draw_round * config.generations] * len(tasks), timing=timing)
+
+        groups, drawn, draw_stats = draw_groups(sampler, rollout, config)
         samples = [s for g in groups for s in g]
-        group_stats = assign_advantages(groups, config)
+        assign_advantages(groups, config)
         t1 = time.perf_counter()
         score = score_samples(model, samples, encoder, config.micro_batch_size, ref_model)
         update = update_policy(model, optimizer, samples, encoder, config)
         t2 = time.perf_counter()
         last_step_s = t2 - t0
         times = {"rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "step_seconds": t2 - t0,
-                 "seconds": t2 - train_start}
-        row = step_row(step, samples, group_stats, score, update, times, config.learning_rate)
+                 "seconds": offset_s + t2 - train_start}
+        row = step_row(step, drawn, draw_stats, score, update, times, config.learning_rate)
         rows.append(row)
-        excluded_flags.extend(s.excluded for s in samples)
-        for s in samples:
+        excluded_flags.extend(s.excluded for s in drawn)
+        for s in drawn:
             rollout_log.append({"id": f"{step}:{s.task_id}:{s.sample_index}", "step": step, **s.summary()})
         atomic_write_text(out / "steps.csv", steps_csv(rows))
         bar.update(1)
         bar.set_postfix(reward=row["reward"], fmt_fail=row["format_failure_share"], trained=row["trained_trajectories"])
         step += 1
+        if config.save_every and step % config.save_every == 0:
+            save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags, [t.id for t in tasks],
+                                screened, config, backend.stats)
     bar.close()
     train_seconds = time.perf_counter() - train_start
     log(f"[grpo] {len(rows)} steps in {train_seconds:.1f} s ({train_seconds / max(len(rows), 1):.1f} s/step), "
@@ -726,12 +955,17 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     checkpoint = out / "checkpoint"
     model.eval()
     save_base(model, processor, checkpoint)
+    (out / RESUME_FILE).unlink(missing_ok=True)  # the finished run needs no resume
     del ref_model, optimizer
     metrics: dict[str, Any] = training_summary(rows, excluded_flags)
     metrics.update(stopped_by=stopped_by, train_seconds=round(train_seconds, 2),
                    seconds_per_step=round(train_seconds / max(len(rows), 1), 3), threads=threads,
                    init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
-                   trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict())
+                   trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict(),
+                   task_file=str(task_path(run_dir, config)), pool_tasks_in_sft_data=pool_seen,
+                   device=str(next(model.parameters()).device))
+    if screened is not None:
+        metrics["prescreen"] = screened
     if start is not None:
         evals = evaluate_rl(run_dir, start, checkpoint, model, processor, config, log)
         metrics.update(eval_summary(evals))

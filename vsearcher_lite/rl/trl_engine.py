@@ -3,7 +3,7 @@
 ``run_grpo_trl(run_dir, config) -> metrics`` writes the same files as the cpu engine
 (``RUN_DIR/grpo/{checkpoint, steps.csv, rollouts.jsonl, metrics.json}``, ``RUN_DIR/eval/{sft,rl}``).
 
-How the pieces meet (``reference/feasibility_cpu.md`` section 5, TRL 1.16):
+How the pieces meet (TRL 1.16):
 
 - **The dataset** holds one row per task draw (``TaskSampler``, the difficulty mix), in order
   (``shuffle_dataset=False``): ``prompt`` is the system prompt and the question exactly as
@@ -261,7 +261,7 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
         num_iterations=config.mu, loss_type="dapo" if config.aggregation == "token" else "grpo",
         scale_rewards="group" if config.scale_rewards else "none", temperature=config.temperature, top_p=config.top_p,
         max_completion_length=config.max_tokens, shuffle_dataset=False, remove_unused_columns=False,
-        gradient_checkpointing=config.gradient_checkpointing, use_cpu=config.use_cpu, bf16=bf16,
+        activation_checkpointing=config.gradient_checkpointing, use_cpu=config.use_cpu, bf16=bf16,
         logging_steps=1, save_strategy="no", report_to=config.report_to or "none", seed=config.seed,
         data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=not config.progress, log_completions=False,
     )
@@ -281,6 +281,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
     from vsearcher_lite.rl.trainer import (
         TaskSampler,
+        check_pool_unseen,
         eval_summary,
         evaluate_pair,
         resolve_init,
@@ -288,7 +289,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         train_tasks,
         training_summary,
     )
-    from vsearcher_lite.runtime import set_threads
+    from vsearcher_lite.runtime import resolve_device, set_threads
     from vsearcher_lite.training.sft import freeze_vision, load_model, lora_config, save_checkpoint, suppress_vision_tokens
 
     wall_start = time.perf_counter()
@@ -300,9 +301,12 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     init_path = resolve_init(run_dir, config)
     config = replace(config, init=str(init_path))
     tasks = train_tasks(run_dir, config)
+    check_pool_unseen(run_dir, tasks, config, log)
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum="mix")
     if config.curriculum != "mix":
         log("[grpo] the trl engine draws tasks by the difficulty mix; curriculum='variance' is a cpu-engine option")
+    if config.dynamic_sampling:
+        log("[grpo] the trl engine trains on the groups as drawn; dynamic sampling is a cpu-engine option")
     n_steps = config.max_steps or 1
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, prompt_variant_for(config.profile), today)
@@ -376,7 +380,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     if config.evaluate:
         from vsearcher_lite.model.tiny import load_base
 
-        device = "cuda" if torch.cuda.is_available() and not config.use_cpu else None
+        device = None if config.use_cpu else str(resolve_device(config.device))
         rl_model, rl_processor = load_base(checkpoint, dtype=config.torch_dtype(), device=device)
         evals = evaluate_pair(run_dir, init_path, checkpoint, rl_model, rl_processor, config, log)
         metrics.update(eval_summary(evals))

@@ -2,7 +2,7 @@
 
 On the bench world (``RUN_DIR/bench/world``, 10k entities by default) it runs the real stages
 (seeds, text injection, image injection, filters) with the rule writer into a fresh
-``RUN_DIR/bench/synthesis`` folder, and reports tasks per second. The target (issue 3) is
+``RUN_DIR/bench/synthesis`` folder, and reports tasks per second. The target is
 ``synthesis_tasks_per_s >= 100`` on 2 cores: finished multimodal tasks (text and image
 injection, with the answer-invariance checks and the question images written) per second of
 text + image injection, dropped seeds included in the time.

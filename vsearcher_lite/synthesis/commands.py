@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 from vsearcher_lite.runio import InputError
 
@@ -79,11 +81,26 @@ def filter_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--filter-vlm", default=None, help="VLM for the direct-answer and image filters")
     g.add_argument("--judge", default="match", help="judge of direct answers: match or llm:<chat spec> (default: match)")
     g.add_argument("--short-circuit", action="store_true", help="skip later filters once one removes a task")
+    g.add_argument("--rl-tasks", type=int, default=1000,
+                   help="RL task pool (rl_tasks.jsonl): at most this many tasks, on seeds SFT never sees "
+                        "(default: 1000; 0: none)")
+    g.add_argument("--rl-max-share", type=float, default=1 / 3,
+                   help="the RL pool takes at most this share of the training seeds (default: 1/3)")
+
+
+def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
+    """An ``InputError`` naming the first flag out of range (before any work is done)."""
+    for names, low in ((positive, 1), (non_negative, 0)):
+        for name in names:
+            value = getattr(args, name, None)
+            if value is not None and value < low:
+                raise InputError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
 
 
 def seed_config(args):
     from vsearcher_lite.synthesis.seeds import SeedConfig
 
+    check_counts(args, ("limit", "entities"), ("sitelinks_max", "statements_min"))
     return SeedConfig(
         sitelinks_max=args.sitelinks_max,
         statements_min=args.statements_min,
@@ -98,6 +115,7 @@ def seed_config(args):
 def inject_config(args):
     from vsearcher_lite.synthesis.inject import InjectConfig
 
+    check_counts(args, ("concurrency", "max_attempts"))
     writer = args.writer or ("rule" if args.world == "sandbox" else "llm")
     overrides = {
         "mix": parse_mix(args.mix),
@@ -146,8 +164,13 @@ def filter_config(args):
     from vsearcher_lite.synthesis.filters import FilterConfig
 
     mode = args.filter_mode or ("offline" if args.world == "sandbox" else "llm")
+    if args.rl_tasks < 0:
+        raise InputError(f"--rl-tasks must not be negative, got {args.rl_tasks}")
+    if not 0 <= args.rl_max_share < 1:
+        raise InputError(f"--rl-max-share must be in [0, 1), got {args.rl_max_share}")
     return FilterConfig(mode=mode, chat=args.filter_chat, vlm=args.filter_vlm, judge=args.judge,
-                        short_circuit=args.short_circuit, seed=args.seed)
+                        short_circuit=args.short_circuit, rl_tasks=args.rl_tasks, rl_max_share=args.rl_max_share,
+                        seed=args.seed)
 
 
 def source_for(args):
@@ -180,6 +203,17 @@ def user_errors(handler):
     return wrapped
 
 
+def nothing_built(stage: str, metrics: dict, run_dir) -> int:
+    """Exit status 1 with one line on stderr when every attempted task failed and none exists (an
+    empty output must not pass for a finished stage); 0 otherwise."""
+    if metrics.get("n_tasks") or not metrics.get("n_failed"):
+        return 0
+    reasons = ", ".join(f"{k} {v}" for k, v in (metrics.get("failed_reasons") or {}).items())
+    print(f"vsearcher-lite {stage}: error: no task was built: all {metrics['n_failed']} attempts failed ({reasons}); "
+          f"see {Path(run_dir) / stage / 'failed.jsonl'}", file=sys.stderr)
+    return 1
+
+
 @user_errors
 def cmd_seeds(args) -> int:
     from vsearcher_lite.synthesis.seeds import run_seeds
@@ -197,7 +231,7 @@ def cmd_inject_text(args) -> int:
                               seed_config=seed_config(args))
     show("inject-text", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons", "answer_invariance_rate",
                                   "mean_question_words", "tasks_per_s"))
-    return 0
+    return nothing_built("inject-text", metrics, args.run_dir)
 
 
 @user_errors
@@ -210,7 +244,7 @@ def cmd_inject_image(args) -> int:
     metrics = run_inject_image(args.run_dir, config, source=source, world=args.world)
     show("inject-image", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons", "answer_invariance_rate",
                                    "tasks_per_s"))
-    return 0
+    return nothing_built("inject-image", metrics, args.run_dir)
 
 
 @user_errors
@@ -224,6 +258,9 @@ def cmd_filter(args) -> int:
     ensure_image_tasks(args.run_dir, config, source=source, world=args.world)
     metrics = run_filter(args.run_dir, filter_config(args), source=source, world=args.world, inject_config=config)
     show("filter", metrics, ("n_input", "removed", "n_kept", "n_kept_by_split", "exam_seed_overlap_with_training"))
+    pool = metrics["rl_pool"]
+    print(f"filter: RL pool {pool['n_tasks']} tasks {json.dumps(pool['n_by_difficulty'])} on {pool['n_seeds']} seeds "
+          f"({pool['share_of_training_seeds']:.0%} of the training seeds), none used by train.jsonl")
     return 0
 
 

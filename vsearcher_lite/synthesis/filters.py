@@ -24,12 +24,16 @@ Outputs in ``RUN_DIR/filter/``:
 - ``labeled.jsonl``: every task with ``filters`` (name -> removes?) and the details (resumable);
 - ``train.jsonl`` (kept training tasks, all levels), ``train_easy.jsonl`` / ``train_medium.jsonl``
   / ``train_hard.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the MM-SearchExam counterpart);
+- ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``), training-side tasks whose seeds no task of
+  ``train.jsonl`` uses (SFT's teacher trajectories come from ``train.jsonl``), so GRPO does not train
+  on tasks the SFT model has memorised; its tasks are left out of ``train.jsonl`` and the level files;
 - ``funnel.csv`` (tasks left after each filter, per difficulty) and ``metrics.json``.
 """
 
 from __future__ import annotations
 
 import abc
+import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -255,7 +259,7 @@ class DirectAnswerLLM(TaskFilter):
 def parse_yes_no(reply: str) -> bool | None:
     """``True`` for a yes, ``False`` for a no, ``None`` otherwise; case, punctuation, bold ignored.
 
-    The released filter required the reply to equal ``yes`` exactly (upstream digest, I.8).
+    The released filter required the reply to equal ``yes`` exactly.
 
     >>> parse_yes_no("**Yes**, it is a flag."), parse_yes_no("no."), parse_yes_no("maybe")
     (True, False, None)
@@ -307,6 +311,8 @@ class FilterConfig:
     judge: Any = "match"  # judge spec for grading direct answers (agent.judge.make_judge)
     thresholds: ComplexityThresholds = field(default_factory=ComplexityThresholds)
     short_circuit: bool = False  # skip later filters once one removes the task (saves LLM calls)
+    rl_tasks: int = 1000  # RL pool: at most this many tasks (paper A.4: 1K RL tasks); 0: no pool
+    rl_max_share: float = 1 / 3  # ... from at most this share of the training seeds (SFT keeps the rest)
     seed: int = 0
     progress: bool = True
 
@@ -439,6 +445,9 @@ def run_filter(
     labeled = [r for r in log.records() if r["id"] in wanted]
     kept = [r for r in labeled if is_kept(r)]
     by_split = {s: [r for r in kept if r.get("split") == s] for s in ("train", "heldout", "exam")}
+    by_split["train"], rl_pool = split_rl_pool(by_split["train"], n_tasks=config.rl_tasks,
+                                               max_share=config.rl_max_share, seed=config.seed)
+    write_jsonl(out / "rl_tasks.jsonl", rl_pool)
     write_jsonl(out / "train.jsonl", by_split["train"])
     for level in (ONEHOP, *DIFFICULTY_ROUNDS):
         write_jsonl(out / f"train_{level}.jsonl", [r for r in by_split["train"] if r.get("difficulty") == level])
@@ -447,6 +456,8 @@ def run_filter(
     atomic_write_text(out / "funnel.csv", rows_to_csv(funnel_rows(labeled)))
 
     metrics = filter_metrics(labeled, kept)
+    metrics["n_kept_by_split"].update(train=len(by_split["train"]), rl=len(rl_pool))
+    metrics["rl_pool"] = rl_pool_metrics(rl_pool, by_split)
     metrics.update(
         mode=config.mode,
         filters=[f.name for f in filters],
@@ -460,6 +471,52 @@ def run_filter(
         metrics["chat_usage"] = usage
     rd.write_metrics("filter", metrics)
     return metrics
+
+
+def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """``(SFT training tasks, RL pool)``: every kept training task of a seeded random set of training seeds
+    goes to the RL pool, the rest stays for SFT, both in file order.
+
+    Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks or
+    ``max_share`` of the training seeds, whichever comes first. Taking whole seeds keeps the pool
+    disjoint from SFT's tasks by seed, the way the held-out split is kept apart from training; the
+    pool's levels are those of the training split.
+
+    >>> train = [{"id": f"t{i}", "seed_id": f"E{i % 4}"} for i in range(8)]  # 4 seeds, 2 tasks each
+    >>> sft, rl = split_rl_pool(train, n_tasks=100, max_share=0.5)
+    >>> len(sft), len(rl), {t["seed_id"] for t in sft} & {t["seed_id"] for t in rl}
+    (4, 4, set())
+    """
+    if n_tasks < 0 or not 0 <= max_share < 1:
+        raise InputError(f"the RL pool needs rl_tasks >= 0 and rl_max_share in [0, 1), got {n_tasks} and {max_share}")
+    per_seed = Counter(t["seed_id"] for t in train)
+    order = sorted(per_seed)
+    random.Random(f"vsearcher-rl-pool:{seed}").shuffle(order)
+    chosen: set[str] = set()
+    total = 0
+    for seed_id in order[: int(len(order) * max_share)]:
+        if total >= n_tasks:
+            break
+        chosen.add(seed_id)
+        total += per_seed[seed_id]
+    return [t for t in train if t["seed_id"] not in chosen], [t for t in train if t["seed_id"] in chosen]
+
+
+def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
+    """Size and mix of the RL pool, and what it shares with the other files (seeds: 0 by design)."""
+    seeds = {t["seed_id"] for t in pool}
+    sft_seeds = {t["seed_id"] for t in by_split["train"]}
+    sft_images = {(t.get("image") or {}).get("entity_id") for t in by_split["train"]} - {None}
+    by_level = Counter(t.get("difficulty") for t in pool)
+    return {
+        "n_tasks": len(pool),
+        "n_by_difficulty": {lvl: by_level.get(lvl, 0) for lvl in LEVELS if by_level.get(lvl, 0)},
+        "n_seeds": len(seeds),
+        "share_of_training_seeds": round(len(seeds) / max(1, len(seeds | sft_seeds)), 4),
+        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]}) for s in ("train", "heldout", "exam")},
+        # like held-out tasks, a pool task may picture an entity that some SFT task is about or pictures
+        "image_entity_in_sft_tasks": sum(1 for t in pool if (t.get("image") or {}).get("entity_id") in sft_seeds | sft_images),
+    }
 
 
 def filter_metrics(labeled: list[dict], kept: list[dict]) -> dict:

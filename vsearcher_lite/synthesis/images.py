@@ -3,8 +3,8 @@
 In the sandbox every picture is a local file. In the live world an entity's image is a URL
 (Wikipedia / Wikimedia Commons, or a local Kiwix server); image injection downloads it once,
 checks that the bytes really are an image, and writes it atomically next to the question image.
-The released pipeline passed LAN URLs on to the VLM and re-hosted images by hand later
-(upstream digest, I.10); here the question image is always a local file under the run folder.
+The released pipeline passed LAN URLs on to the VLM and re-hosted images by hand later;
+here the question image is always a local file under the run folder.
 """
 
 from __future__ import annotations

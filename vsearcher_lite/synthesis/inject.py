@@ -381,7 +381,7 @@ class Synthesizer:
         return task
 
     def write_question_image(self, ref, dst: Path, rng: random.Random) -> Path:
-        """A perturbed copy of the entity's image: the question image (DESIGN section 2)."""
+        """A perturbed copy of the entity's image: the question image."""
         dst.parent.mkdir(parents=True, exist_ok=True)
         src = ref.location
         perturb = self._perturb

@@ -1,8 +1,7 @@
 """The LLM writer: the six writer operations as prompts to any chat backend.
 
 The paper used Qwen2.5-72B-Instruct behind vLLM for all of them (appendix A.2). The prompts
-below are this project's own. Differences from the released code (upstream digest, A.4-A.5
-and I.7), on purpose:
+below are this project's own. Differences from the released code, on purpose:
 
 - every reply is validated: JSON for the initial QA (code fences and surrounding prose are
   tolerated), the picked entity must occur in the question word for word, a rewrite must drop

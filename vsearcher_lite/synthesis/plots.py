@@ -3,7 +3,7 @@
 - ``seed_scatter``: sitelinks x statements of every entity, the selected region shaded (01);
 - ``pool_bars``: seeds per pool (01);
 - ``question_length_figure``: question words per injection round and per level (02);
-- ``rounds_viewer``: an ipywidgets slider that steps through the rounds of one task (02);
+- ``rounds_viewer``: a slider that steps through the rounds of one task, offline HTML (02);
 - ``task_cards_html``: several tasks with their question images, as one HTML block (03);
 - ``funnel_figure``: tasks left after each filter, one funnel per difficulty (04);
 - ``complexity_scatter``: colour entropy of question images, simple ones marked (04).
@@ -52,7 +52,10 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *, m
     """Every entity as a point (sitelinks, statements); the rare-but-documented corner shaded.
 
     Points are jittered slightly (counts are integers and pile up) and thinned to ``max_points``.
+    When sitelinks span more than two decades the x axis is logarithmic and shows sitelinks + 1
+    (a count of 0 has no logarithm), with the jitter and the shaded corner scaled to match.
     """
+    import math
     import random
 
     import plotly.graph_objects as go
@@ -69,22 +72,36 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *, m
     }
     colours = {"selected seeds": "#c0392b", "people (excluded)": "#9aa5b1", "no image (excluded)": "#d5dbe0",
                "other entities": "#5b6dcd"}
+    max_sitelinks = max([r["sitelinks"] for r in rows] + [sitelinks_max])
+    log_x = max_sitelinks > 200
+
+    def x_of(sitelinks: int) -> float:
+        if log_x:  # sitelinks + 1, jittered by a factor within +-4 %
+            return (sitelinks + 1) * math.exp(rng.uniform(-0.04, 0.04))
+        return sitelinks + rng.uniform(-0.3, 0.3)
+
     fig = go.Figure()
     for name, group in groups.items():
         fig.add_trace(go.Scattergl(
-            x=[r["sitelinks"] + rng.uniform(-0.3, 0.3) for r in group],
+            x=[x_of(r["sitelinks"]) for r in group],
             y=[r["statements"] + rng.uniform(-0.3, 0.3) for r in group],
             mode="markers", name=f"{name} ({len(group)})",
             marker=dict(size=4, color=colours[name], opacity=0.6),
-            text=[f"{r['id']} ({r['type']})" for r in group], hoverinfo="text",
+            text=[f"{r['id']} ({r['type']}): {r['sitelinks']} sitelinks" for r in group], hoverinfo="text",
         ))
     top = max([r["statements"] for r in rows] + [statements_min + 1])
-    fig.add_shape(type="rect", x0=-0.5, x1=sitelinks_max + 0.5, y0=statements_min - 0.5, y1=top + 1,
+    if log_x:  # plotly places shapes on a log axis in log10 units
+        x0, x1 = math.log10(0.8), math.log10(sitelinks_max + 1.5)
+        xaxis = dict(type="log", range=[math.log10(0.8), math.log10((max_sitelinks + 1) * 1.25)],
+                     title="sitelinks + 1 (how widely covered; log scale)")
+    else:
+        x0, x1 = -0.5, sitelinks_max + 0.5
+        xaxis = dict(type="linear", range=[-0.5, max_sitelinks + 0.5], title="sitelinks (how widely covered)")
+    fig.add_shape(type="rect", x0=x0, x1=x1, y0=statements_min - 0.5, y1=top + 1,
                   line=dict(color="#c0392b", dash="dash"), fillcolor="rgba(192,57,43,0.07)")
     fig.update_layout(
         title=f"Seeds: sitelinks <= {sitelinks_max} and statements >= {statements_min} (paper 2.1, A.2)",
-        xaxis_title="sitelinks (how widely covered)", yaxis_title="statements (how well documented)",
-        xaxis_type="log" if max(r["sitelinks"] for r in rows) > 200 else "linear", height=480,
+        xaxis=xaxis, yaxis_title="statements (how well documented)", height=480,
     )
     return fig
 
@@ -155,18 +172,13 @@ def round_html(task: dict, index: int) -> str:
 
 
 def rounds_viewer(task: dict):
-    """An ipywidgets slider over the steps of one task (initial QA, each round, the image)."""
-    import ipywidgets as widgets
+    """A step-through view of one task (initial QA, each round, the image), as self-contained HTML
+    (``stepper.StepView``): it works in JupyterLab and in the HTML copy of the notebook, offline."""
+    from vsearcher_lite.stepper import StepView
 
     n_steps = 1 + len(task.get("rounds", [])) + (1 if task.get("image") else 0)
-    slider = widgets.IntSlider(value=0, min=0, max=n_steps - 1, description="step", continuous_update=False)
-    view = widgets.HTML(round_html(task, 0))
-
-    def update(change):
-        view.value = round_html(task, change["new"])
-
-    slider.observe(update, names="value")
-    return widgets.VBox([widgets.HTML(f"<b>{html.escape(task['id'])}</b> ({task.get('difficulty')})"), slider, view])
+    heading = f"<b>{html.escape(task['id'])}</b> ({html.escape(str(task.get('difficulty')))})"
+    return StepView([round_html(task, i) for i in range(n_steps)], heading, first=0)  # step 0: the initial QA
 
 
 # -- 03 image injection ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Where synthesis reads its knowledge from: the run's sandbox world, or the live web.
 
 Every stage calls ``open_source``. In the sandbox it opens ``RUN_DIR/world/`` and builds it
-with defaults when it is missing (DESIGN section 8: a stage run without its inputs builds them);
+with defaults when it is missing (a stage run without its inputs builds them);
 a world that already exists is used as it is, whatever its size. In the live world it returns
 a ``LiveKnowledge`` (Wikidata SPARQL + Wikipedia or a local Kiwix server) whose requests are
 recorded in the run's tool cache.

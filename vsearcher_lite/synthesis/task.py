@@ -3,7 +3,7 @@
 A task is what synthesis writes, filtering labels, the teacher solves, SFT and GRPO train on,
 and evaluation scores. Its benchmark-facing fields are the same as MM-SearchExam's
 (``question``, ``image_path``, ``answer``); the rest records every injection round, which the
-released code did not keep (upstream digest, section A.5), so a student can step through how a
+released code did not keep, so a student can step through how a
 question grew and the sandbox can check that the answer still holds.
 
 How a chain reads. Round 0 asks about the seed entity. Round ``i`` picks an entity named in
@@ -23,8 +23,7 @@ EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
 #: A warm-up level that is not in the paper: the seed's own question with the seed hidden behind its
 #: picture (no text round), so one image search and one page read answer it. The paper's filter
 #: removes such tasks as too direct; the cpu profile keeps some, because a 5M-parameter model learns
-#: the protocol and the copying on them before anything longer (``reference/learning_cpu_2.md``:
-#: its 1-hop tasks are where the tiny agent reached 0.34). Off (0 tasks) in the GPU profiles.
+#: the protocol and the copying on them before anything longer. Off (0 tasks) in the GPU profiles.
 ONEHOP = "onehop"
 #: Every level in reading order, for tables and figures.
 LEVEL_ORDER = (ONEHOP, *DIFFICULTY_ROUNDS, "exam")

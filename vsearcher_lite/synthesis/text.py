@@ -99,7 +99,7 @@ def mentions_answer(text: str, answer: str, aliases=()) -> bool:
     """True when the answer (or an alias) occurs in ``text`` as whole words, loosely compared.
 
     Case, accents, punctuation, thousands separators and articles are ignored; the released
-    filter used a case-sensitive substring test (upstream digest, section I.8).
+    filter used a case-sensitive substring test.
 
     >>> mentions_answer("Which river flows past the DRUN valley mill?", "the Drun")
     True

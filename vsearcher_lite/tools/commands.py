@@ -39,9 +39,6 @@ def register(subparsers, common) -> None:
 def run_tool_command(args) -> int:
     from vsearcher_lite.tools.factory import make_toolbox
 
-    toolbox = make_toolbox(
-        args.run_dir, world=args.world, cache_mode="off" if args.no_cache else "readwrite", top_k=args.top_k
-    )
     question_image = None
     if args.tool == "text-search":
         name, arguments = "text_search", {"query": args.query}
@@ -50,11 +47,14 @@ def run_tool_command(args) -> int:
         if not question_image.is_url:
             from pathlib import Path
 
-            if not Path(args.image).is_file():
+            if not Path(args.image).is_file():  # checked before the toolbox opens (and creates) the run's cache
                 raise InputError(f"{args.image}: image file not found")
         name, arguments = "image_search", {}
     else:
         name, arguments = "visit", {"url": args.url, "goal": args.goal}
+    toolbox = make_toolbox(
+        args.run_dir, world=args.world, cache_mode="off" if args.no_cache else "readwrite", top_k=args.top_k
+    )
     result = toolbox.call(name, arguments, question_image=question_image)
     if not result.ok:  # the agent would read this observation; a person gets it as one line
         print(f"vsearcher-lite tools: {result.text}", file=sys.stderr)

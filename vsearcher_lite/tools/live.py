@@ -582,7 +582,7 @@ def build_summary_messages(page: PageContent, goal: str,
 
     The page text is cut to ``max_page_chars`` *before* it goes into the prompt, and the goal
     comes after the page, so the goal is never lost (the released code cut the whole prompt at
-    a token budget and could drop its tail, upstream digest I.7).
+    a token budget and could drop its tail).
 
     >>> msgs = build_summary_messages(PageContent("https://a.org", "A", ["x " * 100]), "find y", 50)
     >>> msgs[-1]["content"].rstrip().endswith("Goal: find y"), len(msgs[-1]["content"]) < 400

@@ -1,10 +1,10 @@
 """Pure parsers from live API responses (already decoded JSON or text) to the tool data model.
 
 No network here: each function takes what a service sent back, in its real wire format
-(the shared reference ``reference/web_apis.md``, section 3), and returns ``SearchHit`` / ``ImageHit``
+(as each service documents it), and returns ``SearchHit`` / ``ImageHit``
 / ``PageContent``. Every optional field may be missing; a result without a usable link is
 skipped rather than allowed to crash the call (the released code raised ``KeyError`` on a
-hit without a snippet, upstream digest I.5). A response of the wrong shape, or an error
+hit without a snippet). A response of the wrong shape, or an error
 object inside a 200 response, raises ``ToolError`` with the service's own message.
 """
 

@@ -1,4 +1,4 @@
-"""The tool backends over the sandbox web (DESIGN section 2).
+"""The tool backends over the sandbox web.
 
 - ``SandboxTextSearch``: BM25 over page titles and text with SQLite FTS5. Any user text is turned
   into a safe FTS query (words only, quoted, OR-ed), so quotes, operators and punctuation never
@@ -207,8 +207,8 @@ class SandboxImageSearch(ImageSearchBackend):
             return []
         query = image_features(self.load(image))
         # einsum rather than ``@``: a matrix-vector product through multi-threaded OpenBLAS
-        # slows down five-fold when other processes share the cores (measured on 2 cores:
-        # 1 ms single-threaded vs 6-8 ms threaded at 10k images); einsum stays on one thread.
+        # slows down several-fold when other processes share the cores (at 10k images on 2 cores);
+        # einsum stays on one thread.
         scores = np.einsum("ij,j->i", self.matrix, query)
         m = min(len(scores), max(k * self.candidates_per_hit, 32))
         top = np.argpartition(-scores, m - 1)[:m]

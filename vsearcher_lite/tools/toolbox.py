@@ -5,17 +5,22 @@ spec, runs the backend, and formats the result as the observation text that goes
 ``<tool_response>``. It never raises: an unknown tool, bad arguments, an unknown URL or a
 backend failure all become an error observation (``ToolResult.ok == False``, text starting
 with ``"Error:"``) that the agent reads and can recover from. The released VSearcher loop
-dropped such turns silently (upstream digest, section I.1).
+dropped such turns silently.
 
 Every successful call is stored in the tool cache (when one is given), keyed by the tool, its
 arguments and, for image search, a hash of the question image's bytes, so reruns reproduce
 the same observations. In replay mode nothing new is stored and a miss goes to the backend,
 which for the live web serves its own recording and never the network.
+
+One toolbox can serve many threads at once (the evaluation's and the rollouts' episode threads):
+the sandbox backends read the world through one SQLite connection per thread and otherwise only
+read, the tool cache opens one connection per thread, and the call counts are kept under a lock.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +114,7 @@ class Toolbox:
         self.namespace = namespace
         self.counts: dict[str, int] = {name: 0 for name in TOOL_SPECS}
         self.errors = 0
+        self._count_lock = threading.Lock()
 
     @property
     def specs(self):
@@ -117,7 +123,7 @@ class Toolbox:
     def call(self, name: str, arguments: Any = None, *, question_image: ImageRef | None = None) -> ToolResult:
         spec = TOOL_SPECS.get(name)
         if spec is None:
-            self.errors += 1
+            self._count(None)
             return ToolResult.error(
                 str(name), f"unknown tool '{name}'. Available tools: {', '.join(TOOL_SPECS)}."
             )
@@ -125,13 +131,21 @@ class Toolbox:
             args = spec.validate({} if arguments is None else arguments)
             result = self._cached(name, args, question_image)
         except (ToolArgumentError, ToolError, CacheMiss) as exc:
-            self.errors += 1
+            self._count(None)
             return ToolResult.error(name, str(exc))
         except Exception as exc:  # a backend bug or outage must not end the rollout
-            self.errors += 1
+            self._count(None)
             return ToolResult.error(name, f"the {name} tool failed ({type(exc).__name__}: {exc})")
-        self.counts[name] += 1
+        self._count(name)
         return result
+
+    def _count(self, name: str | None) -> None:
+        """One successful call of tool ``name``, or (``None``) one error."""
+        with self._count_lock:
+            if name is None:
+                self.errors += 1
+            else:
+                self.counts[name] += 1
 
     def _cached(self, name: str, args: dict, question_image: ImageRef | None) -> ToolResult:
         if name == IMAGE_SEARCH.name:
@@ -144,12 +158,12 @@ class Toolbox:
             return self._run(name, args, question_image)
         stored = self.cache.get(self.namespace, request)
         if stored is not None:
-            self.cache.hits += 1
+            self.cache.count(hit=True)
             return ToolResult.from_dict(stored)
         # A miss runs the backend even in replay mode: sandbox backends are offline anyway, and
         # live backends replay their own recorded responses (and refuse to touch the network).
         # Errors are not stored here, so a replay re-derives them exactly as the recording did.
-        self.cache.misses += 1
+        self.cache.count(hit=False)
         result = self._run(name, args, question_image)
         self.cache.put(self.namespace, request, result.to_dict())
         return result

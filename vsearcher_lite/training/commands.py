@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import add_device_option
 
 
 def config_from_args(args):
@@ -25,6 +26,7 @@ def config_from_args(args):
         epochs=args.epochs,
         max_steps=args.max_steps,
         min_steps=args.min_steps,
+        save_every=args.save_every,
         minutes=args.minutes,
         total_minutes=args.total_minutes,
         batch_size=args.batch_size,
@@ -39,6 +41,7 @@ def config_from_args(args):
         eval_max_tasks=args.eval_tasks,
         eval_repeat_guard=args.repeat_guard,
         threads=args.threads,
+        device=args.device,
         seed=args.seed,
         world=args.world,
         name=args.name,
@@ -87,6 +90,9 @@ def register(subparsers, common) -> None:
     g.add_argument("--lr", type=float, help="peak learning rate")
     g.add_argument("--epochs", type=float, help="epochs over the trajectories")
     g.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    g.add_argument("--save-every", type=int,
+                   help="save a resumable checkpoint every this many steps; rerunning the same command after an "
+                        "interruption resumes from the last one")
     g.add_argument("--min-steps", type=int,
                    help="train at least this many steps even when the time budget is spent first, on a slow "
                         "machine (cpu default: 200; 0 = stop on time)")
@@ -98,8 +104,7 @@ def register(subparsers, common) -> None:
     g.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
     g.add_argument("--max-length", type=int, help="drop trajectories longer than this many tokens")
     g.add_argument("--answer-weight", type=float,
-                   help="loss weight of answer-bearing assistant tokens (1 = plain loss; cpu default 10, as the CPU "
-                        "prototype; GPU profiles 1)")
+                   help="loss weight of answer-bearing assistant tokens (1 = plain loss; cpu default 10; GPU profiles 1)")
     g.add_argument("--copy-weight", type=float,
                    help="loss weight of assistant tokens that copy the context: names, URLs, the restated question "
                         "(default 1 = plain loss)")
@@ -107,6 +112,7 @@ def register(subparsers, common) -> None:
                    help="start the markup tokens' embeddings from plain-text cues (cpu default)")
     g.add_argument("--no-markup-init", dest="markup_init", action="store_false")
     g.add_argument("--threads", type=int, help="torch threads (cpu default: 2)")
+    add_device_option(g)
     d = p.add_argument_group("data and evaluation")
     d.add_argument("--train-file", help="TRL chat JSONL (default: RUN_DIR/trajectories/export/sft_trl.jsonl)")
     d.add_argument("--max-train-samples", type=int, help="use at most this many trajectories")

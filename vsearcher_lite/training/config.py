@@ -1,30 +1,31 @@
-"""Settings of the SFT stage: one dataclass, three profile presets (DESIGN: profiles are presets).
+"""Settings of the SFT stage: one dataclass, three profile presets.
 
 ``SFTConfig.for_profile(profile, **overrides)``:
 
 =============  ================================================================================
 ``cpu``        full fine-tune, fp32, of the shipped tiny base (``data/tiny_base``), at most 1,000
                steps of batch 1 or 2.75 minutes of training and the whole stage, both evaluations
-               included, within 2.8 minutes (``total_minutes``), two torch threads (on an idle 2-core
-               machine a 570-token one-hop step takes 0.18-0.2 s; with another torch job beside it,
-               pass ``threads=1``: oversubscribed threads spin, 5.0 s against 0.65 s per step);
+               included, within 2.8 minutes (``total_minutes``), yet at least 200 steps
+               (``min_steps``) so a slow CPU never hands back an untrained model; two torch threads
+               (with another torch job beside it pass ``threads=1``: oversubscribed threads spin);
                the markup tokens' embeddings started from plain-text cues; answer-bearing tokens
-               weighted x10 (``reference/learning_cpu_2.md``). Measured on one-hop tasks (one seed
-               each, 60 held-out tasks): weight 1 and 400 steps gave accuracy 0.067 and format 0.90;
-               weight 10 and 913 steps gave 0.15 and 0.73. Held-out evaluation covers the one-hop
-               warm-up level and easy and medium tasks; gradient checkpointing off (it only costs
-               time on CPU); vision tokens suppressed in generation. Plain greedy evaluation; the
-               repeat guard (``eval_repeat_guard``, ``--repeat-guard 3``: no block of 3 or more tokens
-               twice in a row within a reply, ``chat.repeat_ban``) is an option, off: on six 3-minute
-               SFT models (30 held-out tasks each) it raised the format-valid rate by 0 to 0.13
-               (mean 0.07) and changed one answer's verdict, a correct one that became a format error.
+               weighted x10 (a single answer per trajectory is too little signal for minutes of
+               training). Held-out evaluation covers the one-hop warm-up level and easy and medium
+               tasks; gradient checkpointing off (it only costs time on CPU); vision tokens
+               suppressed in generation. Plain greedy evaluation; the repeat guard
+               (``eval_repeat_guard``, ``--repeat-guard 3``: no block of 3 or more tokens twice in a
+               row within a reply, ``chat.repeat_ban``) is an option, off by default (its measured
+               effect is in ``docs/results.md``).
 ``single_gpu`` LoRA in bf16 through PEFT on a real Qwen3-VL checkpoint (``method="qlora"``: the
                same with the base quantised to 4-bit NF4 by bitsandbytes).
 ``multi_gpu``  full fine-tune in bf16 under ``accelerate launch`` with the shipped FSDP or
                DeepSpeed ZeRO-3 configs (``configs/accelerate/``); the paper's released settings:
                lr 1e-5, 5 epochs, cutoff 20480 tokens, per-device batch 1 x gradient accumulation
-               2, cosine schedule, warmup 0.1, vision tower and projector frozen (upstream digest C).
+               2, cosine schedule, warmup 0.1, vision tower and projector frozen (the released config).
 =============  ================================================================================
+
+A profile is a recipe, not a place: every profile trains and evaluates on ``device`` (``auto``, the
+default, is the GPU when torch sees one; ``--device cpu`` keeps the cpu recipe on the CPU).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from vsearcher_lite.runio import check_folder_name
+from vsearcher_lite.runtime import check_device_name, resolve_device
 
 METHODS = ("full", "lora", "qlora")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -41,6 +43,50 @@ PAPER_BASE = "Qwen/Qwen3-VL-8B-Thinking"
 #: Linear layers of the language model only (the vision tower stays frozen, as in the paper).
 LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
+#: The paper's SFT settings (section 3.1, appendix A.3), by ``SFTConfig`` field: what notebook 06
+#: compares a run's settings with. The loss additions of the cpu recipe are off in the paper.
+PAPER_SFT = {
+    "base": PAPER_BASE, "method": "full", "dtype": "bfloat16", "learning_rate": 1e-5, "epochs": 5.0,
+    "batch_size": 1, "grad_accum": 2, "max_length": 20480, "scheduler": "cosine", "warmup_ratio": 0.1,
+    "freeze_vision": True, "answer_weight": 1.0, "copy_weight": 1.0, "init_markup_embeddings": False,
+}
+
+
+def paper_differences(settings: dict[str, Any], paper: dict[str, Any]) -> list[dict[str, Any]]:
+    """``{"setting", "paper", "this run"}`` for every setting of ``paper`` whose value in ``settings``
+    differs (settings missing from ``settings`` are skipped), in ``paper``'s order.
+
+    >>> paper_differences({"learning_rate": 1e-3, "scheduler": "cosine"}, {"learning_rate": 1e-5, "scheduler": "cosine"})
+    [{'setting': 'learning_rate', 'paper': 1e-05, 'this run': 0.001}]
+    """
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+            return abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1)
+        return (list(a) if isinstance(a, tuple) else a) == (list(b) if isinstance(b, tuple) else b)
+
+    return [{"setting": k, "paper": v, "this run": settings[k]} for k, v in paper.items()
+            if k in settings and not same(settings[k], v)]
+
+
+def settings_html(settings: dict[str, Any], paper: dict[str, Any], *, title: str = "Settings") -> str:
+    """The settings that differ from the paper as a small table, then every setting in a collapsed
+    ``<details>`` view: how notebooks 06-08 show a configuration without a wall of output."""
+    import html
+    import json
+
+    def cell(v: Any) -> str:
+        return html.escape(json.dumps(v) if isinstance(v, (dict, list, tuple, bool)) or v is None else str(v))
+
+    rows = paper_differences(settings, paper)
+    compared = len([k for k in paper if k in settings])
+    body = "".join(f"<tr><td><code>{html.escape(r['setting'])}</code></td><td>{cell(r['paper'])}</td>"
+                   f"<td><b>{cell(r['this run'])}</b></td></tr>" for r in rows)
+    table = (f"<table><tr><th>setting</th><th>paper</th><th>this run</th></tr>{body}</table>" if rows
+             else "<p>every compared setting is the paper's</p>")
+    everything = html.escape(json.dumps(settings, indent=1, default=str), quote=False)
+    return (f"<div><b>{html.escape(title)}</b>: {len(rows)} of the {compared} settings compared with the paper "
+            f"differ.{table}<details><summary>all {len(settings)} settings</summary>"
+            f"<pre>{everything}</pre></details></div>")
 
 
 def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float, still_to_come_s: float,
@@ -149,9 +195,12 @@ class SFTConfig:
     total_minutes: float | None = None
     # runtime
     threads: int | None = None  # torch threads (cpu); None: leave torch's default
-    use_cpu: bool = True
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     accelerate_config: str = "fsdp"  # multi_gpu: fsdp | zero3
     logging_steps: int = 1
+    # steps between resumable trainer checkpoints in RUN_DIR/<name>/trainer (None: none); the same command
+    # resumes an interrupted run from the last one
+    save_every: int | None = None
     seed: int = 0
     world: str = "sandbox"
     progress: bool = True
@@ -163,11 +212,11 @@ class SFTConfig:
         if profile == "cpu":
             preset: dict[str, Any] = dict(
                 method="full", dtype="float32", learning_rate=1e-3, epochs=100.0, max_steps=1000, minutes=2.75,
-                # 176-325 steps fit the budget on the 2-core machine it was measured on, and taught the
-                # protocol; a machine half as fast made 22 (all-zero evaluation): below 200, time waits
+                # a slow CPU fits too few steps into the budget to learn the protocol (an all-zero
+                # evaluation): below 200 steps, time waits (docs/results.md)
                 min_steps=200,
                 batch_size=1, grad_accum=1, max_length=2048, warmup_ratio=0.1, min_lr_ratio=0.1,
-                answer_weight=10.0, init_markup_embeddings=True, threads=2, use_cpu=True,
+                answer_weight=10.0, init_markup_embeddings=True, threads=2,
                 # 10 held-out tasks per level: the SFT model's evaluation takes about 7x the base model's
                 # (sft.SFT_EVAL_FACTOR: it makes tool calls), 60 tasks left training too little of the 3 minutes
                 eval_difficulties=("onehop", "easy", "medium"), eval_max_tasks=30,
@@ -181,11 +230,11 @@ class SFTConfig:
         elif profile == "single_gpu":
             preset = dict(
                 base=PAPER_BASE, method="lora", dtype="bfloat16", learning_rate=1e-4, epochs=5.0, batch_size=1,
-                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True, use_cpu=False)
+                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True)
         elif profile == "multi_gpu":
             preset = dict(
                 base=PAPER_BASE, method="full", dtype="bfloat16", learning_rate=1e-5, epochs=5.0, batch_size=1,
-                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True, use_cpu=False)
+                grad_accum=2, max_length=20480, warmup_ratio=0.1, gradient_checkpointing=True)
         else:
             raise ValueError(f"unknown profile {profile!r}; choose cpu, single_gpu or multi_gpu")
         config = cls(**with_overrides(cls, profile, preset, overrides, "SFT"))
@@ -220,8 +269,15 @@ class SFTConfig:
             raise ValueError(f"accelerate_config must be one of {', '.join(ACCELERATE_CONFIGS)}")
         if self.epochs <= 0:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
-        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads"))
+        check_at_least_one(self, ("max_length", "max_train_samples", "samples_per_task", "eval_max_tasks", "threads",
+                                  "save_every"))
+        check_device_name(self.device)
         check_folder_name(self.name, "name")
+
+    @property
+    def use_cpu(self) -> bool:
+        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda without a GPU)."""
+        return resolve_device(self.device).type == "cpu"
 
     def eval_config(self, **overrides: Any):
         """The greedy held-out evaluation settings of this stage (an ``EvalConfig``). Base and SFT model
@@ -233,7 +289,7 @@ class SFTConfig:
                                         max_tool_calls=self.eval_max_tool_calls,
                                         max_context_chars=self.eval_max_context_chars,
                                         wall_clock_s=self.eval_wall_clock_s, repeat_guard=self.eval_repeat_guard,
-                                        progress=self.progress)
+                                        device=self.device, progress=self.progress)
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return EvalConfig.for_profile(self.profile, **settings)
 

@@ -13,7 +13,7 @@ question and its image, and every ``<tool_response>`` turn with its images are m
 ``trained_spans`` decodes the trained tokens of a batch back to text, so a test (and notebook 06)
 can check that they are exactly the assistant turns.
 
-``answer_token_weights`` is the loss weighting the cpu recipe needs (``reference/learning_cpu_2.md``).
+``answer_token_weights`` is the loss weighting the cpu recipe needs.
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
 
     The chat template is rendered to text (one ``<|image_pad|>`` per image), tokenized in one
     batch, and each image adds the tokens the processor would expand it into. Equal to the lengths
-    the collator builds (a test checks it) and about 20 times faster than tokenizing with the images
-    processed (32 trajectories: 1.51 s against 0.07 s on one thread), which matters inside the cpu
-    profile's 3-minute SFT budget: 3,151 trajectories took over a minute that way.
+    the collator builds (a test checks it) and far faster than tokenizing with the images
+    processed, which matters inside the cpu profile's 3-minute SFT budget: with the images
+    processed, the training file's lengths alone took over a minute.
     """
     from trl.data_utils import prepare_multimodal_messages
 
@@ -129,7 +129,10 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
         messages = prepare_multimodal_messages(with_string_parts(r)["messages"], images=list(images))
         texts.append(processor.apply_chat_template(messages, tokenize=False))
         extra.append(sum(image_token_count(processor, p) - 1 for p in images))
-    counts = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    # verbose=False: measuring a trajectory longer than the model's positions is the point here (the
+    # too-long ones are then dropped), so transformers' "Token indices sequence length is longer than
+    # the specified maximum" warning would only alarm the reader.
+    counts = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
     for text, n in zip(texts, extra):
         if n and pad not in text:
             raise ValueError(f"the chat template wrote no {pad} for a record with images")
@@ -198,8 +201,7 @@ def answer_token_weights(labels: Sequence[int], open_ids: Sequence[int], close_i
     token sequences) in the trained labels, plus every earlier trained occurrence of that same
     token sequence (the reasoning that states the answer before giving it). The tags themselves
     keep weight 1. Why: with a plain assistant loss the one answer per trajectory is too little
-    signal for a few minutes of SFT, and the tiny model answered a constant year
-    (``reference/learning_cpu_2.md``).
+    signal for a few minutes of SFT, and the tiny model answered a constant year.
 
     >>> answer_token_weights([-100, 7, 9, 1, 7, 2, 5], open_ids=[1], close_ids=[2], weight=10.0)
     [0.0, 10.0, 1.0, 1.0, 10.0, 1.0, 1.0]

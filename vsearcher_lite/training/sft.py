@@ -14,20 +14,17 @@ Outputs in ``RUN_DIR/sft/``: ``checkpoint/`` (model, processor, tokenizer, gener
 ``base_format_valid_rate``, ``base_accuracy``, tool calls, ``steps``, ``seconds`` and the settings).
 The evaluations themselves are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
 
-Deviations from the paper (section 2.2 and the released LLaMA-Factory config, upstream digest C):
+Deviations from the paper (section 2.2 and the released LLaMA-Factory config):
 
 - cpu profile: a 5M-parameter tiny Qwen3-VL pretrained by this project instead of
   Qwen3-VL-8B-Thinking; fp32 full fine-tuning (lr 1e-3, batch 1) inside a 2.8-minute budget for
   the whole stage (``total_minutes``: the base model is evaluated first and training gets what the
   two evaluations leave; a machine too slow for 200 steps in that time trains on to 200, ``min_steps``)
   instead of 5 epochs at lr 1e-5; the compact system prompt and top-3
-  results its trajectories were made with; trajectories over 2,048 tokens dropped; and the two
-  additions of the measured CPU prototype (``reference/learning_cpu_2.md``) as options: the new
-  markup tokens' embeddings started from plain-text cues (``init_markup_embeddings``, on in the
-  preset) and answer-bearing tokens weighted in the assistant loss (``answer_weight``; x10 in the
-  prototype and in the preset). Measured here (2.75 min, one thread, 40 held-out easy+medium tasks,
-  one seed each; held-out format-valid rate / accuracy): plain 0.625 / 0.0 (every answer the same
-  number), cue start 0.775 / 0.0, x10 0.375 / 0.0, both 0.425 / 0.0; the base model 0.0 / 0.0.
+  results its trajectories were made with; trajectories over 2,048 tokens dropped; and two
+  additions for a model this small, as options: the new markup tokens' embeddings started from
+  plain-text cues (``init_markup_embeddings``, on in the preset) and answer-bearing tokens
+  weighted in the assistant loss (``answer_weight``, x10 in the preset).
 - single_gpu: LoRA / QLoRA instead of full fine-tuning (one GPU does not hold an 8B model's
   optimizer state).
 - multi_gpu: the paper's settings; TRL + accelerate (FSDP or DeepSpeed ZeRO-3) instead of
@@ -44,7 +41,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, csv_text, read_number_rows, replace_dir
+from vsearcher_lite.runio import (
+    InputError,
+    JsonlLog,
+    RunDir,
+    atomic_write_json,
+    atomic_write_text,
+    csv_text,
+    read_json,
+    read_number_rows,
+    replace_dir,
+    write_jsonl,
+)
 from vsearcher_lite.runtime import set_threads
 from vsearcher_lite.training.config import SFTConfig, training_budget_s
 from vsearcher_lite.training.data import (
@@ -61,10 +69,8 @@ from vsearcher_lite.training.data import (
 STAGE = "sft"
 SAVE_MARGIN_S = 5.0  # saving the checkpoint and the loss log (tiny model: about a second)
 # The SFT model's held-out evaluation takes about this many times the base model's on the same tasks
-# (it makes tool calls and writes whole turns; the base stops at its first malformed turn). Measured
-# at batch 16 with the compact teacher's data (turns up to ~200 tokens), tests' run dir: 35 s against
-# 6.7 s on the cpu preset's 30 tasks (a 176-step model, 200 tokens per turn), 22 s against 3.7 s on 8
-# tasks and 125 s against 12.4 s on 60 tasks (a 600-step model, 160 tokens per turn).
+# (it makes tool calls and writes whole turns; the base stops at its first malformed turn); measured
+# at batch 16 on the cpu preset's held-out tasks (docs/results.md).
 SFT_EVAL_FACTOR = 7.0
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce", "mean_token_accuracy",
                "grad_norm")
@@ -117,8 +123,8 @@ def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: in
     ``min_steps`` steps made: go on).
 
     The floor keeps a slow machine from handing back a model that has not learned the protocol yet
-    (on a CPU twice as slow as the one the cpu budget was measured on, the 2.8-minute budget left 22
-    steps and the model scored 0).
+    (on a CPU twice as slow as the one the cpu budget was set on, the budget alone left 22 steps and
+    a model that scored 0; docs/results.md).
 
     >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0), stop_rule(10, 61.0, 60.0, min_steps=200)
     ('go', 'time', 'floor')
@@ -360,22 +366,36 @@ def _trainer_classes():
         not before ``min_steps`` (``stop_rule``); says so once when the floor outlasts the budget."""
 
         def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
-                     min_steps: int = 0, log: Callable[[str], None] = print):
+                     min_steps: int = 0, log: Callable[[str], None] = print, rows_log: JsonlLog | None = None):
             self.trainer_ref = trainer_ref
             self.budget_s = budget_s
             self.min_steps = int(min_steps)
             self.log = log
-            self.rows: list[dict] = []
+            self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
+            self.rows: list[dict] = rows_log.records() if rows_log else []
+            self.offset_s = self.rows[-1]["seconds"] if self.rows else 0.0  # training time before a resume
             self.start = time.perf_counter()
             self.stopped_by = "steps"
             self.progress = progress
             self.over_budget_at: int | None = None  # the step at which the budget ran out below the floor
 
+        bar = None
+
         def on_train_begin(self, args, state, control, **kw):
             self.start = time.perf_counter()
             self.trainer_ref().train_started = self.start
+            if self.progress and state.is_world_process_zero:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps", leave=False)
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.close()
 
         def on_step_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.update(1)
             elapsed = time.perf_counter() - self.start
             rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
             if rule == "floor" and self.over_budget_at is None:
@@ -392,13 +412,31 @@ def _trainer_classes():
             logs = logs or {}
             if "loss" not in logs:
                 return
-            row = {"step": state.global_step, "seconds": round(time.perf_counter() - self.start, 2)}
+            row = {"step": state.global_step, "seconds": round(self.offset_s + time.perf_counter() - self.start, 2)}
             for key in LOSS_FIELDS[2:]:
                 value = logs.get(key)
                 row[key] = round(float(value), 5) if value is not None else None
             self.rows.append(row)
+            if self.rows_log is not None:
+                self.rows_log.append(row)
+            if self.bar is not None:
+                self.bar.set_postfix(loss=row.get("loss"))
 
     return AgentSFTTrainer, LossLog
+
+
+def one_progress_bar(trainer) -> None:
+    """Remove transformers' own progress display: it adds a table row (in a notebook) or prints a
+    line (in a terminal) for every logged step, hundreds of them at ``logging_steps=1``; the loss
+    log's single bar and ``loss.csv`` replace it."""
+    from transformers.trainer_callback import ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    try:
+        from transformers.utils.notebook import NotebookProgressCallback
+    except ImportError:  # no IPython: no notebook display either
+        return
+    trainer.remove_callback(NotebookProgressCallback)
 
 
 def trl_args(config: SFTConfig, output_dir: Path):
@@ -417,13 +455,15 @@ def trl_args(config: SFTConfig, output_dir: Path):
         warmup_steps=config.warmup_ratio,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
-        gradient_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=config.gradient_checkpointing,  # transformers 5's name (the old one warns)
         assistant_only_loss=True,
         max_length=None,  # over-long trajectories are dropped before training, never cut mid-turn
         use_cpu=config.use_cpu,
         bf16=bf16,
         logging_steps=config.logging_steps,
-        save_strategy="no",
+        save_strategy="steps" if config.save_every else "no",
+        save_steps=config.save_every or 500,
+        save_total_limit=1,  # the last checkpoint is all a resume needs
         report_to=config.report_to or "none",
         seed=config.seed,
         data_seed=config.seed,
@@ -475,6 +515,42 @@ def save_checkpoint(trainer, processor, out_dir: Path, config: SFTConfig) -> Pat
         merged.generation_config = model.generation_config
         return save_base(merged, processor, out_dir)
     return save_base(model, processor, out_dir)
+
+
+RESUME_IGNORED = ("progress", "threads", "report_to", "device")  # settings that do not change what is trained
+
+
+def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
+                 ) -> tuple[Path | None, JsonlLog | None]:
+    """Where an interrupted run of the same settings left off: its last trainer checkpoint (or
+    None) and the log of its loss rows up to that step (None when the run saves no checkpoints).
+
+    A scratch folder left by a run of other settings is refused, naming the first setting that
+    differs, so a rerun never mixes two runs; without ``save_every`` it is simply removed.
+    """
+    if not config.save_every:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return None, None
+    settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_IGNORED}
+    settings_path = work_dir / "settings.json"
+    if settings_path.exists():
+        earlier = read_json(settings_path)
+        changed = next((k for k in sorted(set(settings) | set(earlier)) if settings.get(k) != earlier.get(k)), None)
+        if changed:
+            raise InputError(f"{work_dir} holds an interrupted run with {changed}={earlier.get(changed)!r} (now "
+                             f"{settings.get(changed)!r}): rerun with the same settings to resume it, or delete the folder")
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        atomic_write_json(settings_path, settings)
+    saved = sorted((p for p in work_dir.glob("checkpoint-*") if (p / "trainer_state.json").exists()),
+                   key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    rows_path = work_dir / "loss_rows.jsonl"
+    step = int(saved[-1].name.rsplit("-", 1)[1]) if saved else 0
+    rows = [r for r in JsonlLog(rows_path, key="step").records() if r["step"] <= step]
+    write_jsonl(rows_path, rows)  # rows logged after the last checkpoint are trained again
+    if saved:
+        log(f"[sft] resuming from {saved[-1]} (step {step})")
+    return (saved[-1] if saved else None), JsonlLog(rows_path, key="step")
 
 
 def load_base_unquantised(config: SFTConfig):
@@ -558,8 +634,10 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     trainer_box: list[Any] = []
     # the step floor never asks for more than max_steps
     min_steps = min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
-    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps, log=log)
     work_dir = out / "trainer"
+    resume_from, rows_log = resume_point(work_dir, config, log)
+    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps, log=log,
+                       rows_log=rows_log)
     trainer = AgentSFTTrainer(
         model=model,
         args=trl_args(config, work_dir),
@@ -576,9 +654,10 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         min_lr_ratio=config.min_lr_ratio,
     )
     trainer_box.append(trainer)
+    one_progress_bar(trainer)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     t0 = time.perf_counter()
-    result = trainer.train()
+    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     train_seconds = time.perf_counter() - t0
     steps = int(trainer.state.global_step)
     log(f"[sft] {steps} steps in {train_seconds:.1f} s ({train_seconds / max(steps, 1):.2f} s/step), "
@@ -608,6 +687,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         "n_dropped_too_long": n_dropped,
         "trainable_parameters": int(trainable),
         "threads": threads,
+        "device": str(trainer.args.device),
         "train_file": str(data_path),
         "checkpoint": str(checkpoint),
         "prepare": prep,

@@ -44,7 +44,12 @@ def run_world(args: argparse.Namespace) -> int:
     if args.world != "sandbox":
         raise InputError("`world` builds the sandbox web; with --world live there is nothing to build")
     target = Path(args.run_dir) / "world"
-    manifest = read_manifest(target)
+    try:
+        manifest = read_manifest(target)
+    except InputError:
+        if not args.force:
+            raise
+        manifest = None  # --force rebuilds a world whose manifest is broken
     same = (manifest is not None and manifest.get("n_entities") == args.entities and manifest.get("seed") == args.seed
             and manifest.get("generator_version") == GENERATOR_VERSION)
     if same and not args.force:

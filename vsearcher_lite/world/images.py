@@ -7,7 +7,7 @@
 - ``lookalike(image, key)``: a near copy with changed details, placed on distractor pages so
   that image search returns several plausible candidates, as the real web does.
 - ``perturb_image(src, dst, seed)``: the question image of a task: a random crop that keeps
-  most of the picture, a resize, a mild colour shift and a JPEG re-encode (DESIGN section 2).
+  most of the picture, a resize, a mild colour shift and a JPEG re-encode.
   Image search must therefore be near-duplicate search, not a file-hash lookup.
 - ``image_features(image)``: the vector used by near-duplicate search: small colour layouts
   (mean-centred thumbnails), a coarse colour histogram and the mean colour, L2-normalised, so

@@ -3,7 +3,7 @@
 ``LiveKnowledge`` implements ``KnowledgeSource`` (``world/model.py``) over the real web, so the
 same synthesis code runs on the sandbox and on Wikipedia (paper section 2.1, appendix A.2).
 
-Seeds (paper A.2; upstream digest A.1). The paper's rule: an English Wikipedia article, at most
+Seeds (paper A.2). The paper's rule: an English Wikipedia article, at most
 ``sitelinks_max`` sitelinks (default 10: rare), at least ``statements_min`` statements (default 20:
 well documented), an image (P18), not a human (``MINUS { ?item wdt:P31 wd:Q5 }``). The released
 code sent it as one query; the Wikidata Query Service kills any query after 60 s, so here it is
@@ -21,7 +21,7 @@ go one at a time with a descriptive User-Agent (put your contact in ``$VSEARCHER
 429 and ``Retry-After`` are honoured by ``HttpClient``, and every response is cached.
 
 Pages: the Wikipedia REST API (``/page/html`` for Parsoid HTML, ``/page/summary`` for title
-resolution; web_apis.md 2a/2b) or a local ``kiwix-serve`` (``/content/<book>/A/<Title>``, the
+resolution) or a local ``kiwix-serve`` (``/content/<book>/A/<Title>``, the
 paper served the 2025-08 English ZIM this way). From the HTML: the ``<p>`` paragraphs, the
 representative image (the infobox image, else the first picture) as an absolute URL, and the
 links to other articles. ``facts`` returns a few Wikidata claims (entity values and years).
@@ -422,7 +422,7 @@ def parse_article_html(html: str, url: str) -> ArticleHtml:
 
 
 def parse_summary(payload: Any) -> dict:
-    """The useful parts of a REST ``page/summary`` response (web_apis.md 2a).
+    """The useful parts of a REST ``page/summary`` response.
 
     ``{"title", "qid", "type", "image", "url"}``; optional fields may be ``None``.
     """

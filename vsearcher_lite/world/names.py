@@ -1,7 +1,7 @@
 """Pronounceable fictional names built from syllables, unique across one world.
 
 Every entity name in the sandbox is invented, so no language model can know it: a correct
-answer needs the tools (DESIGN section 2). Names are drawn from syllable tables with a seeded
+answer needs the tools. Names are drawn from syllable tables with a seeded
 ``random.Random``; a ``NameRegistry`` guarantees that no two entities (or aliases) share a name.
 """
 

@@ -44,6 +44,10 @@ DB_NAME = "world.sqlite"
 IMAGES_DIR = "images"
 MANIFEST = "manifest.json"
 METRICS = "metrics.json"
+# The largest world a build accepts: five times the biggest demo (20,000 entities). A larger count is
+# far more likely a typo than a plan, and a build that size would fill the disk before it ended.
+MAX_ENTITIES = 100_000
+STALE_BUILD_S = 3600.0  # a build folder with no owner recorded is left over once it is this old
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -223,13 +227,16 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
     """
     if n_entities < MIN_ENTITIES:
         raise InputError(f"a sandbox world needs at least {MIN_ENTITIES} entities, got {n_entities}")
+    if n_entities > MAX_ENTITIES:
+        raise InputError(f"a sandbox world has at most {MAX_ENTITIES:,} entities, got {n_entities:,}")
     out_dir = Path(out_dir)
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (
             (out_dir / MANIFEST).exists() or (out_dir / DB_NAME).exists()):
         raise InputError(f"{out_dir} exists and is not a sandbox world; move it away or choose another folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_builds(out_dir)
     t0 = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-{os.getpid()}-", dir=out_dir.parent))
     try:
         images_dir = tmp / IMAGES_DIR
         images_dir.mkdir()
@@ -274,6 +281,38 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
 
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists but belongs to someone else
+        return True
+    return True
+
+
+def remove_stale_builds(out_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temporary build folders of ``out_dir`` left by a build that was killed; the removed ones.
+
+    A build folder is named ``.<name>.build-<pid>-<random>``: it is left over when that process is
+    gone (a folder named without a pid, by an older version, when it is over ``STALE_BUILD_S`` old).
+    """
+    out_dir = Path(out_dir)
+    removed = []
+    if not out_dir.parent.is_dir():
+        return removed
+    for tmp in out_dir.parent.glob(f".{out_dir.name}.build-*"):
+        owner = tmp.name[len(f".{out_dir.name}.build-"):].split("-", 1)[0]
+        try:
+            stale = not _process_alive(int(owner)) if owner.isdigit() else time.time() - tmp.stat().st_mtime > STALE_BUILD_S
+        except FileNotFoundError:
+            continue
+        if stale and tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+    return removed
+
+
 def world_dir(path: str | os.PathLike) -> Path:
     """The world folder for ``path``: the folder itself, or ``path/world`` for a run folder."""
     path = Path(path)
@@ -288,10 +327,19 @@ def world_dir(path: str | os.PathLike) -> Path:
 
 
 def read_manifest(path: str | os.PathLike) -> dict | None:
-    try:
-        return json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    """The world's ``manifest.json`` (``None`` when there is none); a broken one is an ``InputError``."""
+    file = Path(path) / MANIFEST
+    if not file.is_file():
         return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{file}: not valid JSON ({getattr(exc, 'msg', exc)}); rebuild the world with "
+                         "`vsearcher-lite world --force`") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{file}: expected a JSON object, got {type(data).__name__}; rebuild the world with "
+                         "`vsearcher-lite world --force`")
+    return data
 
 
 def ensure_world(run_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 0, *,

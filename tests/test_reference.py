@@ -1,0 +1,163 @@
+"""The reference run's card: made from a run's files, and checked against its own per-task results."""
+
+import json
+import random
+import shutil
+
+import pytest
+
+from vsearcher_lite.reference import (
+    REFERENCE_DIR,
+    TARGETS,
+    acceptance,
+    check_reference,
+    headline_numbers,
+    paired,
+    ship_reference,
+)
+from vsearcher_lite.runio import InputError, write_jsonl
+
+
+def _record(task_id, policy, correct, difficulty="easy", **extra):
+    return {"id": task_id, "policy": policy, "split": "heldout", "difficulty": difficulty, "correct": correct,
+            "format_ok": True, "format_error": None, "termination": "answer", "n_turns": 3, "n_tool_calls": 2,
+            "tool_counts": {"image_search": 1, "text_search": 1, "visit": 0}, "prediction": "x", "answer": "x",
+            "seconds": 0.5, "trajectory": {"turns": ["long"]}, **extra}
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A finished run's files: 10 held-out tasks, 4 exam tasks, an SFT loss log and GRPO steps."""
+    rng = random.Random(0)
+    root = tmp_path / "run"
+    outcomes = {"base": [0] * 10, "sft": [1, 1, 1, 0, 0, 0, 0, 1, 0, 0], "rl": [1, 1, 1, 1, 1, 0, 0, 0, 0, 0],
+                "teacher": [1] * 10, "direct": [0] * 10}
+    for policy, row in outcomes.items():
+        records = [_record(f"t{i}", policy, bool(c), "onehop" if i < 5 else "easy") for i, c in enumerate(row)]
+        write_jsonl(root / "eval" / f"heldout-{policy}" / "results.jsonl", records)
+        write_jsonl(root / "eval" / f"exam-{policy}" / "results.jsonl",
+                    [_record(f"e{i}", policy, policy == "teacher" and i < 2, "exam") for i in range(4)])
+    (root / "sft").mkdir(parents=True)
+    (root / "sft" / "loss.csv").write_text("step,loss\n" + "".join(f"{s},{3.0 / s:.4f}\n" for s in range(1, 11)))
+    (root / "grpo").mkdir(parents=True)
+    steps = "step,reward,groups,zero_variance_groups\n" + "".join(
+        f"{s},{0.2 + 0.05 * s + rng.random() * 0.01:.4f},4,{s % 3}\n" for s in range(1, 11))
+    (root / "grpo" / "steps.csv").write_text(steps)
+    ckpt = root / "sft" / "checkpoint"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 1024)
+    return root
+
+
+def test_paired_difference_counts_flips_on_shared_tasks():
+    before = [_record("a", "sft", True), _record("b", "sft", False), _record("c", "sft", False)]
+    after = [_record("a", "rl", False), _record("b", "rl", True), _record("c", "rl", True), _record("d", "rl", True)]
+    d = paired(before, after)
+    assert (d["n"], d["gained"], d["lost"]) == (3, 2, 1)  # task d has no SFT result: not paired
+    assert d["mean"] == pytest.approx(1 / 3, abs=1e-4)
+
+
+def test_ship_writes_trimmed_results_and_a_card_that_checks(run, tmp_path):
+    out = tmp_path / "reference"
+    card = ship_reference(run, out, commands=["vsearcher-lite sft --profile cpu"], device="test", seeds=[0],
+                          log=lambda _: None)
+    assert check_reference(out) == []
+    line = json.loads((out / "results" / "heldout-rl.jsonl").read_text().splitlines()[0])
+    assert "trajectory" not in line and line["id"] == "t0"
+    assert (out / "sft" / "checkpoint" / "model.safetensors").is_file() and card["checkpoints_mb"] == {"sft": 0.0}
+    n = card["numbers"]
+    assert n["policies"]["heldout"]["sft"]["pass_at_1"] == 0.4
+    assert n["policies"]["heldout"]["sft"]["accuracy_by_difficulty"] == {"easy": 0.2, "onehop": 0.6}
+    assert n["paired_heldout"]["rl_minus_sft"] == {"mean": 0.1, "se": 0.1795, "n": 10, "gained": 2, "lost": 1}  # sqrt(2.9 / 9 / 10)
+    assert n["policies"]["exam"]["teacher"]["pass_at_1"] == 0.5
+    assert n["grpo"]["steps"] == 10 and n["grpo"]["reward_last_20pct"] > n["grpo"]["reward_first_20pct"]
+    assert n["grpo"]["zero_variance_group_share"] == pytest.approx(10 / 40)
+    assert card["acceptance"]["heldout_tasks"] is False  # 10 tasks, not 600
+    assert "vsearcher-lite sft --profile cpu" in (out / "CARD.md").read_text()
+
+
+def test_check_names_each_number_that_disagrees_with_the_files(run, tmp_path):
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+    path = out / "results" / "heldout-rl.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[9]["correct"] = True  # one more RL success than the card was made from
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    problems = check_reference(out)
+    assert any(p.startswith("numbers.policies.heldout.rl.pass_at_1: the card says 0.5") for p in problems)
+    assert any("paired_heldout.rl_minus_sft.gained" in p for p in problems)
+
+
+def test_a_big_checkpoint_is_listed_not_shipped(run, tmp_path):
+    card = ship_reference(run, tmp_path / "ref", commands=["x"], device="test", seeds=[0], max_checkpoint_mb=0.0001,
+                          log=lambda _: None)
+    assert card["checkpoints_mb"] == {} and "sft" in card["checkpoints_not_shipped"]
+    assert not (tmp_path / "ref" / "sft" / "checkpoint").exists()
+
+
+def test_ship_replaces_an_older_reference_whole(run, tmp_path):
+    out = tmp_path / "reference"
+    out.mkdir()
+    (out / "stale.txt").write_text("from an older run")
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+    assert not (out / "stale.txt").exists() and (out / "card.json").is_file()
+    assert not list(tmp_path.glob(".reference*"))
+
+
+def test_ship_refuses_a_run_without_evaluations(tmp_path):
+    with pytest.raises(InputError, match="eval does not exist"):
+        ship_reference(tmp_path, tmp_path / "ref", commands=[], device="x", seeds=[0])
+    with pytest.raises(InputError, match="card.json does not exist"):
+        check_reference(tmp_path / "nothing")
+
+
+def test_acceptance_reads_the_targets():
+    numbers = {"policies": {"heldout": {"sft": {"n_tasks": 641, "format_valid_rate": 0.91}},
+                            "exam": {"teacher": {"n_tasks": 120, "pass_at_1": 0.29}}},
+               "paired_heldout": {"sft_minus_base": {"mean": 0.42, "se": 0.02},
+                                  "rl_minus_sft": {"mean": 0.06, "se": 0.02}},
+               "grpo": {"reward_first_20pct": 0.3, "reward_last_20pct": 0.45}}
+    got = acceptance(numbers)
+    assert got == {"heldout_tasks": True, "sft_minus_base": True, "rl_minus_sft": False,  # SE above 0.015
+                   "sft_format_valid": True, "reward_rise": True, "exam_tasks": True, "teacher_exam": False}
+    assert TARGETS["rl_minus_sft_se_max"] == 0.015
+
+
+@pytest.mark.skipif(not (REFERENCE_DIR / "card.json").exists(), reason="no reference shipped in data/reference")
+def test_the_shipped_reference_matches_its_card():
+    assert check_reference(REFERENCE_DIR) == []
+    numbers = headline_numbers(REFERENCE_DIR)
+    assert numbers["policies"]["heldout"]["sft"]["n_tasks"] > 0
+
+
+def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch):
+    """The stages get the full-length, resumable settings, in order; a finished stage is skipped."""
+    from vsearcher_lite import reference
+    from vsearcher_lite.evaluation import comparison
+    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.training import sft
+
+    calls = []
+
+    def finished(name, config):
+        calls.append((name, config))
+        (tmp_path / name / "checkpoint").mkdir(parents=True, exist_ok=True)
+        (tmp_path / name / "checkpoint" / "config.json").write_text("{}")
+        (tmp_path / name / "metrics.json").write_text("{}")
+
+    monkeypatch.setattr(sft, "run_sft", lambda run, config, log: finished("sft", config))
+    monkeypatch.setattr(trainer, "run_grpo", lambda run, config, log: finished("grpo", config))
+    monkeypatch.setattr(comparison, "run_comparison", lambda run, config, log: finished("comparison", config))
+    seconds = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
+    assert [name for name, _ in calls] == ["sft", "grpo", "comparison"] and set(seconds) == {"sft", "grpo", "comparison"}
+    sft_config, grpo_config, comparison_config = (c for _, c in calls)
+    assert sft_config.max_steps is None and sft_config.epochs == 2.0 and sft_config.minutes is None
+    assert sft_config.save_every and sft_config.device == "cpu" and sft_config.learning_rate == 1e-3  # the cpu recipe
+    assert grpo_config.max_steps == 150 and grpo_config.total_minutes is None and grpo_config.save_every
+    assert grpo_config.task_source == "rl" and grpo_config.dynamic_sampling
+    assert comparison_config.exam_max_tasks is None and comparison_config.heldout_max_tasks >= 10**6
+    assert comparison_config.eval_overrides == {"device": "cpu"}
+
+    calls.clear()
+    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {} and calls == []

@@ -1,0 +1,381 @@
+"""The reference run: a full-length run's logs, per-task results and small checkpoints, shipped.
+
+A 2-core laptop holds minutes of SFT and a few GRPO steps: enough to watch the mechanics, not the
+result. So the training notebooks run a short version live and then study a full-length run of the
+same commands, shipped in ``data/reference/`` (``--reference-dir`` or ``REFERENCE_DIR`` for one's
+own). Its layout::
+
+    card.json            how it was made (commands, commit, device, seeds, wall time) and its
+                         headline numbers, recomputed from the files below by ``check_reference``
+    CARD.md              the same for a person
+    sft/loss.csv         one row per logged SFT step
+    grpo/steps.csv       one row per GRPO step (reward, entropy, tool calls by type, groups)
+    results/<benchmark>-<policy>.jsonl
+                         one line per task: id, policy, split, difficulty, correct, format_ok,
+                         format_error, termination, tool counts (no trajectories)
+    sft/checkpoint/, grpo/checkpoint/
+                         the trained models, when each fits ``MAX_CHECKPOINT_MB``
+
+``run_reference(run_dir)`` runs the full-length pipeline (``make reference``: the cpu recipe, SFT for
+``REFERENCE_SFT``'s epochs, GRPO for ``REFERENCE_GRPO``'s steps, then every policy on every held-out
+and exam task), resumable: rerun the same command after an interruption and each stage continues
+from its last saved step or stored result. ``ship_reference(run_dir, out)`` makes the reference
+from a finished run (``vsearcher-lite reference ship``);
+``headline_numbers(ref)`` computes the numbers a reader is shown; ``check_reference(ref)`` lists
+where the card disagrees with its own per-task files (a test runs it on the shipped reference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
+from vsearcher_lite.rl.objective import paired_difference, share
+from vsearcher_lite.runio import (
+    InputError,
+    atomic_write_json,
+    atomic_write_text,
+    read_json,
+    read_jsonl,
+    read_number_rows,
+    replace_dir,
+    write_jsonl,
+)
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
+MAX_CHECKPOINT_MB = 25.0
+#: What a shipped result line keeps of an evaluation record (the trajectory is left out).
+RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", "format_error", "termination",
+                 "n_turns", "n_tool_calls", "tool_counts", "prediction", "answer", "seconds")
+CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "grpo": Path("grpo") / "checkpoint"}
+LOGS = {"sft": Path("sft") / "loss.csv", "grpo": Path("grpo") / "steps.csv"}
+#: The targets a full-length run is held to (paired on the same held-out tasks).
+TARGETS = {
+    "sft_minus_base": 0.30,  # SFT Pass@1 above the base model's
+    "rl_minus_sft": 0.05,  # RL Pass@1 above SFT's ...
+    "rl_minus_sft_se_max": 0.015,  # ... with a paired standard error at most this
+    "sft_format_valid": 0.90,
+    "reward_rise": 0.10,  # mean sampled reward of the last 20 % of GRPO steps above the first 20 %
+    "min_heldout_tasks": 600,
+    "min_exam_tasks": 100,
+    "teacher_exam": 0.30,
+}
+
+
+#: The full-length settings, on top of the cpu profile's recipe: no time budgets, resumable saves.
+REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, total_minutes=None, save_every=250,
+                     evaluate=False)
+REFERENCE_GRPO = dict(max_steps=150, minutes=None, total_minutes=None, save_every=5, evaluate=False)
+#: Every held-out task (every difficulty) and every exam task.
+REFERENCE_COMPARISON = dict(exam_max_tasks=None, heldout_max_tasks=10**6)
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
+    """The shipped per-task results of one policy on one benchmark ([] when it was not evaluated)."""
+    path = Path(ref) / "results" / f"{eval_name(benchmark, policy)}.jsonl"
+    return list(read_jsonl(path)) if path.exists() else []
+
+
+def policy_numbers(records: list[dict]) -> dict:
+    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file."""
+    n = len(records)
+    if not n:
+        return {"n_tasks": 0}
+    by_level: dict[str, list[bool]] = {}
+    for r in records:
+        by_level.setdefault(r["difficulty"], []).append(bool(r["correct"]))
+    return {
+        "n_tasks": n,
+        "n_correct": sum(bool(r["correct"]) for r in records),
+        "pass_at_1": _round(sum(bool(r["correct"]) for r in records) / n),
+        "format_valid_rate": _round(sum(bool(r["format_ok"]) for r in records) / n),
+        "mean_tool_calls": _round(sum(r["n_tool_calls"] for r in records) / n),
+        "accuracy_by_difficulty": {k: _round(sum(v) / len(v)) for k, v in sorted(by_level.items())},
+        "n_by_difficulty": {k: len(v) for k, v in sorted(by_level.items())},
+    }
+
+
+def paired(before: list[dict], after: list[dict]) -> dict | None:
+    """``after - before`` on the tasks both were evaluated on: mean, standard error, n, gained, lost."""
+    a = {r["id"]: float(bool(r["correct"])) for r in before}
+    b = {r["id"]: float(bool(r["correct"])) for r in after}
+    ids = sorted(set(a) & set(b))
+    if not ids:
+        return None
+    d = paired_difference([a[i] for i in ids], [b[i] for i in ids])
+    return {"mean": _round(d.mean), "se": _round(d.se), "n": d.n, "gained": d.gained, "lost": d.lost}
+
+
+def headline_numbers(ref: str | Path) -> dict:
+    """Every number the card states, computed from the reference's own logs and per-task results."""
+    ref = Path(ref)
+    numbers: dict[str, Any] = {"policies": {}}
+    for benchmark in BENCHMARKS:
+        numbers["policies"][benchmark] = {p: policy_numbers(read_results(ref, benchmark, p)) for p in POLICIES}
+    heldout = {p: read_results(ref, "heldout", p) for p in POLICIES}
+    numbers["paired_heldout"] = {"sft_minus_base": paired(heldout["base"], heldout["sft"]),
+                                 "rl_minus_sft": paired(heldout["sft"], heldout["rl"])}
+    if (ref / LOGS["sft"]).exists():
+        rows = read_number_rows(ref / LOGS["sft"])
+        losses = [r.get("loss") for r in rows]
+        numbers["sft"] = {"logged_steps": len(rows), "last_step": rows[-1]["step"] if rows else None,
+                          "loss_first_20pct": _round(share(losses, first=True)),
+                          "loss_last_20pct": _round(share(losses, first=False))}
+    if (ref / LOGS["grpo"]).exists():
+        rows = read_number_rows(ref / LOGS["grpo"])
+        rewards = [r.get("reward") for r in rows]
+        groups = sum(r.get("groups") or 0 for r in rows)
+        flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
+        numbers["grpo"] = {"steps": len(rows),
+                           "reward_first_20pct": _round(share(rewards, first=True)),
+                           "reward_last_20pct": _round(share(rewards, first=False)),
+                           "zero_variance_group_share": _round(flat / groups) if groups else None}
+    return numbers
+
+
+def acceptance(numbers: dict) -> dict[str, bool | None]:
+    """Each target of ``TARGETS`` met (True), missed (False) or not measurable from the files (None)."""
+    heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
+    pairs = numbers["paired_heldout"]
+    sft_base, rl_sft = pairs.get("sft_minus_base"), pairs.get("rl_minus_sft")
+    grpo = numbers.get("grpo") or {}
+    first, last = grpo.get("reward_first_20pct"), grpo.get("reward_last_20pct")
+
+    def at_least(value, target):
+        return None if value is None else value >= target
+
+    return {
+        "heldout_tasks": at_least(heldout["sft"].get("n_tasks"), TARGETS["min_heldout_tasks"]),
+        "sft_minus_base": at_least(sft_base and sft_base["mean"], TARGETS["sft_minus_base"]),
+        "rl_minus_sft": None if rl_sft is None else (rl_sft["mean"] >= TARGETS["rl_minus_sft"]
+                                                     and rl_sft["se"] <= TARGETS["rl_minus_sft_se_max"]),
+        "sft_format_valid": at_least(heldout["sft"].get("format_valid_rate"), TARGETS["sft_format_valid"]),
+        "reward_rise": None if first is None or last is None else last - first >= TARGETS["reward_rise"],
+        "exam_tasks": at_least(exam["teacher"].get("n_tasks"), TARGETS["min_exam_tasks"]),
+        "teacher_exam": at_least(exam["teacher"].get("pass_at_1"), TARGETS["teacher_exam"]),
+    }
+
+
+def _differences(stated: Any, computed: Any, path: str = "") -> list[str]:
+    if isinstance(stated, dict) and isinstance(computed, dict):
+        out = []
+        for key in sorted(set(stated) | set(computed)):
+            out += _differences(stated.get(key), computed.get(key), f"{path}.{key}" if path else key)
+        return out
+    if isinstance(stated, float) or isinstance(computed, float):
+        if stated is None or computed is None or abs(float(stated) - float(computed)) > 5e-4:
+            return [f"{path}: the card says {stated}, the files give {computed}"]
+        return []
+    return [] if stated == computed else [f"{path}: the card says {stated}, the files give {computed}"]
+
+
+def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
+    """Where ``card.json`` disagrees with the numbers recomputed from the reference's files ([] when none)."""
+    ref = Path(ref)
+    card_path = ref / "card.json"
+    if not card_path.exists():
+        raise InputError(f"{card_path} does not exist: make a reference with `vsearcher-lite reference ship`")
+    card = read_json(card_path)
+    computed = headline_numbers(ref)
+    problems = _differences(card.get("numbers"), computed, "numbers")
+    problems += _differences(card.get("acceptance"), acceptance(computed), "acceptance")
+    return problems
+
+
+def _git_commit(repo: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _size_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
+
+
+def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str], device: str,
+                   seeds: list[int], wall_seconds: dict[str, float] | None = None,
+                   max_checkpoint_mb: float = MAX_CHECKPOINT_MB, log=print) -> dict:
+    """Copy a finished run's logs, trimmed per-task results and small checkpoints into ``out`` and
+    write its card; the folder is built beside ``out`` and swapped in whole. Returns the card."""
+    run_dir, out = Path(run_dir), Path(out)
+    if not (run_dir / "eval").is_dir():
+        raise InputError(f"{run_dir / 'eval'} does not exist: evaluate the run first (`vsearcher-lite eval --compare`)")
+    staging = out.with_name(f".{out.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for rel in LOGS.values():
+        if (run_dir / rel).exists():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / rel, staging / rel)
+    shipped, skipped = {}, {}
+    for benchmark in BENCHMARKS:
+        for policy in POLICIES:
+            src = run_dir / "eval" / eval_name(benchmark, policy) / "results.jsonl"
+            if src.exists():
+                rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
+                write_jsonl(staging / "results" / f"{eval_name(benchmark, policy)}.jsonl", rows)
+                shipped[eval_name(benchmark, policy)] = len(rows)
+    checkpoints = {}
+    for name, rel in CHECKPOINTS.items():
+        if not (run_dir / rel / "config.json").exists():
+            continue
+        size = _size_mb(run_dir / rel)
+        if size <= max_checkpoint_mb:
+            shutil.copytree(run_dir / rel, staging / rel, ignore=shutil.ignore_patterns("optimizer*", "rng_state*"))
+            checkpoints[name] = round(size, 1)
+        else:
+            skipped[name] = f"{size:.1f} MB, over {max_checkpoint_mb:g} MB"
+    numbers = headline_numbers(staging)
+    card = {
+        "commands": commands,
+        "commit": _git_commit(Path(__file__).resolve().parent.parent),
+        "device": device,
+        "seeds": seeds,
+        "wall_seconds": wall_seconds or {},
+        "results_shipped": shipped,
+        "checkpoints_mb": checkpoints,
+        "checkpoints_not_shipped": skipped,
+        "numbers": numbers,
+        "targets": TARGETS,
+        "acceptance": acceptance(numbers),
+    }
+    atomic_write_json(staging / "card.json", card)
+    atomic_write_text(staging / "CARD.md", card_markdown(card))
+    replace_dir(staging, out)
+    log(f"[reference] wrote {out}: {len(shipped)} result files, checkpoints {checkpoints or 'none'}")
+    return card
+
+
+def card_markdown(card: dict) -> str:
+    """The card for a person: how the reference was made, then its headline numbers."""
+    n = card["numbers"]
+    lines = ["# Reference run", "", f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
+             "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
+    if card["wall_seconds"]:
+        lines += ["Wall time: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in card["wall_seconds"].items()), ""]
+    lines += ["| benchmark | policy | tasks | Pass@1 | format-valid | tool calls |", "|---|---|---|---|---|---|"]
+    for benchmark, by_policy in n["policies"].items():
+        for policy, m in by_policy.items():
+            if m.get("n_tasks"):
+                lines.append(f"| {benchmark} | {policy} | {m['n_tasks']} | {m['pass_at_1']} | "
+                             f"{m['format_valid_rate']} | {m['mean_tool_calls']} |")
+    lines.append("")
+    for name, d in n["paired_heldout"].items():
+        if d:
+            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, held-out): {d['mean']:+.4f} "
+                         f"(SE {d['se']:.4f}, n {d['n']}; {d['gained']} gained, {d['lost']} lost)")
+    if n.get("grpo"):
+        g = n["grpo"]
+        lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} (first 20 %) -> "
+                     f"{g['reward_last_20pct']} (last 20 %); groups with equal rewards {g['zero_variance_group_share']}")
+    lines += ["", "Targets: " + ", ".join(f"{k} {'met' if v else 'not met' if v is False else 'not measured'}"
+                                          for k, v in card["acceptance"].items()), ""]
+    return "\n".join(lines)
+
+
+def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict[str, float]:
+    """SFT, GRPO and the comparison at full length in ``run_dir`` (building the earlier stages with
+    their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds."""
+    import time
+
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.rl.trainer import run_grpo
+    from vsearcher_lite.training.config import SFTConfig
+    from vsearcher_lite.training.sft import run_sft
+
+    run_dir = Path(run_dir)
+    seconds: dict[str, float] = {}
+    def full_length(config, settings):
+        for key, value in settings.items():  # None values too: the presets' step and time caps are lifted
+            setattr(config, key, value)
+        config.check()
+        return config
+
+    stages = (
+        ("sft", lambda: run_sft(run_dir, full_length(SFTConfig.for_profile("cpu", device=device, seed=seed),
+                                                     REFERENCE_SFT), log=log)),
+        ("grpo", lambda: run_grpo(run_dir, full_length(GRPOConfig.for_profile("cpu", device=device, seed=seed),
+                                                       REFERENCE_GRPO), log=log)),
+        ("comparison", lambda: run_comparison(run_dir, ComparisonConfig.for_profile(
+            "cpu", seed=seed, eval_overrides={"device": device}, **REFERENCE_COMPARISON), log=log)),
+    )
+    for name, run in stages:
+        done = run_dir / name / "metrics.json"
+        if done.exists() and (name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()):
+            log(f"[reference] {name}: finished earlier ({done}), skipped")
+            continue
+        t0 = time.perf_counter()
+        run()
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        log(f"[reference] {name}: {seconds[name] / 60:.1f} min")
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("reference", parents=[common], help="ship a finished run as the reference, or check one",
+                       description="Ship a finished run (its logs, per-task results and small checkpoints) as a "
+                                   "reference, or check a reference's card against its own files.")
+    p.add_argument("action", choices=("run", "ship", "check"),
+                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), then ship it; ship: "
+                        "a finished run into --out; check: a reference's card against its files")
+    p.add_argument("--out", default=str(REFERENCE_DIR), help="the reference folder (default: data/reference)")
+    p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
+    p.add_argument("--machine", help="what the run ran on, for the card (default: this machine's CPU or GPU name)")
+    p.add_argument("--command", action="append", default=[], dest="commands",
+                   help="a command that made the run, for the card (repeat in order)")
+    p.set_defaults(func=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.action == "check":
+        problems = check_reference(args.out)
+        for line in problems:
+            print(line)
+        print(f"[reference] {args.out}: {'consistent' if not problems else f'{len(problems)} mismatches'}")
+        return 1 if problems else 0
+    seconds = None
+    commands = args.commands
+    if args.action == "run":
+        seconds = run_reference(args.run_dir, device=args.device, seed=args.seed)
+        commands = commands or [f"vsearcher-lite reference run --run-dir {args.run_dir} --device {args.device} "
+                                f"--seed {args.seed}"]
+    ship_reference(args.run_dir, args.out, commands=commands or ["(not recorded)"],
+                   device=args.machine or machine_name(args.device), seeds=[args.seed], wall_seconds=seconds)
+    return 0
+
+
+def machine_name(device: str) -> str:
+    """The GPU's name when the run used one, else the CPU's model name and core count."""
+    import os
+    import platform
+
+    from vsearcher_lite.runtime import resolve_device
+
+    if resolve_device(device).type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    model = platform.processor() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
