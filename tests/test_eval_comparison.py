@@ -102,6 +102,12 @@ def test_select_tasks_caps_the_exam_and_takes_heldout_round_robin():
     assert {t.id for t in sft_choice} <= {t.id for t in cmp.select_tasks(tasks, config(heldout_max_tasks=6))["heldout"]}
 
 
+def test_the_cpu_preset_caps_the_live_exam_and_a_number_lifts_the_cap():
+    assert cmp.ComparisonConfig.for_profile("cpu").exam_max_tasks == 10
+    assert cmp.ComparisonConfig.for_profile("cpu", exam_max_tasks=200).exam_max_tasks == 200
+    assert cmp.ComparisonConfig.for_profile("single_gpu").exam_max_tasks is None
+
+
 def test_settings_follow_the_sft_stage_on_heldout_and_the_paper_on_the_exam():
     sft = SFTConfig.for_profile("cpu")
     c = cmp.ComparisonConfig.for_profile("cpu")

@@ -294,6 +294,45 @@ def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_fac
     assert all(t["difficulty"] != "medium" or t["seed_id"] not in warm["train"] | warm["heldout"] for t in tasks)
 
 
+def test_exam_also_starts_at_rare_people_whom_no_other_task_starts_at(tmp_path_factory, tmp_path):
+    """The exam pool's seeds give few ten-round chains; the exam goes on with rare people, whom
+    seeds and warm-up entities exclude, so its seeds stay disjoint from training and held-out ones."""
+    from vsearcher_lite.synthesis.inject import exam_people
+    from vsearcher_lite.synthesis.sources import open_source
+
+    run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
+    assert main(["inject-text", "--run-dir", str(run), "--n-train", "6", "--n-heldout", "3", "--n-exam", "40",
+                 "--onehop-train", "20", "--onehop-heldout", "20", "--warmup-levels", "easy:12:6"]) == 0
+    seeds = read_seeds(run)
+    pools = {r["id"]: r["pool"] for r in seeds}
+    source = open_source(run, "sandbox")
+    people = exam_people(source, 5, seed=0)
+    assert people == exam_people(source, 5, seed=0) and people  # deterministic
+    assert all(source.entity(r["id"]).is_person and r["sitelinks"] <= 5 for r in people)
+    assert not {r["id"] for r in people} & set(pools)
+
+    tasks = list(read_jsonl(run / "inject-text" / "tasks.jsonl"))
+    exam = [t for t in tasks if t["split"] == "exam"]
+    others = {t["seed_id"] for t in tasks if t["split"] != "exam"}
+    n_exam_seeds = sum(1 for p in pools.values() if p == "exam")
+    assert len(exam) > n_exam_seeds  # more exam tasks than the exam pool has seeds
+    assert {t["seed_id"] for t in exam} & {r["id"] for r in people}
+    for t in exam:
+        assert len(t["rounds"]) == 10 and t["seed_id"] not in others
+        assert pools.get(t["seed_id"], "exam") == "exam"
+    assert not any(source.entity(s).is_person for s in others)
+
+    from vsearcher_lite.cli import build_parser
+    from vsearcher_lite.synthesis.commands import inject_config
+
+    args = build_parser().parse_args(["inject-text", "--run-dir", str(tmp_path), "--exam-seeds-only"])
+    assert inject_config(args).exam_people is False and InjectConfig.for_profile("cpu").exam_people
+    off = copy_run(small_sandbox(tmp_path_factory), tmp_path / "off")
+    run_inject_text(off, InjectConfig(n_train=0, n_heldout=0, n_exam=40, exam_people=False, progress=False))
+    only_seeds = [t for t in read_jsonl(off / "inject-text" / "tasks.jsonl") if t["split"] == "exam"]
+    assert len(only_seeds) <= n_exam_seeds and all(pools[t["seed_id"]] == "exam" for t in only_seeds)
+
+
 def test_seed_scatter_log_axis_spans_the_points():
     import math
 

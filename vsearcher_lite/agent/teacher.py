@@ -15,8 +15,10 @@ placeholder. Every name it uses comes out of a tool observation:
    names the entity in the image;
 2. the injection rounds from the last to the first: a ``text_search`` for the round's
    description with the names found so far filled in; a result whose snippet confirms the
-   description is taken, else the result pages (or the page of the entity the description
-   points from) are opened with ``visit`` and read;
+   description, and does not say it is something else than the kind asked for, is taken, else
+   the result pages (or the page of the entity the description points from, or the page of the
+   entity it points to, which lists what points at it) are opened with ``visit`` and read; when
+   a page lists several names, the one seen to be of the right kind is taken;
 3. ``visit`` the seed's page and answer from what it says.
 
 It writes short reasoning in ``<think>``, and it is fallible on purpose: at each decision it
@@ -44,6 +46,7 @@ from vsearcher_lite.agent.protocol import (
     format_assistant_turn,
     question_text,
 )
+from vsearcher_lite.agent.loop import PAPER_MAX_TOOL_CALLS
 from vsearcher_lite.chat import ChatBackend, message_text
 from vsearcher_lite.synthesis.task import Task
 
@@ -450,8 +453,10 @@ def support(text: str, candidate: str, clues: list[Clue], state: SearchState) ->
         checked += 1
         if clue.direction == "out":
             stated = [n for s in read_values(text, clue.relation, [candidate]) for n in [s, *split_names(s)]]
-            if any(n.casefold() == value.casefold() or mentions(n, value) for n in stated):
-                continue
+        else:  # "the village where X died": its page lists X among those who died there
+            stated = read_inbound(text, clue.relation, [candidate])
+        if any(n.casefold() == value.casefold() or mentions(n, value) for n in stated):
+            continue
         if mentions(text, value):
             strength = 1
             continue
@@ -464,6 +469,61 @@ def kind_match(hit: Hit, noun: str) -> bool:
     if not noun:
         return True
     return mentions(hit.title, noun) or mentions(hit.snippet, f"is a {noun}") or mentions(hit.snippet, f"is an {noun}")
+
+
+def kind_evidence(text: str, name: str, noun: str) -> int:
+    """What ``text`` says of the kind of ``name``: 1 a ``noun``, -1 something else, 0 nothing.
+
+    Read from the lead sentence articles open with ("X is a bridge in Y", "X was a composer, born
+    in Y"), else from the name itself ("Orsk Bridge").
+
+    >>> kind_evidence("The Orsk Museum is a museum located in Orsk.", "Orsk Museum", "bridge")
+    -1
+    >>> kind_evidence("Ilsa Maren was a composer, born in Orsk in 1804.", "Ilsa Maren", "composer")
+    1
+    """
+    if not noun or not name:
+        return 0
+    lead = re.search(r"(?<!\w)(?:[Tt]he )?" + re.escape(name) + r" (?:is|was) an? ([^.,;…]+)", text)
+    if lead:
+        return 1 if mentions(lead.group(1), noun) else -1
+    return 1 if mentions(name, noun) else 0
+
+
+INBOUND_VERBS = {"{flow}": ("flows", "flow"), "{rise}": ("rises", "rise"), "{be}": ("is", "are")}
+
+
+def read_inbound(text: str, relation: str, subject_names: Iterable[str]) -> list[str]:
+    """The entities a page lists as pointing at its subject by ``relation`` ("Fenon is the birthplace
+    of A, B and C" for ``born_in``), read with the sandbox's inbound sentence templates.
+
+    >>> read_inbound("Fenon is the birthplace of Ilsa Maren and Ors Tave.", "born_in", ["Fenon"])
+    ['Ilsa Maren', 'Ors Tave']
+    """
+    try:
+        from vsearcher_lite.world import prose
+    except ImportError:
+        return []
+    templates = []
+    for template in list(prose.INBOUND.get(relation, ())) + list(prose.INBOUND_ONE.get(relation, ())):
+        # the verb agrees with the list: "A flows through X", "A and B flow through X"
+        for verb, forms in INBOUND_VERBS.items():
+            if verb in template:
+                templates += [template.replace(verb, form) for form in forms]
+                break
+        else:
+            templates.append(template)
+    subject = _subject_pattern(subject_names)
+    found: list[tuple[int, str]] = []
+    for template in templates:
+        for m in template_regex(template, subject).finditer(text):
+            if m.groupdict().get("v"):
+                found.extend((m.start(), n) for n in split_names(m.group("v")))
+    out: list[str] = []
+    for _, name in sorted(found):
+        if name and name not in out:
+            out.append(name)
+    return out
 
 
 def _pick(candidates: list[Hit], rng: random.Random, mistake_rate: float, noun: str = "") -> tuple[Hit | None, bool]:
@@ -492,15 +552,22 @@ THOUGHT_STYLES = ("full", "compact")
 #: and exam questions before their inner descriptions are resolved), it searches with the description:
 #: the whole restated question as the query cut its acceptance on hard tasks from 0.37 to 0.10.
 RESTATED_MAX_WORDS = 30
+#: and up to this many characters: a turn holds the restated question twice (the note, the query), and
+#: the cpu evaluation cuts a turn at 200 tokens; a 145-character one made a turn of 203.
+RESTATED_MAX_CHARS = 140
 
 
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
-          style: str = "full") -> Program:
+          style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS) -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     ``style="compact"`` (the cpu profile) writes the same decisions in a few words each, so the tiny
     model's episodes stay short, and words every argument with words of the question and of the
-    tool responses (``THOUGHT_STYLES``); which tools it calls and which pages it opens do not change.
+    tool responses (``THOUGHT_STYLES``); when a search with the restated question finds nothing that
+    fits, it searches again with the description alone. Checks beyond a step's first search
+    (visits, that second search) are spent only while ``max_tool_calls`` leaves one search for every
+    later step and three for the answer, so a long chain (an exam task: ten rounds) is walked to
+    its end within the episode's limit.
     """
     if style not in THOUGHT_STYLES:
         raise ValueError(f"unknown thought style {style!r}: use one of {', '.join(THOUGHT_STYLES)}")
@@ -518,7 +585,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     def searchable() -> bool:
         """(compact) Whether the restated question is short enough to search with (a long one buries
         the description's words)."""
-        return short and len(restated.split()) <= RESTATED_MAX_WORDS
+        return short and len(restated.split()) <= RESTATED_MAX_WORDS and len(restated) <= RESTATED_MAX_CHARS
 
     def resolve(description: str, name: str) -> str:
         """Put ``name`` in place of ``description`` in the restated question; returns the line that
@@ -533,7 +600,9 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         """What a search or a visit asks for: the description, or (compact) the restated question."""
         return restated if description in restated and searchable() else description
 
+    calls = 0  # tool calls made so far
     if brief.has_image and brief.image_entity_id:
+        calls += 1
         obs = yield Action(
             "image_search", {},
             say(f"The question hides a {brief.image_type} behind the image. A reverse image search should tell me which one it is.",
@@ -555,11 +624,16 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 identified(brief.image_description, choice.title) if brief.image_description else f"The image shows {choice.title}.",
             ) + asked_again
 
-    for step in brief.steps:
+    for number, step in enumerate(brief.steps):
         description = state.fill(step.template)
         visible_names = [state.names.get(c.ref, "") if c.ref else c.text for c in step.clues if c.kind == "entity"]
         known = set(state.names.values()) | {n for n in visible_names if n}
-        obs = yield Action("text_search", {"query": ask(description)},
+        # calls this step may spend beyond its first search: one search is kept for every later step,
+        # and three for the answer (find the seed's page, read it, search a snippet)
+        spare = max_tool_calls - calls - (len(brief.steps) - number) - 3
+        query = ask(description)
+        calls += 1
+        obs = yield Action("text_search", {"query": query},
                            say(f"{note} Next I need {description}; I will search for it.", note or "Search.").strip())
         hits = parse_hits(obs)
         state.learn(hits)
@@ -567,13 +641,47 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         found, how = None, ""
 
         noun = next((c.text for c in step.clues if c.relation in ("instance_of", "occupation")), "")
+
+        def kind_of(name: str, text: str | None = None) -> int:
+            return kind_evidence(state.snippets.get(name, "") if text is None else text, name, noun)
+
+        def rank(hit: Hit) -> tuple:
+            """Snippet support, then what the snippet says of the kind, then the search's order."""
+            return (support(hit.snippet, hit.title, step.clues, state), kind_of(hit.title), -hit.rank)
+
+        def of_kind(names: list[str]) -> Generator[Action, str, str | None]:
+            """The first of ``names`` seen to be of the wanted kind; a name nothing was seen of yet is
+            searched for (its article's snippet opens with what it is) while calls are spare."""
+            nonlocal spare, calls
+            for name in names:
+                if kind_of(name) > 0:
+                    return name
+            for name in names:
+                if kind_of(name) != 0 or spare <= 0:
+                    continue
+                spare -= 1
+                calls += 1
+                obs = yield Action("text_search", {"query": name},
+                                   say(f"Several names fit; is {name} {description}? Its article will say what it is.",
+                                       f"Check {name}."))
+                state.learn(parse_hits(obs))
+                if kind_of(name) > 0:
+                    return name
+            return None
+
+        def snippet_fit() -> Hit | None:
+            best = max(candidates, key=rank, default=None)
+            return best if best is not None and rank(best)[0] >= 2 and rank(best)[1] >= 0 else None
+
         inward = [c for c in step.clues if c.direction == "in" and c.kind == "entity"]
         if inward and not (len(candidates) > 1 and rng.random() < mistake_rate):
             # "the architect who designed X": X's own page says who designed it.
             clue = inward[0]
             source = state.names.get(clue.ref, "") if clue.ref else clue.text
             url = state.urls.get(source)
-            if url:
+            if url and spare > 0:
+                spare -= 1
+                calls += 1
                 obs = yield Action(
                     "visit", {"url": url, "goal": ask(description)},
                     say(f"The results do not name it directly. The page of {source} should say {description}.",
@@ -581,41 +689,86 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 )
                 title, _, content = parse_visit(obs)
                 stated = [n for v in read_values(content, clue.relation, [source, title]) for n in split_names(v)]
-                stated = [n for n in stated if n not in known]
+                stated = [n for n in stated if n not in known and kind_of(n) >= 0]
+                if len(stated) > 1:
+                    # several values ("flows through A, B and C"): prefer one seen to be of the right
+                    # kind, then one a search result ties to the description
+                    hit_support = {h.title: support(h.snippet, h.title, step.clues, state) for h in candidates}
+                    stated.sort(key=lambda n: (-kind_of(n), -hit_support.get(n, 0)))
                 if len(stated) > 1 and noun:
-                    # several values ("flows through A, B and C"): prefer one seen to be of the right kind
-                    stated.sort(key=lambda n: not state.looks_like(n, noun))
+                    stated.insert(0, (yield from of_kind(stated)) or stated[0])
                 if stated:
                     found, how = stated[0], say(f"The page of {source} names {stated[0]}", "The page names it")
         if found is None:
-            scored = sorted(
-                ((support(h.snippet, h.title, step.clues, state) + (0.5 if kind_match(h, noun) else 0.0), -h.rank, h) for h in candidates),
-                key=lambda x: (x[0], x[1]), reverse=True,
-            )
-            best = scored[0] if scored else None
             choice, hasty = _pick(candidates, rng, mistake_rate, noun)
+            fit = None if hasty else snippet_fit()
+            if fit is None and not hasty and query != description and spare > 0:
+                # (compact) the restated question found nothing that fits: the description alone
+                spare -= 1
+                calls += 1
+                obs = yield Action("text_search", {"query": description},
+                                   say(f"Nothing there fits. I will search for {description} alone.", "Search again."))
+                more = parse_hits(obs)
+                state.learn(more)
+                seen = {h.title for h in candidates}
+                candidates += [h for h in more if h.is_article and h.title not in known and h.title not in seen]
+                fit = snippet_fit()
             if hasty:
                 found, how = choice.title, say(f"{choice.title} looks like a fit from the results", "A result fits")
-            elif best is not None and best[0] >= 2:
-                found, how = best[2].title, say(f"The snippet of {best[2].title} fits {description}", "A snippet fits")
+            elif fit is not None:
+                found, how = fit.title, say(f"The snippet of {fit.title} fits {description}", "A snippet fits")
             else:
-                ordered = [h for _, _, h in scored]
+                ordered = sorted((h for h in candidates if kind_of(h.title) >= 0), key=rank, reverse=True)
                 for hit in ordered[:max_visits]:
+                    if spare <= 0:
+                        break
+                    spare -= 1
+                    calls += 1
                     obs = yield Action(
                         "visit", {"url": hit.url, "goal": ask(description)},
                         say(f"The snippets are not enough to be sure. I will open {hit.title} and check whether it is {description}.",
                             f"Check {hit.title}."),
                     )
                     title, _, content = parse_visit(obs)
-                    if support(content, hit.title, step.clues, state) >= 2:
+                    state.snippets[hit.title] = (state.snippets.get(hit.title, "") + " " + content).strip()  # what it is
+                    if support(content, hit.title, step.clues, state) >= 2 and kind_of(hit.title, content) >= 0:
                         found, how = hit.title, say(f"The page of {hit.title} confirms it is {description}", "The page confirms it")
                         break
-                if found is None and best is not None and best[0] >= 1:
-                    found, how = best[2].title, say(f"{best[2].title} is the result that mentions the right names",
-                                                    "A result mentions the right names")
-                elif found is None and candidates:
-                    found, how = candidates[0].title, say(f"Nothing confirms it, so I take the top result, {candidates[0].title}",
-                                                          "Nothing confirms it; I take the top result")
+                outward = [c for c in step.clues if c.direction == "out" and c.kind == "entity"]
+                target = (state.names.get(outward[0].ref, "") if outward[0].ref else outward[0].text) if outward else ""
+                if found is None and target:
+                    # "the composer born in Fenon": the page of Fenon lists who was born there; a
+                    # snippet of it may already show the list
+                    def listed_in(text: str, *names: str) -> list[str]:
+                        return [n for n in read_inbound(text, outward[0].relation, [target, *names])
+                                if n not in known and kind_of(n) >= 0]
+
+                    listed = listed_in(state.snippets.get(target, ""))
+                    if not listed and state.urls.get(target) and spare > 0:
+                        spare -= 1
+                        calls += 1
+                        obs = yield Action(
+                            "visit", {"url": state.urls[target], "goal": description},
+                            say(f"No result is clearly {description}. The page of {target} should list it.",
+                                f"Read the page of {target}."),
+                        )
+                        title, _, content = parse_visit(obs)
+                        listed = listed_in(content, title)
+                    hit_support = {h.title: rank(h) for h in candidates}
+                    listed.sort(key=lambda n: (-kind_of(n), [-x for x in hit_support.get(n, (0, 0, 0))]))
+                    if len(listed) > 1 and noun:
+                        listed.insert(0, (yield from of_kind(listed)) or listed[0])
+                    if listed:
+                        found, how = listed[0], say(f"The page of {target} names {listed[0]}", "The page names it")
+                ordered = [h for h in ordered if kind_of(h.title) >= 0]  # the pages opened may have said what they are
+                best = ordered[0] if ordered else None
+                if found is None and best is not None and rank(best)[0] >= 1:
+                    found, how = best.title, say(f"{best.title} is the result that mentions the right names",
+                                                 "A result mentions the right names")
+                elif found is None and ordered:
+                    top = ordered[0]
+                    found, how = top.title, say(f"Nothing confirms it, so I take the top result, {top.title}",
+                                                "Nothing confirms it; I take the top result")
         if found is None:
             note = say(f"I could not find {description}.", "Not found.")
             continue
@@ -687,7 +840,7 @@ class HeuristicTeacher(ChatBackend):
     name = "heuristic"
 
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
-                 style: str = "full"):
+                 style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS):
         if style not in THOUGHT_STYLES:
             raise ValueError(f"unknown thought style {style!r}: use one of {', '.join(THOUGHT_STYLES)}")
         self.style = style
@@ -695,10 +848,11 @@ class HeuristicTeacher(ChatBackend):
         self.seed = seed
         self.mistake_rate = mistake_rate
         self.max_visits = max_visits
+        self.max_tool_calls = max_tool_calls  # the episode's limit: checks are spent within it
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
-        program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style)
+        program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style, self.max_tool_calls)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

@@ -196,7 +196,7 @@ def make_teacher_factory(config: TrajectoryConfig, teacher: ChatBackend | None =
         if config.world != "sandbox":
             raise InputError("the heuristic teacher only works in the sandbox; pass --teacher openai:<model>@<base_url>")
         return lambda task, i: HeuristicTeacher(task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
-                                                style=config.prompt_variant)
+                                                style=config.prompt_variant, max_tool_calls=config.max_tool_calls)
     from vsearcher_lite.chat import make_chat
 
     backend = make_chat(config.teacher)

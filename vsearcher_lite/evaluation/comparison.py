@@ -97,6 +97,9 @@ class ComparisonConfig:
 
             # the SFT stage's held-out tasks (its results are reused), plus the hard ones round-robin
             preset["heldout_max_tasks"] = SFTConfig.for_profile("cpu").eval_max_tasks
+            # the default world's exam has 148 tasks; the tiny model spends seconds on each, and the
+            # live run of three model policies must fit a few minutes on 2 cores (ask for more by number)
+            preset["exam_max_tasks"] = 10
         else:
             # Real models read long contexts: the paper's budget (about 200K tokens) applies.
             preset["exam_max_context_chars"] = 800_000

@@ -364,7 +364,8 @@ def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = No
         from vsearcher_lite.agent.teacher import HeuristicTeacher
 
         return Policy("teacher", spec, lambda task: HeuristicTeacher(task, seed=config.seed, mistake_rate=config.mistake_rate,
-                                                                     style=config.prompt_variant), uses_seed=True)
+                                                                     style=config.prompt_variant,
+                                                                     max_tool_calls=config.max_tool_calls), uses_seed=True)
     if spec == "direct" or spec.startswith("direct:"):
         inner_spec = spec[len("direct:"):] if spec.startswith("direct:") else "base"
         if inner_spec in ("teacher", "heuristic", "direct") or inner_spec.startswith("direct:"):

@@ -49,7 +49,9 @@ def inject_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("injection")
     g.add_argument("--n-train", type=int, default=None, help="training tasks, split by --mix (default: by profile; cpu 100)")
     g.add_argument("--n-heldout", type=int, default=None, help="held-out tasks (default: by profile; cpu 30)")
-    g.add_argument("--n-exam", "--exam-size", dest="n_exam", type=int, default=None, help="exam tasks (default: by profile; cpu 30)")
+    g.add_argument("--n-exam", "--exam-size", dest="n_exam", type=int, default=None,
+                   help="exam tasks (default: 283 in every profile, the paper's; the sandbox starts them at "
+                        "the exam seeds, then at rare people)")
     g.add_argument("--mix", default="4:3:3", help="easy:medium:hard ratio (default: 4:3:3, the paper's RL mix)")
     g.add_argument("--exam-rounds", type=int, default=None, help="injection rounds of exam tasks (default: 10, paper 2.4)")
     g.add_argument("--onehop-train", type=int, default=None,
@@ -60,6 +62,8 @@ def inject_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--onehop-seeds-only", action="store_true",
                    help="draw one-hop tasks from the seeds only, not also from the other pictured entities "
                         "(the cpu default draws on both; half of those others are held out)")
+    g.add_argument("--exam-seeds-only", action="store_true",
+                   help="start exam tasks at the exam seeds only, not also at the world's rare people")
     g.add_argument("--warmup-levels", default=None, metavar="LEVEL:TRAIN:HELDOUT,...",
                    help="more tasks of a level drawn from the other pictured entities too, e.g. easy:600:200,medium:300:100 "
                         "(the cpu default); 'none' for seeds only (the GPU profiles' default)")
@@ -129,6 +133,8 @@ def inject_config(args):
             overrides[name] = value
     if getattr(args, "onehop_seeds_only", False):
         overrides["onehop_warmup"] = False
+    if getattr(args, "exam_seeds_only", False):
+        overrides["exam_people"] = False
     if getattr(args, "warmup_levels", None) is not None:
         overrides["warmup_levels"] = parse_warmup_levels(args.warmup_levels)
     return InjectConfig.for_profile(args.profile, **overrides)

@@ -49,8 +49,10 @@ from vsearcher_lite.synthesis.writer import FactChoice, WriteContext, Writer, Wr
 from vsearcher_lite.world.model import KnowledgeSource, Seed
 
 PROFILE_SIZES = {
-    # training tasks (split by the mix), held-out tasks, exam tasks
-    "cpu": (100, 30, 30),
+    # training tasks (split by the mix), held-out tasks, exam tasks (every profile asks for the paper's
+    # 283; the default 2,000-entity world has 347 exam starts, 51 exam seeds and 296 rare people, and
+    # 281 of them carry a ten-round chain)
+    "cpu": (100, 30, 283),
     "single_gpu": (1000, 100, 283),
     "multi_gpu": (1000, 200, 283),  # paper: 1K RL tasks; MM-SearchExam has 283 questions
 }
@@ -83,6 +85,8 @@ class InjectConfig:
     onehop_warmup_heldout_share: float = WARMUP_HELDOUT_SHARE
     # more tasks of these levels from the warm-up entities: level -> (training, held-out) (sandbox only)
     warmup_levels: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # the exam also starts chains at rare people, whom no other pool starts from (``exam_people``; sandbox only)
+    exam_people: bool = True
     writer: str = "rule"  # rule | llm
     chat: Any = None  # chat backend spec (make_chat) for the LLM writer
     concurrency: int = 1  # tasks in flight; the LLM writer benefits from 8-32
@@ -556,6 +560,15 @@ def run_inject_text(
     warmup = (warmup_pools(source, seeds, seed=config.seed, heldout_share=config.onehop_warmup_heldout_share)
               if config.uses_warmup() else {})
 
+    exam_extra = []
+    if config.exam_people and any(split == "exam" and wanted > 0 for split, _, wanted, _ in config.targets()):
+        # the rarity bound the run's seeds were selected with
+        seeds_metrics = Path(run_dir) / "seeds" / "metrics.json"
+        sitelinks_max = rd.read_metrics("seeds").get("sitelinks_max") if seeds_metrics.exists() else None
+        if not isinstance(sitelinks_max, int):
+            sitelinks_max = (seed_config or SeedConfig(seed=config.seed)).thresholds(source)[0]
+        exam_extra = exam_people(source, sitelinks_max, seed=config.seed)
+
     existing = Counter()
     for rec in tasks_log.records():
         existing[(rec.get("split"), rec.get("difficulty"))] += 1
@@ -573,8 +586,8 @@ def run_inject_text(
             pool = by_pool.get(difficulty, [])
         elif split == "heldout":
             pool = heldout_levels.get(difficulty, [])
-        else:
-            pool = by_pool.get("exam", [])
+        else:  # the exam seeds first, then (sandbox) the rare people
+            pool = by_pool.get("exam", []) + (exam_extra if config.exam_people else [])
         if split != "exam" and any(config.warmup_levels.get(difficulty, (0, 0))):
             # the level's seeds and the split's warm-up entities, shuffled together (as for one-hop)
             pool = pool + warmup.get(split, [])
@@ -644,6 +657,24 @@ def warmup_pools(source: KnowledgeSource, seeds: list[dict], *, seed: int = 0,
     n_heldout = int(round(len(extra) * heldout_share))
     return {split: [{**asdict(e), "pool": f"warmup-{split}"} for e in part]
             for split, part in (("heldout", extra[:n_heldout]), ("train", extra[n_heldout:]))}
+
+
+def exam_people(source: KnowledgeSource, sitelinks_max: int, *, seed: int = 0) -> list[dict]:
+    """More exam seeds: the world's rare people (at most ``sitelinks_max`` sitelinks), shuffled (sandbox only).
+
+    Seeds exclude people, and so do the warm-up entities, so no training or held-out task starts
+    at a person: a person's chain is as disjoint from training as an exam seed's (paper 2.4). An
+    exam question's image shows an entity the question still names after its ten rounds, never the
+    seed (round 1 hides it), so these seeds need no picture. The default 2,000-entity world has 51
+    exam seeds and 296 such people.
+    Records look like ``seeds.jsonl`` rows, with pool ``exam-people``.
+    """
+    if getattr(source, "name", "") != "sandbox":
+        return []
+    people = [e for e in source.seeds(sitelinks_max, 0, require_image=False, exclude_people=False)
+              if source.entity(e.id).is_person]
+    random.Random(f"vsearcher-exam-people:{seed}").shuffle(people)
+    return [{**asdict(e), "pool": "exam-people"} for e in people]
 
 
 def _heldout_levels(records: list[dict], mix: dict[str, int]) -> dict[str, list[dict]]:
