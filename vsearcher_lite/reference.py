@@ -299,7 +299,8 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
     def full_length(config, settings):
         for key, value in settings.items():  # None values too: the presets' step and time caps are lifted
             setattr(config, key, value)
-        config.check()
+        if hasattr(config, "check"):
+            config.check()
         return config
 
     stages = (
@@ -307,8 +308,8 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
                                                      REFERENCE_SFT), log=log)),
         ("grpo", lambda: run_grpo(run_dir, full_length(GRPOConfig.for_profile("cpu", device=device, seed=seed),
                                                        REFERENCE_GRPO), log=log)),
-        ("comparison", lambda: run_comparison(run_dir, ComparisonConfig.for_profile(
-            "cpu", seed=seed, eval_overrides={"device": device}, **REFERENCE_COMPARISON), log=log)),
+        ("comparison", lambda: run_comparison(run_dir, full_length(ComparisonConfig.for_profile(
+            "cpu", seed=seed, eval_overrides={"device": device}), REFERENCE_COMPARISON), log=log)),
     )
     for name, run in stages:
         done = run_dir / name / "metrics.json"
