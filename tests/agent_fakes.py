@@ -125,3 +125,15 @@ def sandbox_toolbox(run: Path, top_k: int = 3, cache=None, style: str = "full") 
 
     b = open_world(run).backends(style)
     return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k)
+
+
+def fresh_run(base: Path, tmp_path: Path) -> Path:
+    """A run folder of its own that shares ``base``'s built world and copies its synthesized tasks."""
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "world").symlink_to(base / "world")
+    shutil.copytree(base / "filter", run / "filter")
+    shutil.copytree(base / "inject-image", run / "inject-image")
+    return run

@@ -291,3 +291,23 @@ def test_adopt_results_needs_a_matching_source(tmp_path):
     assert ev.adopt_results(tmp_path, "stage", "table", tasks, identity) == 0  # already there
     m = ev.evaluate(tmp_path, tasks, policy, name="table", config=cfg, toolbox=make_toolbox([]))
     assert m["evaluated_this_run"] == 1 and m["pass_at_1"] == 1.0
+
+
+def test_the_teacher_plans_within_each_evaluations_tool_call_limit(monkeypatch):
+    """A teacher policy built for the held-out limit (10 calls) gets the exam's 30 when it runs the exam."""
+    from vsearcher_lite.agent import teacher
+
+    seen = []
+    real = teacher.HeuristicTeacher.__init__
+
+    def spy(self, task, **kw):
+        seen.append(kw["max_tool_calls"])
+        real(self, task, **kw)
+
+    monkeypatch.setattr(teacher.HeuristicTeacher, "__init__", spy)
+    c = config()
+    policy = ev.make_policy("teacher", c.heldout_eval_config())
+    exam_policy = ev.make_policy(policy, c.eval_config("exam"))
+    task = Task(id="t", question="q", answer="a")
+    policy.for_task(task), exam_policy.for_task(task)
+    assert seen == [c.heldout_eval_config().max_tool_calls, 30] and seen[0] < 30

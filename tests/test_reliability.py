@@ -11,7 +11,16 @@ import time
 
 import pytest
 
-from agent_fakes import answer, build_sandbox_run, call, image_tasks, make_images, make_toolbox, sample_trajectory
+from agent_fakes import (
+    answer,
+    build_sandbox_run,
+    call,
+    fresh_run,
+    image_tasks,
+    make_images,
+    make_toolbox,
+    sample_trajectory,
+)
 from servers import ReplayChatServer
 from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.cli import main
@@ -22,18 +31,6 @@ from vsearcher_lite.synthesis.task import Task
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     return build_sandbox_run(tmp_path_factory.mktemp("reliability"))
-
-
-def fresh_run(base, tmp_path):
-    """A run of its own that shares the built world and copies the synthesized tasks."""
-    import shutil
-
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "world").symlink_to(base / "world")
-    shutil.copytree(base / "filter", run / "filter")
-    shutil.copytree(base / "inject-image", run / "inject-image")
-    return run
 
 
 def traj_config(run, **kw):

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from agent_fakes import build_sandbox_run, image_tasks
+from agent_fakes import build_sandbox_run, fresh_run, image_tasks
 from vsearcher_lite.agent.export import sharegpt_problems
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import LLMJudge
@@ -25,16 +25,6 @@ from vsearcher_lite.runio import InputError
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     return build_sandbox_run(tmp_path_factory.mktemp("traj"))
-
-
-def fresh_run(base, tmp_path):
-    """A run dir of its own that shares the built world and the synthesized tasks."""
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "world").symlink_to(base / "world")
-    shutil.copytree(base / "filter", run / "filter")
-    shutil.copytree(base / "inject-image", run / "inject-image")
-    return run
 
 
 def config(run, **kw):

@@ -351,6 +351,10 @@ def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = No
     """A ``Policy`` from a spec (see the module docstring), a chat backend, or a ``Policy``."""
     config = config or EvalConfig()
     if isinstance(spec, Policy):
+        if spec.spec in ("teacher", "heuristic") and spec.tools:
+            # the heuristic teacher plans within the episode's tool-call limit: this evaluation's, not
+            # the one it was first built with (the comparison runs it on held-out tasks and the exam)
+            return replace(spec, for_task=make_policy(spec.spec, config).for_task)
         return spec
     if isinstance(spec, ChatBackend):
         name = getattr(spec, "name", type(spec).__name__)
