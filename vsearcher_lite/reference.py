@@ -85,22 +85,16 @@ def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
 
 
 def policy_numbers(records: list[dict]) -> dict:
-    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file."""
-    n = len(records)
-    if not n:
+    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as the
+    evaluation computes them (``evaluation.evaluate.eval_metrics``)."""
+    from vsearcher_lite.evaluation.evaluate import eval_metrics
+
+    if not records:
         return {"n_tasks": 0}
-    by_level: dict[str, list[bool]] = {}
-    for r in records:
-        by_level.setdefault(r["difficulty"], []).append(bool(r["correct"]))
-    return {
-        "n_tasks": n,
-        "n_correct": sum(bool(r["correct"]) for r in records),
-        "pass_at_1": _round(sum(bool(r["correct"]) for r in records) / n),
-        "format_valid_rate": _round(sum(bool(r["format_ok"]) for r in records) / n),
-        "mean_tool_calls": _round(sum(r["n_tool_calls"] for r in records) / n),
-        "accuracy_by_difficulty": {k: _round(sum(v) / len(v)) for k, v in sorted(by_level.items())},
-        "n_by_difficulty": {k: len(v) for k, v in sorted(by_level.items())},
-    }
+    m = eval_metrics(records)
+    return {**{k: m[k] for k in ("n_tasks", "n_correct", "pass_at_1", "format_valid_rate", "mean_tool_calls",
+                                 "accuracy_by_difficulty")},
+            "n_by_difficulty": {level: g["n_tasks"] for level, g in m["by_difficulty"].items()}}
 
 
 def paired(before: list[dict], after: list[dict]) -> dict | None:

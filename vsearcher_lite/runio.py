@@ -234,6 +234,22 @@ class JsonlLog:
         return list(read_jsonl(self.path, strict=False))
 
 
+def check_same_settings(where: str | os.PathLike, earlier: dict, now: dict) -> None:
+    """Refuse to continue the interrupted run saved at ``where`` with other settings than it was made
+    with: an ``InputError`` naming the first setting that differs, so a resume never mixes two runs.
+
+    >>> check_same_settings("run/sft/trainer", {"lr": 1e-3}, {"lr": 1e-3})
+    >>> check_same_settings("run/sft/trainer", {"lr": 1e-3}, {"lr": 0.1})
+    Traceback (most recent call last):
+    ...
+    vsearcher_lite.runio.InputError: run/sft/trainer holds an interrupted run with lr=0.001 (now 0.1): rerun with the same settings to resume it, or delete it
+    """
+    changed = next((k for k in sorted(set(earlier) | set(now)) if earlier.get(k) != now.get(k)), None)
+    if changed:
+        raise InputError(f"{where} holds an interrupted run with {changed}={earlier.get(changed)!r} (now "
+                         f"{now.get(changed)!r}): rerun with the same settings to resume it, or delete it")
+
+
 FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 

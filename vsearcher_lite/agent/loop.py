@@ -48,6 +48,8 @@ from vsearcher_lite.tools.base import ToolResult
 from vsearcher_lite.world.model import ImageRef
 
 TERMINATIONS = ("answer", "format_error", "max_tool_calls", "context_exceeded", "timeout", "policy_error")
+# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
+TRANSIENT_TERMINATIONS = ("policy_error",)
 
 PAPER_MAX_TOOL_CALLS = 30  # paper A.3 and A.4
 PAPER_WALL_CLOCK_S = 2.5 * 3600  # paper A.3: 2 hours 30 minutes per trajectory

@@ -45,7 +45,15 @@ from typing import Any, Callable
 from vsearcher_lite.agent.export import export_trajectories
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import Judge, make_judge
-from vsearcher_lite.agent.loop import TERMINATIONS, EpisodeLimits, Sampling, Trajectory, replay_mismatches, run_episode
+from vsearcher_lite.agent.loop import (
+    TERMINATIONS,
+    TRANSIENT_TERMINATIONS,
+    EpisodeLimits,
+    Sampling,
+    Trajectory,
+    replay_mismatches,
+    run_episode,
+)
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, roles_usage, usage_of
@@ -58,8 +66,6 @@ STAGE = "trajectories"
 ROLLOUT_SETTINGS = ("prompt_variant", "top_k", "today", "max_tool_calls", "max_context_chars", "seed", "world")
 # ... and those that only a chat-model teacher reads (the heuristic teacher reads mistake_rate instead).
 SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens")
-# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
-TRANSIENT_TERMINATIONS = ("policy_error",)
 
 
 @dataclass
@@ -245,19 +251,12 @@ def rollout_record(task: Task, traj: Trajectory, verdict, identity: dict | None 
     return record
 
 
-def teacher_label(config: TrajectoryConfig, teacher: ChatBackend | None = None) -> str:
-    """The teacher as metrics and rollout records name it: its spec (keys in it masked), or the name
-    of a backend passed in."""
+def role_label(spec: str, given: Any = None) -> str:
+    """A role (the teacher, the judge) as metrics and rollout records name it: its spec with any key
+    in it masked, or the name of the object passed in instead."""
     from vsearcher_lite.evaluation.manifest import scrub_secrets
 
-    return scrub_secrets(config.teacher if teacher is None else getattr(teacher, "name", type(teacher).__name__))
-
-
-def judge_label(config: TrajectoryConfig, judge: Judge | None = None) -> str:
-    """The judge's spec (keys masked), or the name of a judge passed in."""
-    from vsearcher_lite.evaluation.manifest import scrub_secrets
-
-    return scrub_secrets(config.judge if judge is None else getattr(judge, "name", type(judge).__name__))
+    return scrub_secrets(spec if given is None else getattr(given, "name", type(given).__name__))
 
 
 def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict:
@@ -320,13 +319,13 @@ def generate_trajectories(
         raise InputError(f"no tasks to run the teacher on (looked in {task_file(run_dir, config)})")
     if toolbox_factory is None:
         toolbox_factory = make_toolbox_factory(run_dir, config)
-    label = teacher_label(config, teacher)
+    label = role_label(config.teacher, teacher)
     if teacher is None and config.teacher != "heuristic":
         from vsearcher_lite.chat import make_chat
 
         teacher = make_chat(config.teacher)  # one backend for every episode: its usage is the teacher's
     teacher_for = make_teacher_factory(config, teacher)
-    identity = rollout_identity(config, label, judge_label(config, judge))
+    identity = rollout_identity(config, label, role_label(config.judge, judge))
     judge = judge or make_judge(config.judge)
     local = threading.local()
     toolboxes: list[Any] = []

@@ -55,7 +55,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import Judge, make_judge
-from vsearcher_lite.agent.loop import TERMINATIONS, EpisodeLimits, Sampling, Trajectory, run_episode
+from vsearcher_lite.agent.loop import (
+    TERMINATIONS,
+    TRANSIENT_TERMINATIONS,
+    EpisodeLimits,
+    Sampling,
+    Trajectory,
+    run_episode,
+)
 from vsearcher_lite.agent.protocol import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -82,9 +89,7 @@ from vsearcher_lite.training.config import check_sampling
 
 STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
-NO_TURN = "no_turn"
-# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
-TRANSIENT_TERMINATIONS = ("policy_error",)  # the format error of an episode whose policy wrote no turn at all
+NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
 # Settings that change what an episode produces; a resumed run must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
                    "temperature", "top_p", "max_tokens", "repeat_guard", "seed", "mistake_rate", "world")

@@ -66,7 +66,16 @@ from vsearcher_lite.rl.objective import (
     token_entropy,
 )
 from vsearcher_lite.rl.rollout import RolloutSample, RolloutSettings, RolloutTiming, TrajectoryEncoder, rollout_groups
-from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, csv_text, read_number_rows, write_jsonl
+from vsearcher_lite.runio import (
+    InputError,
+    JsonlLog,
+    RunDir,
+    atomic_write_text,
+    check_same_settings,
+    csv_text,
+    read_number_rows,
+    write_jsonl,
+)
 
 STAGE = "grpo"
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
@@ -294,11 +303,11 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
             stats["zero_variance_groups"] += int(not signal)
             if not config.dynamic_sampling or (signal and len(batch) < want):
                 batch.append(group)
+                stats["groups_kept"] += int(signal)
             elif signal:
                 stats["groups_surplus"] += 1
         if len(batch) >= want:
             break
-    stats["groups_kept"] = sum(1 for g in batch if has_signal(g))
     stats["zero_variance_share"] = round(stats["zero_variance_groups"] / stats["groups"], 4) if stats["groups"] else None
     return batch, drawn, stats
 
@@ -811,11 +820,7 @@ def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
         path.unlink()
         return None
     state = torch.load(path, weights_only=False)
-    now = resume_identity(config)
-    changed = next((k for k in sorted(set(now) | set(state["identity"])) if now.get(k) != state["identity"].get(k)), None)
-    if changed:
-        raise InputError(f"{path} holds an interrupted run with {changed}={state['identity'].get(changed)!r} (now "
-                         f"{now.get(changed)!r}): rerun with the same settings to resume it, or delete the file")
+    check_same_settings(path, state["identity"], resume_identity(config))
     return state
 
 

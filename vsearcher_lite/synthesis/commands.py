@@ -164,10 +164,6 @@ def filter_config(args):
     from vsearcher_lite.synthesis.filters import FilterConfig
 
     mode = args.filter_mode or ("offline" if args.world == "sandbox" else "llm")
-    if args.rl_tasks < 0:
-        raise InputError(f"--rl-tasks must not be negative, got {args.rl_tasks}")
-    if not 0 <= args.rl_max_share < 1:
-        raise InputError(f"--rl-max-share must be in [0, 1), got {args.rl_max_share}")
     return FilterConfig(mode=mode, chat=args.filter_chat, vlm=args.filter_vlm, judge=args.judge,
                         short_circuit=args.short_circuit, rl_tasks=args.rl_tasks, rl_max_share=args.rl_max_share,
                         seed=args.seed)

@@ -316,6 +316,12 @@ class FilterConfig:
     seed: int = 0
     progress: bool = True
 
+    def __post_init__(self) -> None:
+        if self.rl_tasks < 0:
+            raise InputError(f"rl_tasks (--rl-tasks) must not be negative, got {self.rl_tasks}")
+        if not 0 <= self.rl_max_share < 1:
+            raise InputError(f"rl_max_share (--rl-max-share) must be in [0, 1), got {self.rl_max_share}")
+
 
 def offline_filters(source, index: FactIndex, backends: dict, thresholds: ComplexityThresholds) -> list[TaskFilter]:
     def seed_url(seed_id: str) -> str:
@@ -478,7 +484,7 @@ def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: in
     goes to the RL pool, the rest stays for SFT, both in file order.
 
     Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks or
-    ``max_share`` of the training seeds, whichever comes first. Taking whole seeds keeps the pool
+    ``max_share`` of the training seeds, whichever comes first (``FilterConfig`` checks both ranges). Taking whole seeds keeps the pool
     disjoint from SFT's tasks by seed, the way the held-out split is kept apart from training; the
     pool's levels are those of the training split.
 
@@ -487,8 +493,6 @@ def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: in
     >>> len(sft), len(rl), {t["seed_id"] for t in sft} & {t["seed_id"] for t in rl}
     (4, 4, set())
     """
-    if n_tasks < 0 or not 0 <= max_share < 1:
-        raise InputError(f"the RL pool needs rl_tasks >= 0 and rl_max_share in [0, 1), got {n_tasks} and {max_share}")
     per_seed = Counter(t["seed_id"] for t in train)
     order = sorted(per_seed)
     random.Random(f"vsearcher-rl-pool:{seed}").shuffle(order)

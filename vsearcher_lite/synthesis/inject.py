@@ -587,7 +587,7 @@ def run_inject_text(
         elif split == "heldout":
             pool = heldout_levels.get(difficulty, [])
         else:  # the exam seeds first, then (sandbox) the rare people
-            pool = by_pool.get("exam", []) + (exam_extra if config.exam_people else [])
+            pool = by_pool.get("exam", []) + exam_extra
         if split != "exam" and any(config.warmup_levels.get(difficulty, (0, 0))):
             # the level's seeds and the split's warm-up entities, shuffled together (as for one-hop)
             pool = pool + warmup.get(split, [])

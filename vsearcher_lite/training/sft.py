@@ -47,6 +47,7 @@ from vsearcher_lite.runio import (
     RunDir,
     atomic_write_json,
     atomic_write_text,
+    check_same_settings,
     csv_text,
     read_json,
     read_number_rows,
@@ -517,7 +518,7 @@ def save_checkpoint(trainer, processor, out_dir: Path, config: SFTConfig) -> Pat
     return save_base(model, processor, out_dir)
 
 
-RESUME_IGNORED = ("progress", "threads", "report_to", "device")  # settings that do not change what is trained
+RESUME_FREE = ("progress", "threads", "report_to", "device")  # settings that do not change what is trained
 
 
 def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
@@ -531,14 +532,10 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     if not config.save_every:
         shutil.rmtree(work_dir, ignore_errors=True)
         return None, None
-    settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_IGNORED}
+    settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_FREE}
     settings_path = work_dir / "settings.json"
     if settings_path.exists():
-        earlier = read_json(settings_path)
-        changed = next((k for k in sorted(set(settings) | set(earlier)) if settings.get(k) != earlier.get(k)), None)
-        if changed:
-            raise InputError(f"{work_dir} holds an interrupted run with {changed}={earlier.get(changed)!r} (now "
-                             f"{settings.get(changed)!r}): rerun with the same settings to resume it, or delete the folder")
+        check_same_settings(work_dir, read_json(settings_path), settings)
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
         atomic_write_json(settings_path, settings)
