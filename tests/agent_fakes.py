@@ -137,3 +137,27 @@ def fresh_run(base: Path, tmp_path: Path) -> Path:
     shutil.copytree(base / "filter", run / "filter")
     shutil.copytree(base / "inject-image", run / "inject-image")
     return run
+
+
+def grpo_run(base: Path, run: Path) -> Path:
+    """A GRPO-ready run folder at ``run`` over ``base``'s world (``build_sandbox_run``): six easy kept
+    training tasks as both SFT's tasks and the RL pool, three as held-out tasks, and the tiny base
+    standing in for the SFT checkpoint."""
+    import json
+
+    from vsearcher_lite.model.tiny import default_base_dir
+    from vsearcher_lite.runio import write_jsonl
+
+    run.mkdir()
+    (run / "world").symlink_to(base / "world")
+    (run / "filter").mkdir()
+    tasks = [json.loads(line) for name in ("train", "rl_tasks")  # every kept training task
+             for line in (base / "filter" / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+    easy = [t for t in tasks if t["difficulty"] == "easy"]
+    write_jsonl(run / "filter" / "train.jsonl", easy[:6])
+    write_jsonl(run / "filter" / "rl_tasks.jsonl", easy[:6])  # the RL pool, GRPO's default source
+    write_jsonl(run / "filter" / "heldout.jsonl", [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]])
+    (run / "sft").mkdir()
+    (run / "sft" / "checkpoint").symlink_to(default_base_dir())
+    return run
+

@@ -256,22 +256,11 @@ def test_a_shared_toolbox_counts_every_call_of_many_threads(tmp_path):
 
 @pytest.fixture(scope="module")
 def gpu_run(tmp_path_factory):
-    """A run folder with a world, easy training and held-out tasks, and ``sft/checkpoint`` (the tiny base)."""
-    from agent_fakes import build_sandbox_run
-    from vsearcher_lite.model.tiny import default_base_dir
+    """A run folder with a world, easy training tasks (SFT's and the RL pool), held-out tasks, and
+    ``sft/checkpoint`` (the tiny base)."""
+    from agent_fakes import build_sandbox_run, grpo_run
 
-    base = build_sandbox_run(tmp_path_factory.mktemp("gpu_base"))
-    run = tmp_path_factory.mktemp("gpu") / "run"
-    run.mkdir()
-    (run / "world").symlink_to(base / "world")
-    (run / "filter").mkdir()
-    tasks = [json.loads(line) for line in (base / "filter" / "train.jsonl").read_text().splitlines() if line.strip()]
-    easy = [t for t in tasks if t["difficulty"] == "easy"]
-    write_jsonl(run / "filter" / "train.jsonl", easy[:6])
-    write_jsonl(run / "filter" / "heldout.jsonl", [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]])
-    (run / "sft").mkdir()
-    (run / "sft" / "checkpoint").symlink_to(default_base_dir())
-    return run
+    return grpo_run(build_sandbox_run(tmp_path_factory.mktemp("gpu_base")), tmp_path_factory.mktemp("gpu") / "run")
 
 
 def sft_train_file(folder):

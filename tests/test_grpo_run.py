@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from agent_fakes import answer, build_sandbox_run, call
+from agent_fakes import answer, build_sandbox_run, call, grpo_run
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.trainer import STEP_FIELDS, run_grpo
 from vsearcher_lite.runio import write_jsonl
@@ -24,22 +24,7 @@ from vsearcher_lite.runio import write_jsonl
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run folder with a world, training and held-out tasks, and ``sft/checkpoint`` (the tiny base)."""
-    from vsearcher_lite.model.tiny import default_base_dir
-
-    base = build_sandbox_run(tmp_path_factory.mktemp("grpo_base"))
-    run = tmp_path_factory.mktemp("grpo") / "run"
-    run.mkdir()
-    (run / "world").symlink_to(base / "world")
-    (run / "filter").mkdir()
-    tasks = [json.loads(line) for name in ("train", "rl_tasks")  # every kept training task
-             for line in (base / "filter" / f"{name}.jsonl").read_text().splitlines() if line.strip()]
-    easy = [t for t in tasks if t["difficulty"] == "easy"]
-    write_jsonl(run / "filter" / "train.jsonl", easy[:6])
-    write_jsonl(run / "filter" / "rl_tasks.jsonl", easy[:6])  # the RL pool, GRPO's default source
-    write_jsonl(run / "filter" / "heldout.jsonl", [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]])
-    (run / "sft").mkdir()
-    (run / "sft" / "checkpoint").symlink_to(default_base_dir())
-    return run
+    return grpo_run(build_sandbox_run(tmp_path_factory.mktemp("grpo_base")), tmp_path_factory.mktemp("grpo") / "run")
 
 
 def small(**kw) -> GRPOConfig:
