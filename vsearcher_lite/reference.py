@@ -69,7 +69,12 @@ TARGETS = {
 #: The full-length settings, on top of the cpu profile's recipe: no time budgets, resumable saves.
 REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, total_minutes=None, save_every=250,
                      evaluate=False)
-REFERENCE_GRPO = dict(max_steps=150, minutes=None, total_minutes=None, save_every=5, evaluate=False)
+#: GRPO: groups need reward variance. On unseen tasks the converged SFT model is mostly all right or all
+#: wrong at T 0.8 (medium almost never right), so the reference samples at T 1.0, draws one-hop and easy
+#: tasks only, keeps the ones a pre-screen finds solved sometimes, and steps 2x the preset's rate.
+REFERENCE_GRPO = dict(max_steps=40, minutes=None, total_minutes=None, save_every=5, evaluate=False,
+                      temperature=1.0, learning_rate=1e-4, difficulty_mix={"onehop": 1, "easy": 1},
+                      curriculum="prescreen", prescreen_tasks=64, prescreen_samples=4)
 #: Every held-out task (every difficulty) and every exam task.
 REFERENCE_COMPARISON = dict(exam_max_tasks=None, heldout_max_tasks=10**6)
 
