@@ -38,7 +38,7 @@ LAB_ARGS ?=
 lab: install
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
-# The full-length reference run (SFT to 2 epochs, 40 GRPO steps, every held-out and exam task), written
+# The full-length reference run (SFT to 2 epochs, 25 GRPO steps, every held-out and exam task), written
 # to data/reference/. Hours on 2 cores, minutes on a GPU; rerun the same command after an interruption.
 REFERENCE_RUN_DIR ?= runs/reference
 DEVICE ?= auto

@@ -8,11 +8,16 @@ import pytest
 
 from vsearcher_lite.reference import (
     REFERENCE_DIR,
+    REFERENCE_GRPO,
     TARGETS,
     acceptance,
     check_reference,
     headline_numbers,
     paired,
+    paired_rows,
+    read_card,
+    reference_comparison,
+    reference_summary,
     ship_reference,
 )
 from vsearcher_lite.runio import InputError, write_jsonl
@@ -124,6 +129,41 @@ def test_acceptance_reads_the_targets():
     assert TARGETS["rl_minus_sft_se_max"] == 0.015
 
 
+def test_a_reference_reads_as_a_comparison_with_paired_rows(run, tmp_path):
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+    metrics = reference_comparison(out)
+    assert metrics["evaluated"] == ["base", "sft", "rl", "teacher", "direct"] and metrics["missing"] == {}
+    assert metrics["heldout_accuracy"]["rl"] == 0.5 and metrics["exam_accuracy"]["teacher"] == 0.5
+    assert metrics["accuracy"]["sft"]["onehop"] == 0.6 and metrics["n_correct"]["rl"]["heldout"] == 5
+    assert metrics["n_tasks"] == {"exam": 4, "heldout": 10, "heldout_by_difficulty": {"onehop": 5, "easy": 5}}
+    rows = {(r["comparison"], r["tasks"]): r for r in paired_rows(out)}
+    overall = rows[("rl - sft", "heldout")]
+    assert (overall["before"], overall["after"], overall["n"], overall["gained"], overall["lost"]) == (0.4, 0.5, 10, 2, 1)
+    assert rows[("rl - sft", "onehop")]["difference"] == pytest.approx(0.4)  # tasks 3 and 4 gained
+    assert rows[("rl - sft", "easy")]["difference"] == pytest.approx(-0.2)  # task 7 lost
+    assert rows[("sft - base", "exam")]["n"] == 4
+    summary = reference_summary(out)
+    assert summary["commands"] == ["x"] and summary["numbers"]["paired_heldout"]["rl_minus_sft"]["gained"] == 2
+    assert "card.json does not exist" in reference_summary(tmp_path / "nothing")["error"]
+
+
+def test_the_report_shows_the_reference_beside_the_run(run, tmp_path):
+    from vsearcher_lite.report import report_html
+
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["vsearcher-lite reference run"], device="test", seeds=[0], log=lambda _: None)
+    page = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=out)
+    section = page.split("The reference run (full length, shipped)")[1]
+    assert "vsearcher-lite reference run" in section and "rl - sft" in section
+    assert "<td>0.5 <span class='n'>(5/10)</span></td>" in section  # RL on the held-out tasks
+    assert section.count("plotly-graph-div") >= 4  # figure 4, the SFT loss, figures 5 and 6
+    missing = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=tmp_path / "none")
+    assert "Not run yet" in missing.split("The reference run")[1]
+    with pytest.raises(InputError, match="card.json does not exist"):
+        read_card(tmp_path / "none")
+
+
 @pytest.mark.skipif(not (REFERENCE_DIR / "card.json").exists(), reason="no reference shipped in data/reference")
 def test_the_shipped_reference_matches_its_card():
     assert check_reference(REFERENCE_DIR) == []
@@ -154,10 +194,12 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     sft_config, grpo_config, comparison_config = (c for _, c in calls)
     assert sft_config.max_steps is None and sft_config.epochs == 2.0 and sft_config.minutes is None
     assert sft_config.save_every and sft_config.device == "cpu" and sft_config.learning_rate == 1e-3  # the cpu recipe
-    assert grpo_config.max_steps == 150 and grpo_config.total_minutes is None and grpo_config.save_every
+    assert grpo_config.max_steps == REFERENCE_GRPO["max_steps"] and grpo_config.total_minutes is None
+    assert grpo_config.save_every and grpo_config.curriculum == "prescreen" and grpo_config.temperature == 1.0
     assert grpo_config.task_source == "rl" and grpo_config.dynamic_sampling
     assert comparison_config.exam_max_tasks is None and comparison_config.heldout_max_tasks >= 10**6
     assert comparison_config.eval_overrides == {"device": "cpu"}
 
     calls.clear()
-    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {} and calls == []
+    (tmp_path / "sft" / "metrics.json").write_text('{"seconds": 801.26}')
+    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {"sft": 801.3} and calls == []

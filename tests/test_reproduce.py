@@ -202,3 +202,31 @@ def test_the_report_names_what_has_not_run_and_survives_a_damaged_file(tmp_path)
     empty.mkdir()
     page = report_for(empty)
     assert page.count("Not run yet") == 5 and "plotly.js" not in page and "00_sandbox_web_tour" in page
+
+
+def test_reproduce_hands_the_reference_to_the_notebooks_and_carries_it_in_summary_and_report(tmp_path):
+    from vsearcher_lite.reference import ship_reference
+    from vsearcher_lite.runio import write_jsonl
+
+    run_files = tmp_path / "finished"
+    for policy, correct in (("base", [0, 0]), ("sft", [1, 0]), ("rl", [1, 1])):
+        write_jsonl(run_files / "eval" / f"heldout-{policy}" / "results.jsonl",
+                    [{"id": f"t{i}", "policy": policy, "split": "heldout", "difficulty": "easy", "correct": bool(c),
+                      "format_ok": True, "format_error": None, "termination": "answer", "n_turns": 2,
+                      "n_tool_calls": 1, "tool_counts": {"visit": 1}, "prediction": "x", "answer": "x", "seconds": 0.1}
+                     for i, c in enumerate(correct)])
+    ref = tmp_path / "my-reference"
+    ship_reference(run_files, ref, commands=["vsearcher-lite reference run"], device="test", seeds=[0], log=lambda _: None)
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    write_notebook(nbdir / "00_only.ipynb", WRITE_STAGE, 'write_stage("seen", {"reference": REFERENCE_DIR})')
+
+    run = tmp_path / "run"
+    summary = reproduce(run, notebooks=list_notebooks(nbdir), reference_dir=ref, log=lambda _: None, html=False)
+    assert summary["stages"]["seen"] == {"reference": str(ref.resolve())}  # the notebooks' REFERENCE_DIR
+    assert summary["reference"]["dir"] == str(ref.resolve())
+    assert summary["reference"]["commands"] == ["vsearcher-lite reference run"]
+    assert summary["reference"]["numbers"]["paired_heldout"]["rl_minus_sft"] == {
+        "mean": 0.5, "se": 0.5, "n": 2, "gained": 1, "lost": 0}
+    report = (run / "report.html").read_text()
+    assert "The reference run (full length, shipped)" in report and "rl - sft" in report

@@ -282,20 +282,26 @@ def reproduce(
     timeout: int = 1200,
     html: bool = True,
     extra_parameters: dict[str, Any] | None = None,
+    reference_dir: str | Path | None = None,
     memory_interval: float = 0.2,
     log: Any = print,
 ) -> dict:
     """Run the numbered notebooks in order; write executed copies, HTML, ``summary.json`` and
     ``report.html``; return the summary. The first failure stops the run: the summary is still
-    written (with ``failed``) and ``NotebookFailed`` is raised, naming the notebook and the cell."""
+    written (with ``failed``) and ``NotebookFailed`` is raised, naming the notebook and the cell.
+    ``reference_dir`` (default: the shipped ``data/reference``) is the full-length run that notebooks
+    06-08 study after their short live runs; the summary and the report carry it too, labelled."""
     from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
+    from vsearcher_lite.reference import REFERENCE_DIR, reference_summary
 
     run_dir = Path(run_dir).resolve()
     out_dir = run_dir / "notebooks"
     notebooks = notebooks if notebooks is not None else list_notebooks()
     if not notebooks:
         raise InputError(f"no numbered notebooks found in {NOTEBOOK_DIR}")
-    params = {"PROFILE": profile, "WORLD": world, "RUN_DIR": str(run_dir), "SEED": seed}
+    reference_dir = Path(reference_dir or REFERENCE_DIR).resolve()
+    params = {"PROFILE": profile, "WORLD": world, "RUN_DIR": str(run_dir), "SEED": seed,
+              "REFERENCE_DIR": str(reference_dir)}
     params.update(extra_parameters or {})
     runs: dict[str, dict] = {}
     failure: NotebookFailed | None = None
@@ -332,8 +338,10 @@ def reproduce(
     summary["settings"] = {"profile": profile, "world": world, "seed": seed, "parameters": params}
     summary["failed"] = {"notebook": notebooks[len(runs) - 1].name, "message": str(failure)} if failure else None
     summary["finished_at"] = utc_now()
+    summary["reference"] = reference_summary(reference_dir)
     atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "report.html", report_html(summary, run_dir, html_links=html))
+    atomic_write_text(run_dir / "report.html", report_html(summary, run_dir, html_links=html,
+                                                           reference_dir=reference_dir))
     if failure is None:
         write_manifest(run_dir, "reproduce", summary["settings"], summary["total_seconds"],
                        extra={"notebooks": runs, "peak_memory": summary["peak_memory"]})
@@ -415,6 +423,8 @@ def register(subparsers, common) -> None:
     p.add_argument("--param", "-p", action="append", type=parse_parameter, default=[], metavar="NAME=VALUE",
                    help="set a notebook parameter in every notebook (e.g. -p MAX_STEPS=None -p EVAL_TASKS=40)")
     p.add_argument("--notebook-dir", default=None, help="folder of the numbered notebooks (default: the repository's)")
+    p.add_argument("--reference-dir", default=None,
+                   help="the full-length reference run notebooks 06-08 and the report study (default: data/reference)")
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -433,7 +443,7 @@ def _cmd_reproduce(args) -> int:
     try:
         summary = reproduce(args.run_dir, profile=args.profile, world=args.world, seed=args.seed,
                             notebooks=notebooks, timeout=args.timeout, html=not args.no_html,
-                            extra_parameters=dict(args.param), log=log)
+                            extra_parameters=dict(args.param), reference_dir=args.reference_dir, log=log)
     except NotebookFailed as exc:
         print(f"vsearcher-lite reproduce: {exc}", file=sys.stderr)
         print(f"[reproduce] what ran is in {summary_path} and {summary_path.with_name('report.html')}", file=sys.stderr)

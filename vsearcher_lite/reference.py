@@ -72,7 +72,7 @@ REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, tota
 #: GRPO: groups need reward variance. On unseen tasks the converged SFT model is mostly all right or all
 #: wrong at T 0.8 (medium almost never right), so the reference samples at T 1.0, draws one-hop and easy
 #: tasks only, keeps the ones a pre-screen finds solved sometimes, and steps 2x the preset's rate.
-REFERENCE_GRPO = dict(max_steps=40, minutes=None, total_minutes=None, save_every=5, evaluate=False,
+REFERENCE_GRPO = dict(max_steps=25, minutes=None, total_minutes=None, save_every=5, evaluate=False,
                       temperature=1.0, learning_rate=1e-4, difficulty_mix={"onehop": 1, "easy": 1},
                       curriculum="prescreen", prescreen_tasks=64, prescreen_samples=4)
 #: Every held-out task (every difficulty) and every exam task.
@@ -163,6 +163,85 @@ def acceptance(numbers: dict) -> dict[str, bool | None]:
     }
 
 
+def read_card(ref: str | Path = REFERENCE_DIR) -> dict:
+    """The reference's ``card.json``, or one line saying how to make one."""
+    path = Path(ref) / "card.json"
+    if not path.exists():
+        raise InputError(f"{path} does not exist: point REFERENCE_DIR at a reference folder, or make one "
+                         "with `make reference` (`vsearcher-lite reference run`)")
+    return read_json(path)
+
+
+def read_log(ref: str | Path, stage: str) -> list[dict]:
+    """The reference's SFT loss rows (``stage="sft"``) or GRPO step rows (``"grpo"``)."""
+    path = Path(ref) / LOGS[stage]
+    if not path.exists():
+        raise InputError(f"{path} does not exist: this reference has no {stage} log")
+    return read_number_rows(path)
+
+
+def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
+    """The reference's per-task results as the comparison stage's metrics (the shape of
+    ``RUN_DIR/comparison/metrics.json``), so notebook 08 and the report draw them as they draw a run."""
+    from vsearcher_lite.evaluation.comparison import comparison_metrics
+    from vsearcher_lite.evaluation.evaluate import eval_metrics
+    from vsearcher_lite.synthesis.task import in_level_order
+
+    results: dict[str, dict[str, dict]] = {}
+    status: dict[str, dict] = {}
+    for policy in POLICIES:
+        found = {b: rows for b in BENCHMARKS if (rows := read_results(ref, b, policy))}
+        if found:
+            results[policy] = {b: eval_metrics(rows) for b, rows in found.items()}
+            status[policy] = {"state": "evaluated", "reason": None}
+        else:
+            status[policy] = {"state": "missing", "reason": "not in this reference"}
+    metrics = comparison_metrics(results, status)
+    tasks = {b: {r["id"]: r.get("difficulty") for p in POLICIES for r in read_results(ref, b, p)} for b in BENCHMARKS}
+    levels = list(tasks["heldout"].values())
+    metrics["n_tasks"] = {"exam": len(tasks["exam"]), "heldout": len(tasks["heldout"]),
+                          "heldout_by_difficulty": {d: levels.count(d) for d in in_level_order(set(levels))}}
+    return metrics
+
+
+def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
+    """SFT - base and RL - SFT on the tasks both were evaluated on: held-out overall, each held-out
+    difficulty and the exam; each row with both accuracies (``before``, ``after``), the mean
+    difference, its standard error and the tasks gained and lost."""
+    from vsearcher_lite.synthesis.task import in_level_order
+
+    rows = []
+    for before, after in (("base", "sft"), ("sft", "rl")):
+        for benchmark in ("heldout", "exam"):
+            a, b = read_results(ref, benchmark, before), read_results(ref, benchmark, after)
+            levels = in_level_order({r.get("difficulty") for r in a}) if benchmark == "heldout" else []
+            for group in ([benchmark, *levels]):
+                keep = (lambda r: True) if group == benchmark else (lambda r, g=group: r.get("difficulty") == g)
+                ga, gb = [r for r in a if keep(r)], [r for r in b if keep(r)]
+                d = paired(ga, gb)
+                if d is None:
+                    continue
+                ids = {r["id"] for r in ga} & {r["id"] for r in gb}
+                rows.append({"comparison": f"{after} - {before}", "tasks": group, "n": d["n"],
+                             "before": _round(sum(bool(r["correct"]) for r in ga if r["id"] in ids) / d["n"]),
+                             "after": _round(sum(bool(r["correct"]) for r in gb if r["id"] in ids) / d["n"]),
+                             "difference": d["mean"], "se": d["se"], "gained": d["gained"], "lost": d["lost"]})
+    return rows
+
+
+def reference_summary(ref: str | Path = REFERENCE_DIR) -> dict:
+    """What ``summary.json`` records of the reference beside a live run: where it is, how it was
+    made and its headline numbers (recomputed from its files), or why it could not be read."""
+    ref = Path(ref)
+    try:
+        card = read_card(ref)
+        numbers = headline_numbers(ref)
+    except (InputError, OSError, ValueError, KeyError) as exc:
+        return {"dir": str(ref), "error": str(exc)}
+    return {"dir": str(ref), **{k: card.get(k) for k in ("commands", "commit", "device", "seeds", "wall_seconds")},
+            "numbers": numbers, "acceptance": acceptance(numbers)}
+
+
 def _differences(stated: Any, computed: Any, path: str = "") -> list[str]:
     if isinstance(stated, dict) and isinstance(computed, dict):
         out = []
@@ -179,10 +258,7 @@ def _differences(stated: Any, computed: Any, path: str = "") -> list[str]:
 def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
     """Where ``card.json`` disagrees with the numbers recomputed from the reference's files ([] when none)."""
     ref = Path(ref)
-    card_path = ref / "card.json"
-    if not card_path.exists():
-        raise InputError(f"{card_path} does not exist: make a reference with `vsearcher-lite reference ship`")
-    card = read_json(card_path)
+    card = read_card(ref)
     computed = headline_numbers(ref)
     problems = _differences(card.get("numbers"), computed, "numbers")
     problems += _differences(card.get("acceptance"), acceptance(computed), "acceptance")
@@ -284,7 +360,8 @@ def card_markdown(card: dict) -> str:
 
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict[str, float]:
     """SFT, GRPO and the comparison at full length in ``run_dir`` (building the earlier stages with
-    their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds."""
+    their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds
+    (a skipped stage's as its ``metrics.json`` recorded them)."""
     import time
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
@@ -314,6 +391,9 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
         done = run_dir / name / "metrics.json"
         if done.exists() and (name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()):
             log(f"[reference] {name}: finished earlier ({done}), skipped")
+            earlier = read_json(done).get("seconds")  # the stage's own wall time, for the card
+            if isinstance(earlier, (int, float)):
+                seconds[name] = round(float(earlier), 1)
             continue
         t0 = time.perf_counter()
         run()

@@ -9,7 +9,9 @@
   and the tool calls per trajectory by difficulty (``trajectories/rollouts.csv``);
 - the SFT loss curve (``sft/loss.csv``) and base vs SFT on notebook 06's held-out tasks;
 - figures 5 and 6: GRPO reward and entropy, tool calls by type (``grpo/steps.csv``);
-- each notebook's status, wall time and peak memory, linked to its executed HTML copy.
+- each notebook's status, wall time and peak memory, linked to its executed HTML copy;
+- the reference run (``data/reference/`` or one's own): the same table with paired differences,
+  its SFT loss and GRPO figures, labelled as the full-length run beside this short live one.
 
 Every figure says how many tasks or trajectories it counts. A stage that has not run gets one
 line saying which notebook makes it; a file that cannot be read gets one line naming it and the
@@ -94,11 +96,15 @@ def table1_rows(metrics: dict) -> list[dict]:
 
 
 def table1_section(run_dir: Path) -> str:
+    return table1_html(_json(run_dir / "comparison" / "metrics.json"))
+
+
+def table1_html(metrics: dict) -> str:
+    """Table 1 (each cell with correct/total) and figure 4, from metrics of the comparison's shape."""
     from vsearcher_lite.evaluation.comparison import TABLE_GROUPS
     from vsearcher_lite.evaluation.plots import comparison_bars
     from vsearcher_lite.synthesis.task import in_level_order
 
-    metrics = _json(run_dir / "comparison" / "metrics.json")
     rows = table1_rows(metrics)
     n_tasks = metrics.get("n_tasks") or {}
     found = n_tasks.get("heldout_by_difficulty") or {}
@@ -200,6 +206,40 @@ def grpo_section(run_dir: Path) -> str:
     return figure_html(reward_entropy_figure(rows)) + figure_html(tool_calls_figure(rows)) + caption + "</p>"
 
 
+def reference_section(ref: Path) -> str:
+    """The shipped full-length run: how it was made, table 1 with the paired differences, the SFT
+    loss and GRPO's figures 5 and 6, all from the reference's own files."""
+    from vsearcher_lite.reference import paired_rows, read_card, read_log, reference_comparison
+    from vsearcher_lite.rl.plots import reward_entropy_figure, tool_calls_figure
+    from vsearcher_lite.runio import InputError
+    from vsearcher_lite.training.plots import loss_curve_figure
+
+    if not (ref / "card.json").is_file():
+        raise Missing(str(ref / "card.json"))
+    card = read_card(ref)
+    wall = ", ".join(f"{esc(k)} {v / 60:.0f} min" for k, v in (card.get("wall_seconds") or {}).items())
+    parts = [f"<p>A full-length run of the same commands, shipped in <code>{esc(str(ref))}</code>: made on "
+             f"{esc(str(card.get('device')))} at commit <code>{esc(str(card.get('commit')))}</code>"
+             + (f" ({wall})" if wall else "") + ". Regenerate it with <code>"
+             + esc(" && ".join(card.get("commands") or [])) + "</code>.</p>",
+             table1_html(reference_comparison(ref)),
+             "<h3>Paired differences (same tasks)</h3><table><tr><th>comparison</th><th>tasks</th><th>n</th>"
+             "<th>difference</th><th>SE</th><th>gained</th><th>lost</th></tr>"]
+    for r in paired_rows(ref):
+        parts.append(f"<tr><td>{esc(r['comparison'])}</td><td>{esc(r['tasks'])}</td><td>{r['n']}</td>"
+                     f"<td>{r['difference']:+.3f}</td><td>{r['se']:.3f}</td><td>{r['gained']}</td><td>{r['lost']}</td></tr>")
+    parts.append("</table>")
+    for stage, draw in (("sft", lambda rows: [loss_curve_figure(rows, title="Reference SFT loss")]),
+                        ("grpo", lambda rows: [reward_entropy_figure(rows, title="Reference GRPO (paper figure 5)"),
+                                               tool_calls_figure(rows, title="Reference GRPO tool calls (paper figure 6)")])):
+        try:
+            rows = read_log(ref, stage)
+        except InputError:
+            continue
+        parts += [figure_html(fig) for fig in draw(rows)]
+    return "\n".join(parts)
+
+
 SECTIONS: list[tuple[str, str, Callable[[Path], str]]] = [
     ("Table 1: Pass@1 of every policy", "notebook 08", table1_section),
     ("Synthesis: tasks left after each filter", "notebooks 02-04", synthesis_section),
@@ -242,9 +282,11 @@ STYLE = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1
          ".failed{color:#b00}.missing{color:#777}")
 
 
-def report_html(summary: dict, run_dir: str | Path | None = None, *, html_links: bool = True) -> str:
+def report_html(summary: dict, run_dir: str | Path | None = None, *, html_links: bool = True,
+                reference_dir: str | Path | None = None) -> str:
     """The report page: settings, the failure if any, table 1 and the figures drawn from
-    ``run_dir``'s saved files (none when ``run_dir`` is None), and every notebook's run."""
+    ``run_dir``'s saved files (none when ``run_dir`` is None), the reference run's (when
+    ``reference_dir`` is given), and every notebook's run."""
     settings = summary.get("settings", {})
     body = ["<h1>vsearcher-lite reproduction</h1>",
             f"<p>profile <b>{esc(str(settings.get('profile')))}</b>, world <b>{esc(str(settings.get('world')))}</b>, "
@@ -260,6 +302,11 @@ def report_html(summary: dict, run_dir: str | Path | None = None, *, html_links:
             section, drew = section_html(title, maker, draw, Path(run_dir))
             body.append(section)
             any_figure = any_figure or drew
+    if reference_dir is not None:
+        section, drew = section_html("The reference run (full length, shipped)", "make reference",
+                                     reference_section, Path(reference_dir))
+        body.append(section)
+        any_figure = any_figure or drew
     body.append(notebooks_html(summary, html_links))
     head = ["<!doctype html><html><head><meta charset='utf-8'><title>vsearcher-lite reproduction</title>",
             f"<style>{STYLE}</style>"]
