@@ -398,6 +398,8 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
         t0 = time.perf_counter()
         run()
         seconds[name] = round(time.perf_counter() - t0, 1)
+        if done.exists():  # a resumed stage counts its time before the interruption too
+            seconds[name] = max(seconds[name], round(float(read_json(done).get("seconds") or 0.0), 1))
         log(f"[reference] {name}: {seconds[name] / 60:.1f} min")
     return seconds
 

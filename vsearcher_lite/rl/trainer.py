@@ -897,6 +897,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     rows: list[dict] = []
     excluded_flags: list[bool] = []
     step = 0
+    earlier_s = 0.0
     if resumed is None:
         (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
     else:
@@ -910,6 +911,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         kept = [r for r in JsonlLog(out / "rollouts.jsonl", key="id").records() if r["step"] < step]
         write_jsonl(out / "rollouts.jsonl", kept)
         log(f"[grpo] resuming after step {step} from {out / RESUME_FILE}")
+        # the stage's time before the interruption: its training steps and its pre-screen
+        earlier_s = (rows[-1]["seconds"] if rows else 0.0) + ((screened or {}).get("seconds") or 0.0)
     rollout_log = JsonlLog(out / "rollouts.jsonl", key="id")
     max_steps = config.max_steps or 10**9
     stopped_by = "steps"
@@ -975,7 +978,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
         evals = evaluate_rl(run_dir, start, checkpoint, model, processor, config, log)
         metrics.update(eval_summary(evals))
         metrics["training_budget_s"] = round(budget_s, 1) if budget_s is not None else None
-    metrics["seconds"] = round(time.perf_counter() - wall_start, 2)
+    metrics["seconds"] = round(time.perf_counter() - wall_start + earlier_s, 2)  # summed over resumes
     metrics["config"] = config.to_dict()
     rd.write_metrics(config.name, metrics)
     from vsearcher_lite.evaluation.manifest import write_manifest
