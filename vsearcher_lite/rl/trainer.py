@@ -956,7 +956,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
             save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags, [t.id for t in tasks],
                                 screened, config, backend.stats)
     bar.close()
-    train_seconds = time.perf_counter() - train_start
+    # training time over every resume (each row carries it; a resume that had no step left adds none)
+    train_seconds = rows[-1]["seconds"] if rows else time.perf_counter() - train_start
     log(f"[grpo] {len(rows)} steps in {train_seconds:.1f} s ({train_seconds / max(len(rows), 1):.1f} s/step), "
         f"stopped by {stopped_by}; batching {backend.stats.to_dict()}")
 
