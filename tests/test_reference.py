@@ -164,11 +164,23 @@ def test_the_report_shows_the_reference_beside_the_run(run, tmp_path):
         read_card(tmp_path / "none")
 
 
-@pytest.mark.skipif(not (REFERENCE_DIR / "card.json").exists(), reason="no reference shipped in data/reference")
 def test_the_shipped_reference_matches_its_card():
+    """``data/reference`` is what notebooks 06-08 study: its card's numbers are recomputed from its
+    own per-task files, and it holds what the card promises (every policy on every task, the logs,
+    the checkpoints within the size limit)."""
     assert check_reference(REFERENCE_DIR) == []
+    card = read_card(REFERENCE_DIR)
     numbers = headline_numbers(REFERENCE_DIR)
-    assert numbers["policies"]["heldout"]["sft"]["n_tasks"] > 0
+    heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
+    for policy in ("base", "sft", "rl", "teacher", "direct"):
+        assert heldout[policy]["n_tasks"] >= TARGETS["min_heldout_tasks"], policy
+        assert exam[policy]["n_tasks"] >= TARGETS["min_exam_tasks"], policy
+    assert numbers["paired_heldout"]["rl_minus_sft"]["n"] == heldout["rl"]["n_tasks"]  # paired on every task
+    assert numbers["sft"]["logged_steps"] > 1000 and numbers["grpo"]["steps"] == REFERENCE_GRPO["max_steps"]
+    for name in ("sft", "grpo"):
+        weights = REFERENCE_DIR / name / "checkpoint" / "model.safetensors"
+        assert weights.is_file() and weights.stat().st_size <= 25 * 2**20
+    assert card["commands"] and card["commit"] and card["device"] and set(card["wall_seconds"]) == {"sft", "grpo", "comparison"}
 
 
 def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch):

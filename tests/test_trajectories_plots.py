@@ -73,3 +73,13 @@ def test_viewer_steps_through_every_turn_with_images(tmp_path):
     page = viewer._repr_html_()
     assert page.count('class="vsl-step"') == len(steps) and "<script>" in page
     assert 'src="http' not in page  # nothing is fetched: the images are inlined
+
+
+def test_the_grpo_health_figure_draws_the_kl_on_a_log_axis():
+    from vsearcher_lite.rl.plots import health_figure
+
+    rows = [{"step": 0, "kl": 0.001, "groups": 4, "zero_variance_groups": 1, "format_failure_share": 0.0},
+            {"step": 1, "kl": 362.0, "groups": 4, "zero_variance_groups": 4, "format_failure_share": 0.25}]
+    fig = health_figure(rows)
+    assert fig.layout.yaxis2.type == "log" and list(fig.data[-1].y) == [0.001, 362.0]
+    assert list(fig.data[3].y) == [0.25, 1.0]  # the share of groups with equal rewards

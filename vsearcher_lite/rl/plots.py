@@ -87,6 +87,7 @@ def health_figure(rows: list[dict], title: str = "Collapse watch: format failure
     fig.add_trace(go.Scatter(x=steps, y=zero, mode="lines", name="zero-variance groups", line={"dash": "dot"}), row=1, col=1)
     fig.add_trace(go.Scatter(x=steps, y=[r.get("kl") for r in rows], mode="lines+markers", name="KL"), row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)  # the KL spans orders of magnitude; one outlier hides the rest
     fig.update_xaxes(title_text="step")
     fig.update_layout(title=title, height=360)
     return fig
