@@ -150,6 +150,7 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
     rows = read_csv(run_dir / f"grpo-trl-{method}" / "steps.csv")
     assert len(rows) == 1 and rows[0]["entropy"] not in ("", None)  # TRL computed the loss over the policy tokens
     assert m["engine"] == "trl" and m["steps"] == 1
+    assert (rows[0]["groups"], rows[0]["zero_variance_groups"]) == ("1", "1")  # both rollouts got the same reward
     assert seen and all(s["image_tokens"] == int(s["grid"].prod(-1).sum()) // 4 for s in seen)  # tokens match features
     if scripted:  # every rollout searched by image: the question image and three results reached the forward pass
         assert float(rows[0]["image_search"]) == 1.0

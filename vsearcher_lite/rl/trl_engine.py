@@ -154,7 +154,11 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
             out["fatal"].append(fatal is not None)
             out["tool_images"].append(tool_images(sample.example, 1 if tasks[sample.task_id].image_path else 0))
         seconds = time.perf_counter() - t0
-        row = step_row(state["call"], samples, {"zero_variance_groups": 0, "groups": len(samples) // config.generations},
+        rewards: dict[str, list[float]] = {}  # the groups this process rolled out, by task
+        for sample in samples:
+            rewards.setdefault(sample.task_id, []).append(sample.reward)
+        flat = sum(1 for group in rewards.values() if len(set(group)) == 1)
+        row = step_row(state["call"], samples, {"zero_variance_groups": flat, "groups": len(rewards)},
                        {"entropy": None}, {}, {"rollout_seconds": seconds}, config.learning_rate)
         log_rows.append(row)
         if rollout_log is not None:
