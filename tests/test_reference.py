@@ -214,4 +214,7 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
 
     calls.clear()
     (tmp_path / "sft" / "metrics.json").write_text('{"seconds": 801.26}')
-    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {"sft": 801.3} and calls == []
+    (tmp_path / "grpo" / "metrics.json").write_text('{"seconds": 3.0}')  # a resume with no step left ...
+    (tmp_path / "grpo" / "steps.csv").write_text("step,seconds\n0,95.5\n1,190.25\n")  # ... after two steps
+    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {"sft": 801.3, "grpo": 190.2}
+    assert calls == []

@@ -358,6 +358,20 @@ def card_markdown(card: dict) -> str:
     return "\n".join(lines)
 
 
+def stage_seconds(run_dir: Path, name: str) -> float | None:
+    """A finished stage's time as its files record it, interruptions included: the larger of its
+    ``metrics.json`` seconds and its log's last row (SFT and GRPO rows count training time over
+    every resume; a resumed process's metrics count only its own part)."""
+    found = []
+    if (run_dir / name / "metrics.json").exists():
+        found.append(read_json(run_dir / name / "metrics.json").get("seconds"))
+    if name in LOGS and (run_dir / LOGS[name]).exists():
+        rows = read_number_rows(run_dir / LOGS[name])
+        found.append(rows[-1].get("seconds") if rows else None)
+    found = [float(x) for x in found if isinstance(x, (int, float))]
+    return round(max(found), 1) if found else None
+
+
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict[str, float]:
     """SFT, GRPO and the comparison at full length in ``run_dir`` (building the earlier stages with
     their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds
@@ -391,15 +405,14 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
         done = run_dir / name / "metrics.json"
         if done.exists() and (name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()):
             log(f"[reference] {name}: finished earlier ({done}), skipped")
-            earlier = read_json(done).get("seconds")  # the stage's own wall time, for the card
-            if isinstance(earlier, (int, float)):
-                seconds[name] = round(float(earlier), 1)
+            earlier = stage_seconds(run_dir, name)
+            if earlier:
+                seconds[name] = earlier
             continue
         t0 = time.perf_counter()
         run()
         seconds[name] = round(time.perf_counter() - t0, 1)
-        if done.exists():  # a resumed stage counts its time before the interruption too
-            seconds[name] = max(seconds[name], round(float(read_json(done).get("seconds") or 0.0), 1))
+        seconds[name] = max(seconds[name], stage_seconds(run_dir, name) or 0.0)
         log(f"[reference] {name}: {seconds[name] / 60:.1f} min")
     return seconds
 
