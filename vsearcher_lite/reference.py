@@ -23,6 +23,8 @@ from its last saved step or stored result. ``ship_reference(run_dir, out)`` make
 from a finished run (``vsearcher-lite reference ship``);
 ``headline_numbers(ref)`` computes the numbers a reader is shown; ``check_reference(ref)`` lists
 where the card disagrees with its own per-task files (a test runs it on the shipped reference).
+``read_log``, ``reference_comparison`` (table 1's shape) and ``paired_rows`` give notebooks 06-08
+and ``report.html`` what they draw of it.
 """
 
 from __future__ import annotations
@@ -375,7 +377,7 @@ def stage_seconds(run_dir: Path, name: str) -> float | None:
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict[str, float]:
     """SFT, GRPO and the comparison at full length in ``run_dir`` (building the earlier stages with
     their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds
-    (a skipped stage's as its ``metrics.json`` recorded them)."""
+    (``stage_seconds``: a skipped or resumed stage's as its files record them)."""
     import time
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
