@@ -17,6 +17,7 @@ from vsearcher_lite.notebooks import (
     collect_summary,
     headline_numbers,
     list_notebooks,
+    parameter_names,
     parse_parameter,
     reproduce,
     select_notebooks,
@@ -219,11 +220,18 @@ def test_reproduce_hands_the_reference_to_the_notebooks_and_carries_it_in_summar
     ship_reference(run_files, ref, commands=["vsearcher-lite reference run"], device="test", seeds=[0], log=lambda _: None)
     nbdir = tmp_path / "nbs"
     nbdir.mkdir()
-    write_notebook(nbdir / "00_only.ipynb", WRITE_STAGE, 'write_stage("seen", {"reference": REFERENCE_DIR})')
+    reads = write_notebook(nbdir / "00_reads.ipynb", WRITE_STAGE, 'write_stage("seen", {"reference": REFERENCE_DIR})')
+    nb = json.loads(reads.read_text())
+    nb["cells"][0]["source"] += "\nREFERENCE_DIR = None"
+    reads.write_text(json.dumps(nb))
+    write_notebook(nbdir / "01_ignores.ipynb", "x = 1")
+    assert parameter_names(reads) == {"PROFILE", "WORLD", "RUN_DIR", "SEED", "REFERENCE_DIR"}
 
     run = tmp_path / "run"
     summary = reproduce(run, notebooks=list_notebooks(nbdir), reference_dir=ref, log=lambda _: None, html=False)
-    assert summary["stages"]["seen"] == {"reference": str(ref.resolve())}  # the notebooks' REFERENCE_DIR
+    assert summary["stages"]["seen"] == {"reference": str(ref.resolve())}  # the notebook's REFERENCE_DIR
+    injected = "".join(json.loads((run / "notebooks" / "01_ignores.ipynb").read_text())["cells"][1]["source"])
+    assert "RUN_DIR" in injected and "REFERENCE_DIR" not in injected  # only where a notebook declares it
     assert summary["reference"]["dir"] == str(ref.resolve())
     assert summary["reference"]["commands"] == ["vsearcher-lite reference run"]
     assert summary["reference"]["numbers"]["paired_heldout"]["rl_minus_sft"] == {

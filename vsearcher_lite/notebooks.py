@@ -93,6 +93,19 @@ def clean_notebook(path: str | Path) -> bool:
     return False
 
 
+def parameter_names(path: str | Path) -> set[str]:
+    """The names the notebook's ``parameters`` cell assigns."""
+    import ast
+
+    names: set[str] = set()
+    for cell in json.loads(Path(path).read_text(encoding="utf-8")).get("cells", []):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            names |= {t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
+                      for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
 class NotebookFailed(RuntimeError):
     """A notebook raised; the message names the notebook, the cell and the error."""
 
@@ -311,8 +324,10 @@ def reproduce(
         log(f"[reproduce] {nb.name} ...")
         executed = out_dir / nb.name
         with kernel_environment(), PeakMemory(memory_interval) as mem:
+            # REFERENCE_DIR only where a notebook reads it (papermill warns of an unknown parameter)
+            own = {k: v for k, v in params.items() if k != "REFERENCE_DIR" or k in parameter_names(nb)}
             try:
-                execute_notebook(nb, executed, params, timeout=timeout)
+                execute_notebook(nb, executed, own, timeout=timeout)
             except NotebookFailed as exc:
                 failure = exc
         seconds = round(time.perf_counter() - start, 2)
