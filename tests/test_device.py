@@ -264,14 +264,9 @@ def gpu_run(tmp_path_factory):
 
 
 def sft_train_file(folder):
-    from test_sft import _image, trl_record
+    from test_sft import write_train_file
 
-    rows = [trl_record(_image(folder / f"q{i}.png", (60 * i, 80, 120)), name, year)
-            for i, (name, year) in enumerate([("Garnound Bridge", "1874"), ("Trel Bridge", "1912"),
-                                              ("Stel Bridge", "1755"), ("Gaon Bridge", "1990")])]
-    path = folder / "sft_trl.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+    return write_train_file(folder)
 
 
 @pytest.mark.gpu

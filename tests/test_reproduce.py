@@ -206,16 +206,14 @@ def test_the_report_names_what_has_not_run_and_survives_a_damaged_file(tmp_path)
 
 
 def test_reproduce_hands_the_reference_to_the_notebooks_and_carries_it_in_summary_and_report(tmp_path):
+    from test_reference import _record as result_record
     from vsearcher_lite.reference import ship_reference
     from vsearcher_lite.runio import write_jsonl
 
     run_files = tmp_path / "finished"
     for policy, correct in (("base", [0, 0]), ("sft", [1, 0]), ("rl", [1, 1])):
         write_jsonl(run_files / "eval" / f"heldout-{policy}" / "results.jsonl",
-                    [{"id": f"t{i}", "policy": policy, "split": "heldout", "difficulty": "easy", "correct": bool(c),
-                      "format_ok": True, "format_error": None, "termination": "answer", "n_turns": 2,
-                      "n_tool_calls": 1, "tool_counts": {"visit": 1}, "prediction": "x", "answer": "x", "seconds": 0.1}
-                     for i, c in enumerate(correct)])
+                    [result_record(f"t{i}", policy, bool(c)) for i, c in enumerate(correct)])
     ref = tmp_path / "my-reference"
     ship_reference(run_files, ref, commands=["vsearcher-lite reference run"], device="test", seeds=[0], log=lambda _: None)
     nbdir = tmp_path / "nbs"

@@ -78,14 +78,19 @@ def base():
     return model, processor
 
 
-@pytest.fixture()
-def train_file(tmp_path):
-    rows = [trl_record(_image(tmp_path / f"q{i}.png", (40 * i, 80, 120)), name, year)
+def write_train_file(folder):
+    """Four one-image trajectories in TRL's format, ``folder/sft_trl.jsonl`` (also used by the GPU tests)."""
+    rows = [trl_record(_image(folder / f"q{i}.png", (40 * i, 80, 120)), name, year)
             for i, (name, year) in enumerate([("Garnound Bridge", "1874"), ("Trel Bridge", "1912"),
                                               ("Stel Bridge", "1755"), ("Gaon Bridge", "1990")])]
-    path = tmp_path / "sft_trl.jsonl"
+    path = folder / "sft_trl.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+@pytest.fixture()
+def train_file(tmp_path):
+    return write_train_file(tmp_path)
 
 
 def assistant_texts(record: dict) -> list[str]:

@@ -191,19 +191,26 @@ def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
 
     results: dict[str, dict[str, dict]] = {}
     status: dict[str, dict] = {}
+    tasks: dict[str, dict[str, str]] = {b: {} for b in BENCHMARKS}  # benchmark -> task id -> difficulty
     for policy in POLICIES:
         found = {b: rows for b in BENCHMARKS if (rows := read_results(ref, b, policy))}
+        for b, rows in found.items():
+            tasks[b].update((r["id"], r.get("difficulty")) for r in rows)
         if found:
             results[policy] = {b: eval_metrics(rows) for b, rows in found.items()}
             status[policy] = {"state": "evaluated", "reason": None}
         else:
             status[policy] = {"state": "missing", "reason": "not in this reference"}
     metrics = comparison_metrics(results, status)
-    tasks = {b: {r["id"]: r.get("difficulty") for p in POLICIES for r in read_results(ref, b, p)} for b in BENCHMARKS}
     levels = list(tasks["heldout"].values())
     metrics["n_tasks"] = {"exam": len(tasks["exam"]), "heldout": len(tasks["heldout"]),
                           "heldout_by_difficulty": {d: levels.count(d) for d in in_level_order(set(levels))}}
     return metrics
+
+
+def _accuracy(records: list[dict], ids: set[str]) -> float | None:
+    """The share of ``records`` on the tasks ``ids`` answered correctly."""
+    return _round(sum(bool(r["correct"]) for r in records if r["id"] in ids) / len(ids))
 
 
 def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
@@ -217,16 +224,15 @@ def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
         for benchmark in ("heldout", "exam"):
             a, b = read_results(ref, benchmark, before), read_results(ref, benchmark, after)
             levels = in_level_order({r.get("difficulty") for r in a}) if benchmark == "heldout" else []
-            for group in ([benchmark, *levels]):
-                keep = (lambda r: True) if group == benchmark else (lambda r, g=group: r.get("difficulty") == g)
-                ga, gb = [r for r in a if keep(r)], [r for r in b if keep(r)]
+            for group in [benchmark, *levels]:
+                ga = a if group == benchmark else [r for r in a if r.get("difficulty") == group]
+                gb = b if group == benchmark else [r for r in b if r.get("difficulty") == group]
                 d = paired(ga, gb)
                 if d is None:
                     continue
                 ids = {r["id"] for r in ga} & {r["id"] for r in gb}
                 rows.append({"comparison": f"{after} - {before}", "tasks": group, "n": d["n"],
-                             "before": _round(sum(bool(r["correct"]) for r in ga if r["id"] in ids) / d["n"]),
-                             "after": _round(sum(bool(r["correct"]) for r in gb if r["id"] in ids) / d["n"]),
+                             "before": _accuracy(ga, ids), "after": _accuracy(gb, ids),
                              "difference": d["mean"], "se": d["se"], "gained": d["gained"], "lost": d["lost"]})
     return rows
 

@@ -102,7 +102,7 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
     from vsearcher_lite.agent.judge import make_judge
     from vsearcher_lite.rl.batched_chat import BatchedTransformersChat, BatchedVLLMChat
     from vsearcher_lite.rl.rollout import TrajectoryEncoder, rollout_groups
-    from vsearcher_lite.rl.trainer import rollout_settings, rollout_toolbox, step_row, train_tasks
+    from vsearcher_lite.rl.trainer import has_signal, rollout_settings, rollout_toolbox, step_row, train_tasks
 
     tasks = {t.id: t for t in train_tasks(run_dir, config)}
     settings = rollout_settings(config)
@@ -154,11 +154,11 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
             out["fatal"].append(fatal is not None)
             out["tool_images"].append(tool_images(sample.example, 1 if tasks[sample.task_id].image_path else 0))
         seconds = time.perf_counter() - t0
-        rewards: dict[str, list[float]] = {}  # the groups this process rolled out, by task
+        by_task: dict[str, list] = {}  # the groups this process rolled out
         for sample in samples:
-            rewards.setdefault(sample.task_id, []).append(sample.reward)
-        flat = sum(1 for group in rewards.values() if len(set(group)) == 1)
-        row = step_row(state["call"], samples, {"zero_variance_groups": flat, "groups": len(rewards)},
+            by_task.setdefault(sample.task_id, []).append(sample)
+        flat = sum(1 for group in by_task.values() if not has_signal(group))
+        row = step_row(state["call"], samples, {"zero_variance_groups": flat, "groups": len(by_task)},
                        {"entropy": None}, {}, {"rollout_seconds": seconds}, config.learning_rate)
         log_rows.append(row)
         if rollout_log is not None:
