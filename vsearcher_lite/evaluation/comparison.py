@@ -1,41 +1,24 @@
-"""Stage `comparison` (notebook 08): base vs SFT vs RL, the teacher and the no-tools ablation, on
-the sandbox exam and on held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
+"""Stage `comparison` (notebook 08): base, SFT, RL, the teacher and the no-tools ablation on the
+run's exam and held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
 
-``run_comparison(run_dir, config) -> metrics`` evaluates every policy of the comparison on two
-benchmarks of the run, with ``evaluate.evaluate`` (the ReAct loop, the judge, Pass@1):
+``run_comparison(run_dir, config) -> metrics`` evaluates each policy (``policy_spec``) with
+``evaluate.evaluate`` on ``exam`` (``filter/exam.jsonl``: 10 injection rounds, unseen seeds) and
+``heldout`` (``filter/heldout.jsonl``, capped round-robin across difficulties). A checkpoint not
+trained yet is reported missing, never guessed at. Each cell is stored as
+``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages wrote with the
+same settings are adopted first, and ``evaluate`` resumes, so only missing tasks run.
 
-- ``exam``: ``RUN_DIR/filter/exam.jsonl``, the MM-SearchExam counterpart (10 injection rounds,
-  seeds never used in training);
-- ``heldout``: ``RUN_DIR/filter/heldout.jsonl``, easy / medium / hard tasks from held-out seeds,
-  taken round-robin across difficulties when capped (so a small run keeps the mix).
-
-The policies (``policy_spec``): ``base`` (the profile's base model), ``sft``
-(``RUN_DIR/sft/checkpoint``), ``rl`` (``RUN_DIR/grpo/checkpoint``), ``teacher`` (the heuristic
-teacher, sandbox only) and ``direct`` (the base model answering without tools). A checkpoint
-that does not exist yet is reported as missing ("not trained yet"), never guessed at.
-
-Each evaluation is stored as ``RUN_DIR/eval/<benchmark>-<policy>/`` (``heldout-sft``,
-``exam-rl`` ...). Held-out results the SFT and GRPO stages already wrote (``RUN_DIR/eval/base``,
-``sft``, ``rl``) are copied over first when they were made with the same settings
-(``evaluate.adopt_results``), and ``evaluate`` is resumable, so only missing tasks run.
-
-Settings. Held-out tasks use the SFT stage's evaluation settings (``training.config.SFTConfig``:
-on the cpu profile greedy, 200 new tokens per turn, at most 10 tool calls, 13,000 context
-characters; a batched model has no per-episode clock) so that the numbers are the ones notebooks 06 and 07 report. The
-exam's 10-round questions need more: the heuristic teacher makes up to 30 calls and 29,000
-context characters on them, so the exam allows the paper's 30 tool calls (appendix A.3) and
-40,000 characters; every policy gets the same limits on the same benchmark.
-
-Outputs: ``RUN_DIR/comparison/metrics.json`` (accuracy per policy and benchmark, per difficulty,
-tool calls by type, terminations, time per task, which policies are missing and why),
-``RUN_DIR/comparison/table.csv`` (the table 1 rows) and a manifest entry ``comparison``.
+Held-out tasks use the SFT stage's evaluation settings, so the numbers match notebooks 06 and 07;
+the exam's 10-round questions get the paper's 30 tool calls (A.3) and a larger context, the same
+for every policy. Outputs: ``comparison/metrics.json``, ``comparison/table.csv`` and a manifest
+entry.
 """
 
 from __future__ import annotations
 
+import csv
 import gc
 import io
-import csv
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -57,15 +40,16 @@ from vsearcher_lite.synthesis.task import LEVEL_ORDER, Task
 STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
 BENCHMARKS = ("exam", "heldout")
-HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level (task.ONEHOP)
-#: The paper's evaluation settings (sections 2.4, 3.2; the GPU profiles use them), by ``EvalConfig``
+HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level
+#: The paper's evaluation settings (2.4, 3.2; the GPU profiles use them), by ``EvalConfig``
 #: result setting: what notebook 08 compares a run's settings with.
 PAPER_EVAL = {"judge": "llm", "top_k": 5, "prompt_variant": "full", "max_tool_calls": 30,
               "max_context_chars": 800_000, "temperature": 0.6, "top_p": 0.95, "max_tokens": 10_000}
 # The evaluation names the SFT and GRPO stages write their held-out results under.
 STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}
-TRAINED_BY = {"sft": "notebook 06 / `vsearcher-lite sft`", "rl": "notebook 07 / `vsearcher-lite grpo`"}
+TRAINED_BY = {"sft": "notebook 06 / `vsearcher-lite sft`",
+              "rl": "notebook 07 / `vsearcher-lite grpo`"}
 # Columns of the table, in reading order: the exam first (the paper's MM-SearchExam column).
 TABLE_GROUPS = ("exam", "onehop", "easy", "medium", "hard", "heldout")
 
@@ -79,15 +63,15 @@ class ComparisonConfig:
     seed: int = 0
     policies: tuple[str, ...] = POLICIES
     exam_max_tasks: int | None = None  # None: every exam task
-    heldout_max_tasks: int | None = None  # None: every held-out task of the difficulties below
+    heldout_max_tasks: int | None = None  # None: every held-out task of these difficulties
     heldout_difficulties: tuple[str, ...] = HELDOUT_DIFFICULTIES
     exam_max_tool_calls: int = 30  # paper A.3
     exam_max_context_chars: int | None = 40_000
     judge: str = "match"
     concurrency: int | None = None  # None: the profile's
     progress: bool = True
-    extra_policies: dict[str, str] = field(default_factory=dict)  # more rows: name -> policy spec
-    eval_overrides: dict[str, Any] = field(default_factory=dict)  # EvalConfig settings for both benchmarks
+    extra_policies: dict[str, str] = field(default_factory=dict)  # more rows: name -> spec
+    eval_overrides: dict[str, Any] = field(default_factory=dict)  # EvalConfig settings, both
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "ComparisonConfig":
@@ -95,17 +79,14 @@ class ComparisonConfig:
         if profile == "cpu":
             from vsearcher_lite.training.config import SFTConfig
 
-            # the SFT stage's held-out tasks (its results are reused), plus the hard ones round-robin
+            # the SFT stage's held-out tasks (its results are reused), hard ones round-robin
             preset["heldout_max_tasks"] = SFTConfig.for_profile("cpu").eval_max_tasks
-            # the default world's exam has 148 tasks; the tiny model spends seconds on each, and the
-            # live run of three model policies must fit a few minutes on 2 cores (ask for more by number)
+            # the live run of three model policies must fit a few minutes on 2 cores
             preset["exam_max_tasks"] = 10
-        else:
-            # Real models read long contexts: the paper's budget (about 200K tokens) applies.
+        else:  # real models read long contexts: the paper's budget (about 200K tokens)
             preset["exam_max_context_chars"] = 800_000
         preset.update({k: v for k, v in overrides.items() if v is not None})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(preset) - known)
+        unknown = sorted(set(preset) - {f.name for f in fields(cls)})
         if unknown:
             raise TypeError(f"unknown comparison setting(s): {', '.join(unknown)}")
         for key in ("policies", "heldout_difficulties"):
@@ -113,7 +94,8 @@ class ComparisonConfig:
         config = cls(**preset)
         bad = [p for p in config.policies if p not in POLICIES]
         if bad:
-            raise InputError(f"unknown policy {bad[0]!r} in the comparison; choose from {', '.join(POLICIES)} "
+            raise InputError(f"unknown policy {bad[0]!r} in the comparison; choose from "
+                             f"{', '.join(POLICIES)} "
                              "(add others with extra_policies={name: spec})")
         return config
 
@@ -121,11 +103,13 @@ class ComparisonConfig:
         return asdict(self)
 
     def heldout_eval_config(self) -> EvalConfig:
-        """The SFT stage's evaluation settings (``SFTConfig.eval_config``), this comparison's judge and threads."""
+        """The SFT stage's evaluation settings, with this comparison's judge and threads."""
         from vsearcher_lite.training.config import SFTConfig
 
-        sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world, progress=self.progress)
-        return sft.eval_config(**{"judge": self.judge, "concurrency": self.concurrency, **self.eval_overrides})
+        sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world,
+                                    progress=self.progress)
+        overrides = {"judge": self.judge, "concurrency": self.concurrency, **self.eval_overrides}
+        return sft.eval_config(**overrides)
 
     def exam_eval_config(self) -> EvalConfig:
         """The held-out settings with the exam's tool-call and context budget."""
@@ -139,11 +123,11 @@ class ComparisonConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# Policies
+# Policies and tasks
 
 
 def base_spec(profile: str) -> str:
-    """The base model of a profile: the shipped tiny base on cpu, the paper's Qwen3-VL elsewhere."""
+    """The base model of a profile: the shipped tiny base on cpu, Qwen3-VL elsewhere."""
     from vsearcher_lite.training.config import SFTConfig
 
     base = SFTConfig.for_profile(profile).base
@@ -153,7 +137,7 @@ def base_spec(profile: str) -> str:
 def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu") -> str:
     """The ``make_policy`` spec of a comparison row.
 
-    >>> policy_spec("rl", "runs/r"), policy_spec("teacher", "runs/r"), policy_spec("direct", "runs/r")
+    >>> policy_spec("rl", "runs/r"), policy_spec("teacher", "runs/r"), policy_spec("direct", "r")
     ('transformers:runs/r/grpo/checkpoint', 'teacher', 'direct')
     """
     if name in CHECKPOINTS:
@@ -171,50 +155,48 @@ def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu") -> str:
 def unavailable_reason(name: str, spec: str, world: str = "sandbox") -> str | None:
     """Why a comparison row cannot be evaluated now (``None`` when it can).
 
-    >>> unavailable_reason("rl", "transformers:/nonexistent/grpo/checkpoint")
-    'not trained yet: no checkpoint at /nonexistent/grpo/checkpoint (notebook 07 / `vsearcher-lite grpo`)'
+    >>> reason = unavailable_reason("rl", "transformers:/nonexistent/grpo/checkpoint")
+    >>> reason.removesuffix(" (notebook 07 / `vsearcher-lite grpo`)")
+    'not trained yet: no checkpoint at /nonexistent/grpo/checkpoint'
     """
     if name == "teacher" and world != "sandbox":
         return "the heuristic teacher exists only in the sandbox world"
-    target = spec[len("direct:"):] if spec.startswith("direct:") else spec
+    target = spec.removeprefix("direct:")
     if target.startswith("transformers:"):
-        path = Path(target[len("transformers:"):])
-        local = path.exists() or path.is_absolute() or str(path).startswith(".") or len(path.parts) > 2
+        path = Path(target.removeprefix("transformers:"))
+        local = (path.exists() or path.is_absolute() or str(path).startswith(".")
+                 or len(path.parts) > 2)
         if local and not (path / "config.json").is_file():
             where = f" ({TRAINED_BY[name]})" if name in TRAINED_BY else ""
             return f"not trained yet: no checkpoint at {path}{where}"
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# Tasks
-
-
 def exam_and_heldout(tasks: list[Task]) -> dict[str, list[Task]]:
     """The run's evaluation tasks split into the two benchmarks (by each task's split)."""
-    return {"exam": [t for t in tasks if t.split == "exam"], "heldout": [t for t in tasks if t.split == "heldout"]}
+    return {b: [t for t in tasks if t.split == b] for b in BENCHMARKS}
 
 
 def select_tasks(tasks: dict[str, list[Task]], config: ComparisonConfig) -> dict[str, list[Task]]:
-    """The exam's first ``exam_max_tasks`` tasks; the held-out tasks of the chosen difficulties,
-    capped round-robin across difficulties (the same rule as the SFT stage, so that its tasks
-    come first and its results are reused)."""
+    """The exam's first ``exam_max_tasks``; the held-out tasks of the chosen difficulties, capped
+    round-robin across difficulties (the SFT stage's rule, so its results are reused)."""
     from vsearcher_lite.training.sft import balanced_head
 
     exam = list(tasks.get("exam", []))
     if config.exam_max_tasks is not None:
         exam = exam[: config.exam_max_tasks]
-    heldout = [t for t in tasks.get("heldout", []) if t.difficulty in config.heldout_difficulties]
+    levels = config.heldout_difficulties
+    heldout = [t for t in tasks.get("heldout", []) if t.difficulty in levels]
     heldout = balanced_head(heldout, config.heldout_max_tasks, key=lambda t: t.difficulty)
     return {"exam": exam, "heldout": heldout}
 
 
 def comparison_tasks(run_dir: str | Path, config: ComparisonConfig) -> dict[str, list[Task]]:
-    """The run's exam and held-out tasks (built with the synthesis defaults when missing), selected."""
+    """The run's exam and held-out tasks (built with the synthesis defaults when missing)."""
     from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
 
-    tasks = ensure_sandbox_eval_tasks(run_dir, profile=config.profile, seed=config.seed, world=config.world,
-                                      progress=config.progress)
+    tasks = ensure_sandbox_eval_tasks(run_dir, profile=config.profile, seed=config.seed,
+                                      world=config.world, progress=config.progress)
     selected = select_tasks(exam_and_heldout(tasks), config)
     if not selected["exam"] and not selected["heldout"]:
         raise InputError(f"{Path(run_dir) / 'filter'}: no exam or held-out tasks to compare on")
@@ -225,29 +207,31 @@ def comparison_tasks(run_dir: str | Path, config: ComparisonConfig) -> dict[str,
 # Metrics
 
 
-def accuracy_row(metrics_by_benchmark: dict[str, dict]) -> dict[str, float | None]:
-    """One policy's accuracies in the table's groups: exam, each held-out difficulty, held-out overall.
+def accuracy_row(by_benchmark: dict[str, dict]) -> dict[str, float | None]:
+    """One policy's accuracy in the table's groups: exam, each held-out level, held-out overall.
 
     >>> accuracy_row({"exam": {"pass_at_1": 0.1}, "heldout": {"pass_at_1": 0.5,
     ...               "accuracy_by_difficulty": {"easy": 1.0, "hard": 0.0}}})
     {'exam': 0.1, 'onehop': None, 'easy': 1.0, 'medium': None, 'hard': 0.0, 'heldout': 0.5}
     """
-    exam = metrics_by_benchmark.get("exam") or {}
-    heldout = metrics_by_benchmark.get("heldout") or {}
-    row: dict[str, float | None] = {"exam": exam.get("pass_at_1")}
-    for level in HELDOUT_DIFFICULTIES:
-        row[level] = (heldout.get("accuracy_by_difficulty") or {}).get(level)
-    row["heldout"] = heldout.get("pass_at_1")
-    return row
+    heldout = by_benchmark.get("heldout") or {}
+    levels = heldout.get("accuracy_by_difficulty") or {}
+    return {"exam": (by_benchmark.get("exam") or {}).get("pass_at_1"),
+            **{level: levels.get(level) for level in HELDOUT_DIFFICULTIES},
+            "heldout": heldout.get("pass_at_1")}
 
 
 def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, dict]) -> dict:
-    """The stage's metrics from ``{policy: {benchmark: evaluate() metrics}}`` and each policy's status."""
+    """The stage's metrics from ``{policy: {benchmark: evaluate() metrics}}`` and each status."""
     names = list(status)
-    accuracy = {n: accuracy_row(results.get(n, {})) if n in results else None for n in names}
+    accuracy = {n: accuracy_row(results[n]) if n in results else None for n in names}
 
     def per(key: Callable[[dict], Any]) -> dict:
-        return {n: ({b: key(m) for b, m in results[n].items()} if n in results else None) for n in names}
+        return {n: {b: key(m) for b, m in results[n].items()} if n in results else None
+                for n in names}
+
+    def field_of(name: str) -> dict:
+        return per(lambda m: m.get(name))
 
     return {
         "order": names,  # the rows in reading order (JSON objects are stored with sorted keys)
@@ -257,31 +241,40 @@ def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, di
         "exam_accuracy": {n: (a or {}).get("exam") for n, a in accuracy.items()},
         "heldout_accuracy": {n: (a or {}).get("heldout") for n, a in accuracy.items()},
         "accuracy": accuracy,
-        "n_correct": per(lambda m: m.get("n_correct")),
-        "n_tasks_by_policy": per(lambda m: m.get("n_tasks")),
-        "format_valid_rate": per(lambda m: m.get("format_valid_rate")),
-        "mean_tool_calls": per(lambda m: m.get("mean_tool_calls")),
-        "mean_tool_calls_by_type": per(lambda m: m.get("mean_tool_calls_by_type")),
-        "terminations": per(lambda m: m.get("terminations")),
-        # cost: the evaluation's wall time over the tasks it ran (reused results are not timed again)
-        "wall_seconds_per_task": per(lambda m: m.get("wall_seconds_per_task")),
-        "wall_timed_tasks": per(lambda m: m.get("wall_timed_tasks")),
-        # latency: one episode from start to answer, including its wait for the rest of its batch
+        "n_correct": field_of("n_correct"),
+        "n_tasks_by_policy": field_of("n_tasks"),
+        **{k: field_of(k) for k in ("format_valid_rate", "mean_tool_calls",
+                                    "mean_tool_calls_by_type", "terminations")},
+        # cost: the evaluation's wall time over the tasks it ran (reused results are not timed)
+        "wall_seconds_per_task": field_of("wall_seconds_per_task"),
+        "wall_timed_tasks": field_of("wall_timed_tasks"),
+        # latency: one episode from start to answer, with its wait for the rest of its batch
         "episode_seconds": per(lambda m: (m.get("seconds_per_task") or {}).get("mean")),
     }
 
 
 def table_rows(metrics: dict) -> list[dict]:
-    """The paper's table 1 for this run: one row per policy, Pass@1 per group, and its state.
+    """The paper's table 1 for this run: one row per policy, its state and Pass@1 per group.
+    Metrics with only ``exam_accuracy``/``heldout_accuracy`` and ``missing`` are read too.
 
-    >>> table_rows({"policies": {"rl": {"state": "missing"}}, "accuracy": {"rl": None}})
-    [{'policy': 'rl', 'state': 'missing', 'exam': None, 'onehop': None, 'easy': None, 'medium': None, 'hard': None, 'heldout': None}]
+    >>> row = table_rows({"policies": {"rl": {"state": "missing"}}, "accuracy": {"rl": None}})[0]
+    >>> row["policy"], row["state"], row["exam"], row["heldout"]
+    ('rl', 'missing', None, None)
+    >>> [(r["policy"], r["state"], r["exam"]) for r in table_rows(
+    ...     {"exam_accuracy": {"sft": 0.5}, "missing": {"rl": "not trained yet"}})]
+    [('sft', 'evaluated', 0.5), ('rl', 'missing', None)]
     """
+    policies, missing = metrics.get("policies") or {}, metrics.get("missing") or {}
+    accuracy = metrics.get("accuracy") or {}
+    by_benchmark = {b: metrics.get(f"{b}_accuracy") or {} for b in BENCHMARKS}
+    names = metrics.get("order") or list(dict.fromkeys(
+        [*policies, *accuracy, *by_benchmark["exam"], *by_benchmark["heldout"], *missing]))
     rows = []
-    for name in metrics.get("order") or list(metrics["policies"]):
-        accuracy = metrics["accuracy"].get(name) or {}
-        rows.append({"policy": name, "state": metrics["policies"][name]["state"],
-                     **{g: accuracy.get(g) for g in TABLE_GROUPS}})
+    for name in names:
+        found = accuracy.get(name) or {b: v.get(name) for b, v in by_benchmark.items()}
+        state = (policies.get(name) or {}).get("state")
+        state = state or ("missing" if name in missing else "evaluated")
+        rows.append({"policy": name, "state": state, **{g: found.get(g) for g in TABLE_GROUPS}})
     return rows
 
 
@@ -299,7 +292,8 @@ def read_comparison(run_dir: str | Path) -> dict:
 
     path = Path(run_dir) / STAGE / "metrics.json"
     if not path.exists():
-        raise InputError(f"{path} does not exist: run notebook 08 (or evaluation.comparison.run_comparison) first")
+        raise InputError(f"{path} does not exist: run notebook 08 "
+                         "(or evaluation.comparison.run_comparison) first")
     return read_json(path)
 
 
@@ -308,12 +302,13 @@ def read_comparison(run_dir: str | Path) -> dict:
 
 
 def eval_name(benchmark: str, policy: str) -> str:
-    """The folder under ``RUN_DIR/eval/`` of one cell of the table: ``exam-sft``, ``heldout-base`` ..."""
+    """The folder under ``RUN_DIR/eval/`` of one cell of the table: ``exam-sft`` ..."""
     return f"{benchmark}-{policy}"
 
 
 def evaluate_policy(run_dir: str | Path, name: str, policy: Policy, tasks: dict[str, list[Task]],
-                    config: ComparisonConfig, log: Callable[[str], None]) -> tuple[dict[str, dict], dict[str, int]]:
+                    config: ComparisonConfig, log: Callable[[str], None]
+                    ) -> tuple[dict[str, dict], dict[str, int]]:
     """One policy on both benchmarks; ``({benchmark: metrics}, {benchmark: results reused})``."""
     out, reused = {}, {}
     for benchmark in BENCHMARKS:
@@ -327,18 +322,18 @@ def evaluate_policy(run_dir: str | Path, name: str, policy: Policy, tasks: dict[
             identity = run_identity(policy, eval_config, resolve_judge(None, eval_config))
             reused[benchmark] = adopt_results(run_dir, source, target, tasks[benchmark], identity)
         start = time.perf_counter()
-        out[benchmark] = evaluate(run_dir, tasks[benchmark], policy, config=eval_config, name=target,
-                                  benchmark=benchmark)
-        m = out[benchmark]
+        m = out[benchmark] = evaluate(run_dir, tasks[benchmark], policy, config=eval_config,
+                                      name=target, benchmark=benchmark)
         log(f"[compare] {target}: Pass@1 {m['pass_at_1']} ({m['n_correct']}/{m['n_tasks']}); "
-            f"{reused[benchmark]} reused, {m['evaluated_this_run']} run in {time.perf_counter() - start:.1f} s")
+            f"{reused[benchmark]} reused, {m['evaluated_this_run']} run in "
+            f"{time.perf_counter() - start:.1f} s")
     return out, reused
 
 
 def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, *,
                    log: Callable[[str], None] = print) -> dict:
-    """Evaluate every policy of ``config`` on the exam and the held-out tasks; write the stage outputs
-    (module docstring) and return the metrics."""
+    """Evaluate every policy of ``config`` on the exam and the held-out tasks; write the stage's
+    outputs and return the metrics."""
     from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
 
     config = config or ComparisonConfig.for_profile("cpu")
@@ -355,20 +350,19 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
             log(f"[compare] {name}: {reason}")
             continue
         policy = make_policy(spec, config.heldout_eval_config())
-        # The row's name, as the stages name their evaluations (SFT: "base", "sft"; GRPO: "sft", "rl"),
-        # so that the identities match theirs and their results can be reused.
+        # The row's name, as the stages name their evaluations, so their results can be reused.
         policy.name = name
         results[name], reused = evaluate_policy(run_dir, name, policy, tasks, config, log)
-        status[name] = {"state": "evaluated", "spec": redact(spec), "reason": None, "reused": reused,
-                        "eval_names": {b: eval_name(b, name) for b in results[name]}}
+        names = {b: eval_name(b, name) for b in results[name]}
+        status[name] = {"state": "evaluated", "spec": redact(spec), "reason": None,
+                        "reused": reused, "eval_names": names}
         del policy
         gc.collect()  # one model in memory at a time (8B checkpoints on the GPU profiles)
     metrics = comparison_metrics(results, status)
-    heldout = tasks["heldout"]
+    levels = [t.difficulty for t in tasks["heldout"]]
     metrics.update(
-        n_tasks={"exam": len(tasks["exam"]), "heldout": len(heldout),
-                 "heldout_by_difficulty": {d: sum(1 for t in heldout if t.difficulty == d)
-                                           for d in LEVEL_ORDER if any(t.difficulty == d for t in heldout)}},
+        n_tasks={"exam": len(tasks["exam"]), "heldout": len(levels),
+                 "heldout_by_difficulty": {d: levels.count(d) for d in LEVEL_ORDER if d in levels}},
         settings={"comparison": config.to_dict(),
                   **{b: config.eval_config(b).result_settings() for b in BENCHMARKS}},
         seconds=round(time.perf_counter() - start, 3),
@@ -378,5 +372,6 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
     atomic_write_json(stage / "metrics.json", metrics)
     atomic_write_text(stage / "table.csv", table_csv(table_rows(metrics)))
     write_manifest(run_dir, STAGE, metrics["settings"], metrics["seconds"],
-                   extra={"policies": {n: s["spec"] for n, s in status.items()}, "missing": metrics["missing"]})
+                   extra={"policies": {n: s["spec"] for n, s in status.items()},
+                          "missing": metrics["missing"]})
     return metrics
