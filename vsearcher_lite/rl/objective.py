@@ -1,53 +1,33 @@
-"""The maths of multi-turn GRPO, as small pure functions (paper section 2.3 and A.4).
+"""The maths of multi-turn GRPO as small pure functions (paper 2.3 and A.4), shared by both
+engines (``trainer.py``, ``trl_engine.py``) and worked through in notebook 07.
 
-Each function here is one rule of the objective; ``trainer.py`` (the cpu engine) and
-``trl_engine.py`` (TRL's ``GRPOTrainer``) both call them, and notebook 07 runs each on a tiny
-worked example. Lists of numbers go in and out where that reads best; the loss functions take
-torch tensors.
+In the order a step applies them:
 
-The rules, in the order a training step applies them:
-
-1. **Reward** (paper eq. 6): 1 for a judged-correct final answer, else 0; a trajectory that broke
-   the strict format gets 0 whatever it said. Option (MMSearch-R1): a correct
-   answer that used search is scaled by ``search_penalty`` (0.9 when enabled).
-2. **Group-normalised advantage**: ``(r - mean) / (std + eps)`` over the G samples of one task,
-   with the unbiased standard deviation and ``eps = 1e-4``, as TRL computes it (so both engines
-   agree). A group whose rewards are all equal has no signal: its advantages are 0 and the group
-   is flagged zero-variance (the cpu engine drops it from the loss).
-3. **Policy-token mask**: 1 on the tokens the policy wrote (its assistant turns, up to and
-   including ``<|im_end|>``), 0 on the system prompt, the question, image tokens and every tool
-   response.
-4. **Fatal-aware option** (OpenSearch-VL): the fatal step is the first of
-   K = 3 consecutive erroneous steps (a tool call that came back as an error, or a turn that broke
-   the format); the tokens of that step and of every later step are masked; the trajectory's
-   advantage is clamped to be >= 0 (a trajectory that went wrong through a cascade of errors is
-   not pushed down for the steps before the cascade); a trajectory whose fatal step is its first
-   step leaves the update, but its reward still counts in the group's baseline.
-5. **Exclusion** (paper A.4): trajectories that exceed the prompt, response or tool-call limits,
-   time out, or hit an unexpected error count in the group statistics and are left out of the loss.
-6. **Clipped importance ratio** (PPO / GRPO): per token
-   ``-min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)`` with
-   ``ratio = exp(logp - logp_old)``. Aggregation: ``"token"`` (the default, as DAPO and TRL's
-   default ``loss_type="dapo"``: the sum over every policy token of the batch divided by their
-   number, so long trajectories weigh by their length) or ``"sequence"`` (GRPO's original: the
-   mean over each trajectory's tokens, then the mean over trajectories).
-7. **KL to a reference** (k3 estimator, Schulman): per token ``exp(q) - q - 1`` with
-   ``q = logp_ref - logp``; unbiased for KL(pi || pi_ref), never negative. Weighted by ``beta``;
-   the paper's A.4 disables it (``beta = 0``, the default here).
-8. **Paired difference** of two policies on the same held-out tasks: the mean of the per-task
-   difference, its standard error, and how many tasks flipped each way.
+1. reward (eq. 6): 1 for a judged-correct answer in the strict format, else 0; optionally a
+   correct answer that searched earns ``search_penalty`` (MMSearch-R1);
+2. group-normalised advantage ``(r - mean) / (std + eps)`` over one task's G samples, unbiased
+   std and TRL's eps, so both engines agree; equal rewards give no signal (zero variance);
+3. policy-token mask: only the assistant turns (up to ``<|im_end|>``) are trained;
+4. fatal-aware option (OpenSearch-VL): from the first of K = 3 consecutive erroneous steps on,
+   tokens are masked and the advantage is clamped at >= 0;
+5. exclusion (A.4): over a limit, timed out or failed trajectories count in the group's
+   statistics but not in the loss;
+6. clipped ratio loss, aggregated per token (DAPO, TRL's default) or per sequence (GRPO);
+7. k3 KL to a reference, weighted by ``beta`` (0 in the paper);
+8. paired difference of two policies on the same tasks.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
-ADVANTAGE_EPS = 1e-4  # TRL's constant, so the cpu engine and the TRL engine give the same numbers
+from vsearcher_lite.training.data import IGNORE_INDEX
+
+ADVANTAGE_EPS = 1e-4  # TRL's constant, so both engines give the same numbers
 FATAL_K = 3  # OpenSearch-VL: three consecutive erroneous steps make a cascade
 PAPER_SEARCH_PENALTY = 0.9  # MMSearch-R1: a correct answer that searched is worth 1 - 0.1
-IGNORE_INDEX = -100
 AGGREGATIONS = ("token", "sequence")
 #: Terminations that leave a trajectory out of the loss (paper A.4): a limit, a timeout, an error.
 EXCLUDED_TERMINATIONS = ("max_tool_calls", "context_exceeded", "timeout", "policy_error")
@@ -57,12 +37,13 @@ EXCLUDED_TERMINATIONS = ("max_tool_calls", "context_exceeded", "timeout", "polic
 # Reward and advantages
 
 
-def trajectory_reward(correct: bool, format_ok: bool, n_searches: int = 0, search_penalty: float | None = None) -> float:
-    """The reward of one trajectory (paper eq. 6, optional MMSearch-R1 search penalty).
+def trajectory_reward(correct: bool, format_ok: bool, n_searches: int = 0,
+                      search_penalty: float | None = None) -> float:
+    """The reward of one trajectory (eq. 6, optional search penalty).
 
-    >>> trajectory_reward(True, True), trajectory_reward(False, True), trajectory_reward(True, False)
-    (1.0, 0.0, 0.0)
-    >>> trajectory_reward(True, True, n_searches=2, search_penalty=0.9), trajectory_reward(True, True, 0, 0.9)
+    >>> [trajectory_reward(c, f) for c, f in ((True, True), (False, True), (True, False))]
+    [1.0, 0.0, 0.0]
+    >>> trajectory_reward(True, True, 2, search_penalty=0.9), trajectory_reward(True, True, 0, 0.9)
     (0.9, 1.0)
     """
     if not format_ok or not correct:
@@ -82,16 +63,16 @@ class GroupAdvantages:
     zero_variance: bool
 
 
-def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS, scale: bool = True) -> GroupAdvantages:
-    """Group-normalised advantages ``(r - mean) / (std + eps)``, unbiased std (``scale=False``: ``r - mean``).
-
-    Every reward of the group enters the mean and the std, excluded and fatal trajectories too.
-    Equal rewards give zero advantages and ``zero_variance=True``.
+def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS,
+                     scale: bool = True) -> GroupAdvantages:
+    """``(r - mean) / (std + eps)`` with the unbiased std (``scale=False``: ``r - mean``) over
+    every reward of the group, excluded and fatal ones too; equal rewards give zeros.
 
     >>> g = group_advantages([1.0, 0.0, 0.0, 1.0])
     >>> [round(a, 4) for a in g.advantages], round(g.std, 4), g.zero_variance
     ([0.8659, -0.8659, -0.8659, 0.8659], 0.5774, False)
-    >>> group_advantages([0.0, 0.0, 0.0]).advantages, group_advantages([0.0, 0.0, 0.0]).zero_variance
+    >>> flat = group_advantages([0.0, 0.0, 0.0])
+    >>> flat.advantages, flat.zero_variance
     ((0.0, 0.0, 0.0), True)
     """
     values = [float(r) for r in rewards]
@@ -107,10 +88,12 @@ def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS, scale
 
 
 def clamp_fatal_advantage(advantage: float, fatal: bool) -> float:
-    """OpenSearch-VL's one-sided clamp: a fatal trajectory's advantage is ``max(A, 0)``; others unchanged.
+    """OpenSearch-VL's one-sided clamp: ``max(A, 0)`` for a fatal trajectory, else ``A``.
 
-    >>> clamp_fatal_advantage(-0.7, True), clamp_fatal_advantage(0.5, True), clamp_fatal_advantage(-0.7, False)
-    (0.0, 0.5, -0.7)
+    >>> clamp_fatal_advantage(-0.7, True), clamp_fatal_advantage(0.5, True)
+    (0.0, 0.5)
+    >>> clamp_fatal_advantage(-0.7, False)
+    -0.7
     """
     return max(advantage, 0.0) if fatal else advantage
 
@@ -120,12 +103,10 @@ def clamp_fatal_advantage(advantage: float, fatal: bool) -> float:
 
 
 def exclusion_reason(termination: str, prompt_tokens: int = 0, response_tokens: int = 0, *,
-                     max_prompt_tokens: int | None = None, max_response_tokens: int | None = None) -> str | None:
-    """Why a trajectory is left out of the loss (paper A.4), or ``None`` when it is trained.
-
-    Over the prompt or response budget, over the tool-call limit or the context budget, timed
-    out, or ended by a policy error. A format error is *not* excluded: it is the policy's own
-    mistake and is trained with reward 0 (paper A.3).
+                     max_prompt_tokens: int | None = None,
+                     max_response_tokens: int | None = None) -> str | None:
+    """Why a trajectory is left out of the loss (A.4), or ``None``. A format error is not
+    excluded: it is the policy's own mistake, trained with reward 0 (A.3).
 
     >>> exclusion_reason("answer"), exclusion_reason("format_error"), exclusion_reason("timeout")
     (None, None, 'timeout')
@@ -141,12 +122,10 @@ def exclusion_reason(termination: str, prompt_tokens: int = 0, response_tokens: 
     return None
 
 
-def policy_token_mask(labels: Sequence[int], end_id: int, ignore_index: int = IGNORE_INDEX) -> list[int]:
-    """1 on the tokens the policy generated, from the assistant-only labels of a rendered trajectory.
-
-    ``labels`` are ``training.data``'s collator labels (``ignore_index`` outside the assistant
-    turns). Inside each assistant run, tokens after ``end_id`` (``<|im_end|>``) are template
-    glue the policy never generated (the newline after it) and are masked too.
+def policy_token_mask(labels: Sequence[int], end_id: int,
+                      ignore_index: int = IGNORE_INDEX) -> list[int]:
+    """1 on the tokens the policy generated, from the collator's assistant-only labels; tokens
+    after ``end_id`` (``<|im_end|>``) in a turn are template glue and get 0 too.
 
     >>> policy_token_mask([-100, -100, 7, 8, 2, 9, -100, 5, 2, 9], end_id=2)
     [0, 0, 1, 1, 1, 0, 0, 1, 1, 0]
@@ -164,7 +143,7 @@ def policy_token_mask(labels: Sequence[int], end_id: int, ignore_index: int = IG
 
 
 def turn_of_token(mask: Sequence[int]) -> list[int]:
-    """The index of the assistant turn each policy token belongs to (-1 elsewhere): runs of 1s in order.
+    """The assistant turn (run of 1s) each policy token belongs to, -1 elsewhere.
 
     >>> turn_of_token([0, 1, 1, 0, 0, 1, 0, 1])
     [-1, 0, 0, -1, -1, 1, -1, 2]
@@ -179,11 +158,10 @@ def turn_of_token(mask: Sequence[int]) -> list[int]:
 
 
 def fatal_step(step_errors: Sequence[bool], k: int = FATAL_K) -> int | None:
-    """The fatal step (0-based): the first step of the first run of ``k`` consecutive erroneous steps.
+    """The first step (0-based) of the first run of ``k`` erroneous steps; ``None`` if none
+    (the paper's f = L + 1).
 
-    ``None`` when no run of ``k`` errors occurs (the paper writes f = L + 1).
-
-    >>> fatal_step([False, True, True, True, False]), fatal_step([True, True, False, True, True])
+    >>> fatal_step([False, True, True, True, False]), fatal_step([True, True, False, True])
     (1, None)
     >>> fatal_step([True, True, True]), fatal_step([])
     (0, None)
@@ -197,7 +175,7 @@ def fatal_step(step_errors: Sequence[bool], k: int = FATAL_K) -> int | None:
 
 
 def post_fatal_mask(mask: Sequence[int], fatal: int | None) -> list[int]:
-    """``mask`` with every token of step ``fatal`` and of later steps set to 0 (unchanged for ``None``).
+    """``mask`` with the tokens of step ``fatal`` and later set to 0 (unchanged for ``None``).
 
     >>> post_fatal_mask([0, 1, 1, 0, 1, 0, 1, 1], fatal=1)
     [0, 1, 1, 0, 0, 0, 0, 0]
@@ -210,7 +188,7 @@ def post_fatal_mask(mask: Sequence[int], fatal: int | None) -> list[int]:
 
 
 def in_update(excluded: bool, fatal: int | None) -> bool:
-    """Whether a trajectory takes part in the loss: not excluded, and its fatal step (if any) is not its first.
+    """A trajectory is trained unless excluded or fatal from its first step.
 
     >>> in_update(False, None), in_update(True, None), in_update(False, 0), in_update(False, 2)
     (True, False, False, True)
@@ -220,8 +198,8 @@ def in_update(excluded: bool, fatal: int | None) -> bool:
 
 def loss_mask(mask: Sequence[int], *, excluded: bool = False, fatal: int | None = None,
               fatal_aware: bool = False) -> list[int]:
-    """The tokens one trajectory contributes to the loss: its policy tokens, minus the post-fatal ones
-    (fatal-aware option), all zero when it is out of the update.
+    """The tokens a trajectory trains: its policy tokens minus the post-fatal ones (fatal-aware
+    option); none when it is out of the update.
 
     >>> loss_mask([0, 1, 1, 0, 1], excluded=True)
     [0, 0, 0, 0, 0]
@@ -235,10 +213,10 @@ def loss_mask(mask: Sequence[int], *, excluded: bool = False, fatal: int | None 
 
 
 def final_advantage(advantage: float, *, fatal: int | None, fatal_aware: bool) -> float:
-    """The advantage a trajectory trains with: clamped at 0 when fatal-aware and it has a fatal step.
+    """The advantage a trajectory trains with: clamped at 0 when fatal-aware and fatal.
 
-    >>> final_advantage(-0.5, fatal=2, fatal_aware=True), final_advantage(-0.5, fatal=2, fatal_aware=False)
-    (0.0, -0.5)
+    >>> [final_advantage(-0.5, fatal=2, fatal_aware=aware) for aware in (True, False)]
+    [0.0, -0.5]
     """
     return clamp_fatal_advantage(advantage, fatal_aware and fatal is not None)
 
@@ -248,14 +226,14 @@ def final_advantage(advantage: float, *, fatal: int | None, fatal_aware: bool) -
 
 
 def clipped_token_loss(logp, old_logp, advantages, clip_low: float = 0.2, clip_high: float = 0.2):
-    """Per-token clipped surrogate ``-min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)``.
+    """Per-token ``-min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)``, ``r = exp(logp - old)``.
 
-    ``logp`` and ``old_logp``: ``(B, T)`` log-probabilities of the taken tokens under the policy
-    being trained and under the rollout policy; ``advantages``: ``(B,)``, broadcast over tokens.
-    Returns ``(loss (B, T), clipped (B, T) bool)``: where the clip was active.
+    ``logp``, ``old_logp``: ``(B, T)``; ``advantages``: ``(B,)``. Returns the ``(B, T)`` loss and
+    where the clip was active.
 
     >>> import torch
-    >>> loss, clipped = clipped_token_loss(torch.log(torch.tensor([[1.5, 0.5]])), torch.zeros(1, 2), torch.tensor([1.0]))
+    >>> ratio = torch.log(torch.tensor([[1.5, 0.5]]))
+    >>> loss, clipped = clipped_token_loss(ratio, torch.zeros(1, 2), torch.tensor([1.0]))
     >>> loss.tolist(), clipped.tolist()
     ([[-1.2000000476837158, -0.5]], [[True, False]])
     """
@@ -264,14 +242,12 @@ def clipped_token_loss(logp, old_logp, advantages, clip_low: float = 0.2, clip_h
     ratio = torch.exp(logp - old_logp)
     adv = advantages.unsqueeze(-1).to(ratio.dtype)
     unclipped = ratio * adv
-    clipped_ratio = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    clipped = clipped_ratio * adv
-    loss = -torch.minimum(unclipped, clipped)
-    return loss, (clipped < unclipped)
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    return -torch.minimum(unclipped, clipped), (clipped < unclipped)
 
 
 def k3_kl(logp, ref_logp):
-    """Per-token k3 estimate of KL(pi || pi_ref): ``exp(q) - q - 1`` with ``q = ref_logp - logp`` (>= 0).
+    """Per-token k3 estimate of KL(pi || pi_ref): ``exp(q) - q - 1``, ``q = ref_logp - logp``.
 
     >>> import torch
     >>> [round(x, 4) for x in k3_kl(torch.tensor([0.0, -1.0]), torch.tensor([0.0, -2.0])).tolist()]
@@ -284,18 +260,18 @@ def k3_kl(logp, ref_logp):
 
 
 def aggregate(per_token, mask, mode: str = "token", n_tokens: float | None = None):
-    """Reduce a ``(B, T)`` per-token quantity over the masked tokens.
+    """A ``(B, T)`` per-token quantity reduced over the masked tokens.
 
-    ``"token"``: the masked sum divided by ``n_tokens`` (default: the number of masked tokens
-    here; pass the whole step's count when a step is split into micro-batches, so the pieces add
-    up to the step's token mean). ``"sequence"``: each row's masked mean, then the mean over rows
-    that have any masked token (``n_tokens`` is then the step's number of such rows).
+    ``"token"``: the masked sum over ``n_tokens`` (default: the masked count; pass the step's
+    count when it is split into micro-batches). ``"sequence"``: the mean of each row's masked
+    mean over rows with a masked token (``n_tokens``: the step's number of such rows).
 
     >>> import torch
-    >>> x, m = torch.tensor([[1.0, 3.0, 5.0], [2.0, 0.0, 0.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    >>> x = torch.tensor([[1.0, 3.0, 5.0], [2.0, 0.0, 0.0]])
+    >>> m, full = torch.tensor([[1, 1, 0], [1, 0, 0]]), torch.tensor([[1, 1, 1], [1, 0, 0]])
     >>> aggregate(x, m, "token").item(), aggregate(x, m, "sequence").item()
     (2.0, 2.0)
-    >>> aggregate(x, torch.tensor([[1, 1, 1], [1, 0, 0]]), "token").item(), aggregate(x, torch.tensor([[1, 1, 1], [1, 0, 0]]), "sequence").item()
+    >>> aggregate(x, full, "token").item(), aggregate(x, full, "sequence").item()
     (2.75, 2.5)
     """
     import torch
@@ -303,23 +279,24 @@ def aggregate(per_token, mask, mode: str = "token", n_tokens: float | None = Non
     if mode not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {mode!r}")
     mask = mask.to(per_token.dtype)
+
+    def count(default):
+        given = None if n_tokens is None else torch.as_tensor(float(n_tokens), dtype=mask.dtype)
+        return (default if given is None else given).clamp(min=1.0)
+
     if mode == "token":
-        denominator = mask.sum() if n_tokens is None else torch.as_tensor(float(n_tokens), dtype=per_token.dtype)
-        return (per_token * mask).sum() / denominator.clamp(min=1.0)
+        return (per_token * mask).sum() / count(mask.sum())
     counts = mask.sum(-1)
     rows = counts > 0
     per_row = (per_token * mask).sum(-1) / counts.clamp(min=1.0)
-    n_rows = rows.sum() if n_tokens is None else torch.as_tensor(float(n_tokens), dtype=per_token.dtype)
-    return (per_row * rows.to(per_row.dtype)).sum() / n_rows.clamp(min=1.0)
+    return (per_row * rows.to(per_row.dtype)).sum() / count(rows.sum())
 
 
-def grpo_loss(logp, old_logp, advantages, mask, *, ref_logp=None, beta: float = 0.0, clip_low: float = 0.2,
-              clip_high: float = 0.2, aggregation: str = "token", n_tokens: float | None = None) -> tuple:
-    """The GRPO objective to minimise: clipped surrogate plus ``beta`` times the k3 KL, aggregated.
-
-    Returns ``(loss, stats)``; ``stats`` holds the (detached) policy loss, KL and clip fraction
-    over the masked tokens. Rows whose mask is all zero (excluded trajectories, zero-variance
-    groups) contribute exactly nothing, gradient included.
+def grpo_loss(logp, old_logp, advantages, mask, *, ref_logp=None, beta: float = 0.0,
+              clip_low: float = 0.2, clip_high: float = 0.2, aggregation: str = "token",
+              n_tokens: float | None = None) -> tuple:
+    """``(loss, stats)``: the clipped surrogate plus ``beta`` times the k3 KL, aggregated, and the
+    detached policy loss, KL and clip fraction. All-zero mask rows contribute nothing.
     """
     import torch
 
@@ -361,7 +338,7 @@ def token_entropy(logits):
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """``b - a`` over paired per-task outcomes: mean, standard error, n and the flips each way."""
+    """``b - a`` over paired per-task outcomes: mean, standard error, n, flips each way."""
 
     mean: float
     se: float
@@ -370,15 +347,13 @@ class PairedDifference:
     lost: int  # tasks a got right and b got wrong
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean, "se": self.se, "n": self.n, "gained": self.gained, "lost": self.lost}
+        return asdict(self)
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifference:
-    """The paired difference ``b - a`` of two policies' outcomes (1 correct, 0 wrong) on the same tasks.
-
-    The standard error is the sample standard deviation of the per-task differences over sqrt(n)
-    (0 when n < 2). Pairing removes the task-difficulty variance that two independent accuracies
-    would carry.
+    """The paired difference ``b - a`` of two policies' outcomes (1 right, 0 wrong) on the same
+    tasks; SE: the differences' sample std over sqrt(n) (0 when n < 2). Pairing removes the
+    task-difficulty variance two independent accuracies would carry.
 
     >>> d = paired_difference([1, 0, 0, 1, 0], [1, 1, 0, 0, 1])
     >>> round(d.mean, 4), round(d.se, 4), d.n, d.gained, d.lost
@@ -398,9 +373,10 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifferenc
 
 
 def share(values: Sequence[float], first: bool, fraction: float = 0.2) -> float | None:
-    """The mean of the first (or last) ``fraction`` of a series (at least one value); None when empty.
+    """The mean of the first (or last) ``fraction`` of a series, at least one value; None if empty.
 
-    >>> share([0, 0, 1, 1, 1, 1, 1, 1, 1, 0], first=True), share([0, 0, 1, 1, 1, 1, 1, 1, 1, 0], first=False)
+    >>> series = [0, 0, 1, 1, 1, 1, 1, 1, 1, 0]
+    >>> share(series, first=True), share(series, first=False)
     (0.0, 0.5)
     """
     values = [float(v) for v in values if v is not None]
