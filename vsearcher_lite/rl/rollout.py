@@ -1,28 +1,14 @@
-"""Rollouts in the environment: G trajectories per task through the project's ReAct loop, as training rows.
+"""Rollouts: G episodes per task through the project's ReAct loop, as training rows.
 
-``rollout_groups(backend, toolbox, tasks, settings, judge, encoder) -> list[list[RolloutSample]]``
+All ``P x G`` episodes of a step run at once on their own threads, generating in lockstep through
+one batched backend (``batched_chat``). Each finished trajectory is judged and rewarded
+(``objective.trajectory_reward``), re-rendered into token ids with the chat template and TRL's
+assistant-only collator (exactly what SFT trains on; gives the policy-token mask), and flagged:
+erroneous steps, the fatal step, why it is excluded, tool calls, token counts.
 
-Each task is run ``G`` times by ``agent.loop.run_episode`` (the same system prompt, strict format
-check, tools and limits as the teacher, SFT and evaluation), all ``P x G`` episodes at once on
-their own threads, generating in lockstep through one batched backend (``batched_chat``). Each
-finished trajectory is then
-
-- **judged** (``agent.judge``, the same judge as evaluation) and given its reward
-  (``objective.trajectory_reward``: a format failure is 0 whatever it answered);
-- **re-rendered** into token ids with the chat template and TRL's assistant-only collator
-  (``training.data.make_collator``: exactly what SFT trains on), which gives the policy-token mask
-  (``objective.policy_token_mask``: the assistant turns up to ``<|im_end|>``; system prompt,
-  question, image tokens and tool responses are 0);
-- **flagged**: which steps were erroneous and the fatal step (``objective.fatal_step``), why it is
-  excluded from the loss (``objective.exclusion_reason``), its tool calls by type, whether it
-  failed the format, its prompt, response and policy token counts.
-
-Why re-render rather than keep the sampled ids: the loop works on text (every backend, an HTTP
-server too, returns text), and training must see the conversation exactly as the next turn's
-prompt showed it to the policy. The old log-probabilities of GRPO's ratio are therefore computed
-by one forward pass of the rollout policy over the re-rendered sequence (``trainer.py``), not
-taken from the sampler; a turn the sampler tokenized differently from the template is scored as
-the template tokenizes it (rare here: the turns are short and the tokenizer is the policy's own).
+The loop works on text (any backend, an HTTP server too), so training re-renders the
+conversation as the next turn's prompt showed it; the old log-probabilities come from one
+forward pass of the rollout policy over that sequence (``trainer.py``), not from the sampler.
 """
 
 from __future__ import annotations
@@ -63,7 +49,8 @@ class RolloutSettings:
     def sampling(self, step: int, task_id: str, sample_index: int) -> Sampling:
         """Per-episode sampling, seeded from (seed, step, task, sample) so a run repeats exactly."""
         seed = zlib.crc32(f"{self.seed}:{step}:{task_id}:{sample_index}".encode()) % (2**31 - 1)
-        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed)
+        return Sampling(temperature=self.temperature, top_p=self.top_p,
+                        max_tokens=self.max_tokens, seed=seed)
 
 
 @dataclass
@@ -100,13 +87,14 @@ class RolloutSample:
     exclusion: str | None
     tool_counts: dict[str, int]
     encoded: Encoded | None
-    example: dict = field(repr=False, default_factory=dict)  # messages + image paths, for re-collation
+    example: dict = field(repr=False, default_factory=dict)  # messages + image paths
     # filled by the trainer
     advantage: float = 0.0
     loss_mask: list[int] = field(default_factory=list, repr=False)
     in_loss: bool = False
-    old_logp: list[float] | None = field(default=None, repr=False)  # rollout policy, per token of encoded.input_ids
-    ref_logp: list[float] | None = field(default=None, repr=False)  # reference model (when beta > 0)
+    # per token of encoded.input_ids: the rollout policy's and the reference's (beta > 0)
+    old_logp: list[float] | None = field(default=None, repr=False)
+    ref_logp: list[float] | None = field(default=None, repr=False)
 
     @property
     def excluded(self) -> bool:
@@ -118,16 +106,17 @@ class RolloutSample:
 
     def summary(self) -> dict:
         """A flat record for ``rollouts.jsonl`` (no token ids)."""
-        enc = self.encoded
+        enc, traj = self.encoded, self.trajectory
         return {
             "task_id": self.task_id, "group": self.group, "sample_index": self.sample_index,
-            "difficulty": self.difficulty, "termination": self.trajectory.termination,
-            "prediction": self.trajectory.prediction, "correct": self.correct, "reward": self.reward,
-            "advantage": round(self.advantage, 5), "in_loss": self.in_loss, "format_failure": self.format_failure,
-            "fatal": self.fatal, "exclusion": self.exclusion, "step_errors": self.step_errors,
-            "tool_counts": self.tool_counts, "n_turns": len(self.trajectory.turns),
-            "prompt_tokens": enc.prompt_tokens if enc else None, "response_tokens": enc.response_tokens if enc else None,
-            "policy_tokens": enc.policy_tokens if enc else None,
+            "difficulty": self.difficulty, "termination": traj.termination,
+            "prediction": traj.prediction, "correct": self.correct, "reward": self.reward,
+            "advantage": round(self.advantage, 5), "in_loss": self.in_loss,
+            "format_failure": self.format_failure, "fatal": self.fatal,
+            "exclusion": self.exclusion, "step_errors": self.step_errors,
+            "tool_counts": self.tool_counts, "n_turns": len(traj.turns),
+            **{k: getattr(enc, k) if enc else None
+               for k in ("prompt_tokens", "response_tokens", "policy_tokens")},
         }
 
 
@@ -136,8 +125,7 @@ class RolloutSample:
 
 
 def step_errors(trajectory: Trajectory) -> list[bool]:
-    """Per assistant turn: was the step erroneous? A turn that broke the format, or whose tool call
-    came back as an error observation (unknown tool, bad arguments, a failing tool)."""
+    """Per assistant turn: did it break the format, or did its tool call come back an error?"""
     out = []
     for turn in trajectory.turns:
         bad_format = not (turn.verdict or {}).get("ok", False)
@@ -148,11 +136,12 @@ def step_errors(trajectory: Trajectory) -> list[bool]:
 
 def format_failed(trajectory: Trajectory) -> bool:
     """The trajectory ended on a turn that failed the strict format check (paper A.3: reward 0)."""
-    return trajectory.termination == "format_error" or any(not (t.verdict or {}).get("ok", False) for t in trajectory.turns)
+    bad_turn = any(not (t.verdict or {}).get("ok", False) for t in trajectory.turns)
+    return trajectory.termination == "format_error" or bad_turn
 
 
 def first_trained_position(mask: list[int]) -> int:
-    """Index of the first policy token (the length of the prompt); ``len(mask)`` when there is none.
+    """Index of the first policy token (the prompt's length); ``len(mask)`` when there is none.
 
     >>> first_trained_position([0, 0, 1, 1]), first_trained_position([0, 0])
     (2, 2)
@@ -164,8 +153,7 @@ def first_trained_position(mask: list[int]) -> int:
 
 
 def to_example(trajectory: Trajectory) -> dict:
-    """A trajectory as one collator example: list-of-parts messages with image placeholders, and the
-    image paths in order (``agent.export.to_trl_record``)."""
+    """A trajectory as one collator example: list-of-parts messages and the image paths."""
     from vsearcher_lite.agent.export import to_trl_record
     from vsearcher_lite.training.data import with_string_parts
 
@@ -185,7 +173,7 @@ def load_example(example: dict) -> dict:
 
 
 class TrajectoryEncoder:
-    """Renders trajectories with the chat template and TRL's assistant-only collator (``training.data``)."""
+    """Renders trajectories with the chat template and TRL's assistant-only collator."""
 
     def __init__(self, processor):
         from vsearcher_lite.training.data import make_collator
@@ -214,21 +202,23 @@ def build_sample(task: Task, trajectory: Trajectory, group: int, sample_index: i
     correct = bool(verdict.correct) and trajectory.termination == "answer"
     bad_format = format_failed(trajectory)
     counts = trajectory.tool_counts()
-    reward = trajectory_reward(correct, not bad_format, sum(counts.get(t, 0) for t in SEARCH_TOOLS),
-                               settings.search_penalty)
+    n_searches = sum(counts.get(t, 0) for t in SEARCH_TOOLS)
+    reward = trajectory_reward(correct, not bad_format, n_searches, settings.search_penalty)
     errors = step_errors(trajectory)
     example = to_example(trajectory)
     encoded = encoder.encode(example) if encoder is not None else None
     exclusion = exclusion_reason(trajectory.termination,
-                                 encoded.prompt_tokens if encoded else 0, encoded.response_tokens if encoded else 0,
+                                 encoded.prompt_tokens if encoded else 0,
+                                 encoded.response_tokens if encoded else 0,
                                  max_prompt_tokens=settings.max_prompt_tokens,
                                  max_response_tokens=settings.max_response_tokens)
-    trajectory.meta.update(answer=task.answer, difficulty=task.difficulty, correct=correct, judge=verdict.to_dict())
+    trajectory.meta.update(answer=task.answer, difficulty=task.difficulty, correct=correct,
+                           judge=verdict.to_dict())
     return RolloutSample(
-        task_id=task.id, group=group, sample_index=sample_index, difficulty=task.difficulty, trajectory=trajectory,
-        correct=correct, reward=reward, format_failure=bad_format, step_errors=errors,
-        fatal=fatal_step(errors, settings.fatal_k), exclusion=exclusion, tool_counts=counts, encoded=encoded,
-        example=example)
+        task_id=task.id, group=group, sample_index=sample_index, difficulty=task.difficulty,
+        trajectory=trajectory, correct=correct, reward=reward, format_failure=bad_format,
+        step_errors=errors, fatal=fatal_step(errors, settings.fatal_k), exclusion=exclusion,
+        tool_counts=counts, encoded=encoded, example=example)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,17 +231,16 @@ class RolloutTiming:
     encode_seconds: float = 0.0
 
 
-def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int, settings: RolloutSettings, judge,
-                   encoder: TrajectoryEncoder | None, *, step: int = 0, first_sample: list[int] | None = None,
+def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int,
+                   settings: RolloutSettings, judge, encoder: TrajectoryEncoder | None, *,
+                   step: int = 0, first_sample: list[int] | None = None,
                    timing: RolloutTiming | None = None,
                    run: Callable[..., Trajectory] = run_episode) -> list[list[RolloutSample]]:
-    """``generations`` episodes of every task, all at once in lockstep on ``backend``; one list per task.
+    """``generations`` episodes of every task, in lockstep on ``backend``; one list per task.
 
-    ``backend`` is a ``batched_chat.LockstepBatcher`` (any ``ChatBackend`` works too: the
-    episodes then run one after another). ``toolbox`` is shared by the episode threads (its
-    world and cache keep one SQLite connection per thread). ``first_sample[g]`` numbers the
-    samples of ``tasks[g]`` from there (default 0), so that a task listed several times (TRL's
-    repeated rows) gets distinct sampling seeds.
+    ``backend``: a ``batched_chat.LockstepBatcher`` (another ``ChatBackend`` runs the episodes
+    one after another). ``first_sample[g]`` numbers ``tasks[g]``'s samples from there, so a task
+    listed several times (TRL's repeated rows) gets distinct sampling seeds.
     """
     from vsearcher_lite.rl.batched_chat import LockstepBatcher, run_lockstep
 
@@ -260,9 +249,9 @@ def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int, s
 
     def run_one(job) -> Trajectory:
         g, task, k = job
-        traj = run(backend, toolbox, task, limits=settings.limits, sampling=settings.sampling(step, task.id, k),
-                   today=settings.today, variant=settings.prompt_variant, sample_index=k)
-        return traj
+        return run(backend, toolbox, task, limits=settings.limits,
+                   sampling=settings.sampling(step, task.id, k), today=settings.today,
+                   variant=settings.prompt_variant, sample_index=k)
 
     t0 = time.perf_counter()
     if isinstance(backend, LockstepBatcher):

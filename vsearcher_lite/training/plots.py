@@ -1,4 +1,4 @@
-"""Pictures of the SFT stage for notebook 06: the trained tokens, the loss curve, base vs SFT bars."""
+"""Pictures of the SFT stage for notebook 06: the trained tokens, the loss curve, base vs SFT."""
 
 from __future__ import annotations
 
@@ -13,24 +13,38 @@ WEIGHTED_STYLE = "background:#ffcc80;font-weight:bold"  # orange: in the loss, w
 MASKED_STYLE = "color:#9e9e9e"  # grey: masked
 
 
-def token_runs(ids: Sequence[int], labels: Sequence[int], weights: Sequence[float] | None = None) -> list[tuple[str, list[int]]]:
-    """Consecutive tokens grouped by their role in the loss: ``("masked" | "trained" | "weighted", ids)``.
+def runs_of(ids: Sequence[int], kinds: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """Consecutive tokens of one kind grouped: ``[(kind, ids), ...]``.
+
+    >>> runs_of([1, 2, 3], ["a", "a", "b"])
+    [('a', [1, 2]), ('b', [3])]
+    """
+    runs: list[tuple[str, list[int]]] = []
+    for token, kind in zip(ids, kinds):
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(int(token))
+        else:
+            runs.append((kind, [int(token)]))
+    return runs
+
+
+def token_runs(ids: Sequence[int], labels: Sequence[int],
+               weights: Sequence[float] | None = None) -> list[tuple[str, list[int]]]:
+    """Tokens grouped by their role in the loss: ``("masked" | "trained" | "weighted", ids)``.
 
     >>> token_runs([1, 2, 3, 4], [-100, 2, 3, -100], [0, 1, 10, 0])
     [('masked', [1]), ('trained', [2]), ('weighted', [3]), ('masked', [4])]
     """
-    runs: list[tuple[str, list[int]]] = []
-    for i, (t, label) in enumerate(zip(ids, labels)):
-        kind = "masked" if label == IGNORE_INDEX else ("weighted" if weights is not None and weights[i] > 1 else "trained")
-        if runs and runs[-1][0] == kind:
-            runs[-1][1].append(int(t))
-        else:
-            runs.append((kind, [int(t)]))
-    return runs
+    def kind(i: int, label: int) -> str:
+        if label == IGNORE_INDEX:
+            return "masked"
+        return "weighted" if weights is not None and weights[i] > 1 else "trained"
+
+    return runs_of(ids, [kind(i, label) for i, label in enumerate(labels)])
 
 
 def _collapse_images(text: str, image_token: str = "<|image_pad|>") -> str:
-    """A run of image placeholders shown once with its count (a page of them tells a reader nothing).
+    """A run of image placeholders shown once with its count.
 
     >>> _collapse_images("a<|image_pad|><|image_pad|>b")
     'a<|image_pad|> x2b'
@@ -39,35 +53,51 @@ def _collapse_images(text: str, image_token: str = "<|image_pad|>") -> str:
     return re.sub(pattern, lambda m: f"{image_token} x{len(m.group(0)) // len(image_token)}", text)
 
 
-def trained_tokens_html(tokenizer, ids: Sequence[int], labels: Sequence[int], weights: Sequence[float] | None = None) -> str:
-    """One rendered sample as HTML: masked text grey, trained text green, weighted answer tokens orange."""
+def runs_html(tokenizer, runs: list[tuple[str, list[int]]], styles: dict[str, str],
+              legend: str) -> str:
+    """Runs of tokens as coloured HTML text under a legend (image placeholders collapsed)."""
+    body = "".join(
+        f'<span style="{styles[kind]}">'
+        f'{html.escape(_collapse_images(tokenizer.decode(run, skip_special_tokens=False)))}</span>'
+        for kind, run in runs)
+    return legend + '<pre style="white-space:pre-wrap;font-size:12px">' + body + "</pre>"
+
+
+def trained_tokens_html(tokenizer, ids: Sequence[int], labels: Sequence[int],
+                        weights: Sequence[float] | None = None) -> str:
+    """One rendered sample: masked text grey, trained text green, weighted tokens orange."""
     styles = {"masked": MASKED_STYLE, "trained": TRAINED_STYLE, "weighted": WEIGHTED_STYLE}
-    parts = []
-    for kind, run in token_runs(ids, labels, weights):
-        text = _collapse_images(tokenizer.decode(run, skip_special_tokens=False))
-        parts.append(f'<span style="{styles[kind]}">{html.escape(text)}</span>')
-    legend = (f'<p><span style="{TRAINED_STYLE}">trained</span> · <span style="{WEIGHTED_STYLE}">trained, weighted '
-              f'up (answer tokens)</span> · <span style="{MASKED_STYLE}">masked (label -100)</span></p>')
-    return legend + '<pre style="white-space:pre-wrap;font-size:12px">' + "".join(parts) + "</pre>"
+    legend = (f'<p><span style="{TRAINED_STYLE}">trained</span> · '
+              f'<span style="{WEIGHTED_STYLE}">trained, weighted up (answer tokens)</span> · '
+              f'<span style="{MASKED_STYLE}">masked (label -100)</span></p>')
+    return runs_html(tokenizer, token_runs(ids, labels, weights), styles, legend)
 
 
 def loss_curve_figure(rows: list[dict], title: str = "SFT loss (assistant tokens)"):
-    """Plotly figure of the training loss, the plain assistant cross-entropy and the answer tokens' one."""
+    """The training loss, the plain assistant cross-entropy and the answer tokens' one."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     steps = [r["step"] for r in rows]
-    for key, label in (("loss", "optimised loss (answer-weighted)"), ("assistant_ce", "assistant CE (unweighted)"),
+    for key, label in (("loss", "optimised loss (answer-weighted)"),
+                       ("assistant_ce", "assistant CE (unweighted)"),
                        ("answer_ce", "answer tokens CE")):
         ys = [r.get(key) for r in rows]
         if any(y is not None for y in ys):
             fig.add_trace(go.Scatter(x=steps, y=ys, mode="lines+markers", name=label))
-    fig.update_layout(title=title, xaxis_title="optimizer step", yaxis_title="nats per token", height=380)
+    fig.update_layout(title=title, xaxis_title="optimizer step", yaxis_title="nats per token",
+                      height=380)
     return fig
 
 
-def base_vs_sft_figure(metrics: dict, title: str = "Held-out tasks: base vs SFT (paper figure 4, first two bars)"):
-    """Grouped bars: format-valid rate, accuracy and mean tool calls of the base and the SFT model."""
+def bar_labels(values: list[float | None], digits: int = 2) -> list[str]:
+    """Bar texts: each value rounded, ``n/a`` for a missing one."""
+    return [f"{v:.{digits}f}" if v is not None else "n/a" for v in values]
+
+
+def base_vs_sft_figure(metrics: dict,
+                       title: str = "Held-out tasks: base vs SFT (paper figure 4, first two bars)"):
+    """Grouped bars: format-valid rate, accuracy and mean tool calls of base and SFT."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -75,11 +105,9 @@ def base_vs_sft_figure(metrics: dict, title: str = "Held-out tasks: base vs SFT 
     names = ["base", "SFT"]
     for key, label in (("format_valid_rate", "format-valid"), ("accuracy", "accuracy")):
         ys = [metrics.get(f"base_{key}"), metrics.get(f"heldout_{key}")]
-        fig.add_trace(go.Bar(x=names, y=ys, name=label, text=[f"{y:.2f}" if y is not None else "n/a" for y in ys]),
-                      row=1, col=1)
+        fig.add_trace(go.Bar(x=names, y=ys, name=label, text=bar_labels(ys)), row=1, col=1)
     calls = [metrics.get("base_mean_tool_calls"), metrics.get("heldout_mean_tool_calls")]
-    fig.add_trace(go.Bar(x=names, y=calls, name="tool calls", text=[f"{c:.2f}" if c is not None else "n/a" for c in calls]),
-                  row=1, col=2)
+    fig.add_trace(go.Bar(x=names, y=calls, name="tool calls", text=bar_labels(calls)), row=1, col=2)
     fig.update_yaxes(range=[0, 1], row=1, col=1)
     fig.update_layout(title=title, barmode="group", height=380)
     return fig
