@@ -1,14 +1,6 @@
-"""Figures of the evaluation, built from the saved summary (``RUN_DIR/eval/metrics.json``).
-
-- ``accuracy_table(summary)``: rows of the paper's table 1 for this run (one per evaluated
-  policy: Pass@1 on each split or difficulty);
-- ``accuracy_bars(summary)``: grouped bars like the paper's figure 4 (base -> SFT -> RL, and
-  here also the teacher and the no-tools ablation), one group per split or difficulty;
-- ``tool_call_bars(summary)``: mean tool calls per task by tool, per policy.
-
-Every function takes the summary dict (``evaluate.read_summary(run_dir)``), so the figures can be
-redrawn without rerunning any evaluation.
-"""
+"""Figures of the evaluation, redrawn from saved summaries without rerunning anything: table 1
+rows, figure 4's grouped bars and tool calls per policy, from ``evaluate.read_summary`` (one
+``RUN_DIR/eval`` summary) or from the comparison's metrics (notebook 08)."""
 
 from __future__ import annotations
 
@@ -34,76 +26,88 @@ def ordered_names(summary: dict, names: list[str] | None = None) -> list[str]:
     return known + sorted(n for n in summary if n not in known)
 
 
-def accuracy_groups(summary: dict, names: list[str], by: str) -> list[str]:
-    """The split or difficulty labels present for these policies, difficulties in their natural order."""
-    key = _key(by)
-    labels = {label for n in names for label in (summary[n].get(key) or {})}
-    return in_level_order(labels) if by == "difficulty" else sorted(labels)
-
-
 def _key(by: str) -> str:
     if by not in ("split", "difficulty"):
         raise ValueError("by must be 'split' or 'difficulty'")
     return f"accuracy_by_{by}"
 
 
-def accuracy_table(summary: dict, names: list[str] | None = None, by: str = "split") -> list[dict]:
-    """``[{"policy": name, "pass_at_1": ..., "<group>": accuracy, ..., "n_tasks": ...}]``.
+def accuracy_groups(summary: dict, names: list[str], by: str) -> list[str]:
+    """The split or difficulty labels present for these policies, difficulties in order."""
+    labels = {label for n in names for label in (summary[n].get(_key(by)) or {})}
+    return in_level_order(labels) if by == "difficulty" else sorted(labels)
 
-    >>> accuracy_table({"base": {"pass_at_1": 0.1, "n_tasks": 10, "accuracy_by_split": {"exam": 0.0, "heldout": 0.2}}})
+
+def accuracy_table(summary: dict, names: list[str] | None = None, by: str = "split") -> list[dict]:
+    """``[{"policy", "pass_at_1", <group>: accuracy, ..., "n_tasks"}]``.
+
+    >>> accuracy_table({"base": {"pass_at_1": 0.1, "n_tasks": 10,
+    ...                          "accuracy_by_split": {"exam": 0.0, "heldout": 0.2}}})
     [{'policy': 'base', 'pass_at_1': 0.1, 'exam': 0.0, 'heldout': 0.2, 'n_tasks': 10}]
     """
     names = ordered_names(summary, names)
     groups = accuracy_groups(summary, names, by)
-    key = _key(by)
     rows = []
     for n in names:
         entry = summary[n]
-        row = {"policy": n, "pass_at_1": entry.get("pass_at_1")}
-        row.update({g: (entry.get(key) or {}).get(g) for g in groups})
-        row["n_tasks"] = entry.get("n_tasks")
-        rows.append(row)
+        by_group = entry.get(_key(by)) or {}
+        rows.append({"policy": n, "pass_at_1": entry.get("pass_at_1"),
+                     **{g: by_group.get(g) for g in groups}, "n_tasks": entry.get("n_tasks")})
     return rows
 
 
-def accuracy_bars(summary: dict, names: list[str] | None = None, by: str = "split", title: str | None = None):
+def _grouped_bars(go, values: dict[str, list], groups: list[str], **layout):
+    """One bar per policy in each group, labelled with its value."""
+    fig = go.Figure()
+    for name, ys in values.items():
+        fig.add_bar(name=name, x=groups, y=ys, textposition="outside",
+                    text=[f"{v:.2f}" if v is not None else "" for v in ys])
+    fig.update_layout(barmode="group", yaxis_range=[0, 1.05], **layout)
+    return fig
+
+
+def _stacked_bars(go, values: dict[str, list], names: list[str], **layout):
+    """One stacked bar per policy, one segment per key of ``values``."""
+    fig = go.Figure()
+    for key, ys in values.items():
+        fig.add_bar(name=key, x=names, y=ys)
+    fig.update_layout(barmode="stack", xaxis_title="policy", **layout)
+    return fig
+
+
+def accuracy_bars(summary: dict, names: list[str] | None = None, by: str = "split",
+                  title: str | None = None):
     """Grouped bars: accuracy per split (or difficulty), one bar per policy (paper figure 4)."""
     import plotly.graph_objects as go
 
     names = ordered_names(summary, names)
     groups = accuracy_groups(summary, names, by)
-    key = _key(by)
-    fig = go.Figure()
-    for n in names:
-        values = [(summary[n].get(key) or {}).get(g) for g in groups]
-        fig.add_bar(name=n, x=groups, y=values, text=[f"{v:.2f}" if v is not None else "" for v in values],
-                    textposition="outside")
-    fig.update_layout(barmode="group", title=title or f"Pass@1 by {by}", yaxis_title="accuracy",
-                      yaxis_range=[0, 1.05], xaxis_title=by, legend_title="policy")
-    return fig
+    values = {n: [(summary[n].get(_key(by)) or {}).get(g) for g in groups] for n in names}
+    return _grouped_bars(go, values, groups, title=title or f"Pass@1 by {by}",
+                         yaxis_title="accuracy", xaxis_title=by, legend_title="policy")
 
 
-def tool_call_bars(summary: dict, names: list[str] | None = None, title: str = "Mean tool calls per task"):
-    """Stacked bars: mean calls per task of each tool, one bar per policy (paper figure 6's measure)."""
+def tool_call_bars(summary: dict, names: list[str] | None = None,
+                   title: str = "Mean tool calls per task"):
+    """Stacked bars: mean calls per task of each tool, one bar per policy (figure 6's measure)."""
     import plotly.graph_objects as go
 
     names = ordered_names(summary, names)
-    fig = go.Figure()
-    for tool in TOOL_NAMES:
-        fig.add_bar(name=tool, x=names, y=[(summary[n].get("mean_tool_calls_by_type") or {}).get(tool, 0) for n in names])
-    fig.update_layout(barmode="stack", title=title, yaxis_title="calls per task", xaxis_title="policy",
-                      legend_title="tool")
-    return fig
+    values = {tool: [(summary[n].get("mean_tool_calls_by_type") or {}).get(tool, 0)
+                     for n in names] for tool in TOOL_NAMES}
+    return _stacked_bars(go, values, names, title=title, yaxis_title="calls per task",
+                         legend_title="tool")
 
 
 # ---------------------------------------------------------------------------------------------
-# Notebook 08: the comparison (``RUN_DIR/comparison/metrics.json``, ``comparison.read_comparison``)
+# Notebook 08: the comparison (``comparison.read_comparison``)
 
 
 def comparison_groups(metrics: dict) -> list[str]:
     """The table groups that hold at least one number (exam, easy, medium, hard, heldout).
 
-    >>> comparison_groups({"accuracy": {"a": {"exam": 0.1, "easy": None, "heldout": 0.0}, "b": None}})
+    >>> comparison_groups({"accuracy": {"a": {"exam": 0.1, "easy": None, "heldout": 0.0},
+    ...                                 "b": None}})
     ['exam', 'heldout']
     """
     from vsearcher_lite.evaluation.comparison import TABLE_GROUPS
@@ -112,52 +116,42 @@ def comparison_groups(metrics: dict) -> list[str]:
     return [g for g in TABLE_GROUPS if any(r.get(g) is not None for r in rows)]
 
 
-def comparison_bars(metrics: dict, title: str = "Pass@1: base -> SFT -> RL, the teacher and the no-tools ablation"):
-    """Figure 4 of the paper for this run: one group of bars per benchmark column, one bar per
-    evaluated policy; a policy that is missing (not trained yet) is named in the legend title."""
+def comparison_bars(metrics: dict, title: str = "Pass@1: base -> SFT -> RL, the teacher and "
+                                                "the no-tools ablation"):
+    """Figure 4 for this run: one group per benchmark column, one bar per evaluated policy; a
+    missing policy (not trained yet) is named in the legend title."""
     import plotly.graph_objects as go
 
     groups = comparison_groups(metrics)
-    fig = go.Figure()
-    for name in metrics["evaluated"]:
-        row = metrics["accuracy"][name]
-        values = [row.get(g) for g in groups]
-        fig.add_bar(name=name, x=groups, y=values, text=[f"{v:.2f}" if v is not None else "" for v in values],
-                    textposition="outside")
-    missing = [n for n in metrics.get("order") or sorted(metrics.get("missing", {})) if n in metrics.get("missing", {})]
+    values = {n: [metrics["accuracy"][n].get(g) for g in groups] for n in metrics["evaluated"]}
+    absent = metrics.get("missing", {})
+    missing = [n for n in metrics.get("order") or sorted(absent) if n in absent]
     legend = "policy" + (f" (missing: {', '.join(missing)})" if missing else "")
-    fig.update_layout(barmode="group", title=title, yaxis_title="Pass@1", yaxis_range=[0, 1.05],
-                      xaxis_title="benchmark / held-out difficulty", legend_title=legend)
-    return fig
+    return _grouped_bars(go, values, groups, title=title, yaxis_title="Pass@1",
+                         xaxis_title="benchmark / held-out difficulty", legend_title=legend)
 
 
 def comparison_tool_calls(metrics: dict, benchmark: str = "heldout", title: str | None = None):
-    """Stacked bars: mean calls per task of each tool, one bar per evaluated policy, on one benchmark."""
+    """Stacked bars: mean calls per task of each tool, one bar per evaluated policy."""
     import plotly.graph_objects as go
 
-    names = [n for n in metrics["evaluated"] if (metrics["mean_tool_calls_by_type"][n] or {}).get(benchmark)]
-    fig = go.Figure()
-    for tool in TOOL_NAMES:
-        fig.add_bar(name=tool, x=names, y=[metrics["mean_tool_calls_by_type"][n][benchmark].get(tool, 0) for n in names])
-    fig.update_layout(barmode="stack", title=title or f"Mean tool calls per task ({benchmark})",
-                      yaxis_title="calls per task", xaxis_title="policy", legend_title="tool")
-    return fig
+    by_type = metrics["mean_tool_calls_by_type"]
+    names = [n for n in metrics["evaluated"] if (by_type[n] or {}).get(benchmark)]
+    values = {tool: [by_type[n][benchmark].get(tool, 0) for n in names] for tool in TOOL_NAMES}
+    return _stacked_bars(go, values, names, yaxis_title="calls per task", legend_title="tool",
+                         title=title or f"Mean tool calls per task ({benchmark})")
 
 
 def comparison_terminations(metrics: dict, benchmark: str = "heldout", title: str | None = None):
-    """Stacked bars: how each policy's episodes ended (answer, format error, limits ...), as shares."""
+    """Stacked bars: how each policy's episodes ended (answer, format error, limits ...)."""
     import plotly.graph_objects as go
 
-    names = [n for n in metrics["evaluated"] if (metrics["terminations"][n] or {}).get(benchmark)]
-    reasons = sorted({r for n in names for r, c in metrics["terminations"][n][benchmark].items() if c})
-    fig = go.Figure()
-    for reason in reasons:
-        shares = []
-        for n in names:
-            counts = metrics["terminations"][n][benchmark]
-            total = sum(counts.values())
-            shares.append(counts.get(reason, 0) / total if total else 0)
-        fig.add_bar(name=reason, x=names, y=shares)
-    fig.update_layout(barmode="stack", title=title or f"How episodes ended ({benchmark})", yaxis_title="share of tasks",
-                      yaxis_range=[0, 1], xaxis_title="policy", legend_title="termination")
-    return fig
+    ends = metrics["terminations"]
+    names = [n for n in metrics["evaluated"] if (ends[n] or {}).get(benchmark)]
+    reasons = sorted({r for n in names for r, c in ends[n][benchmark].items() if c})
+    totals = {n: sum(ends[n][benchmark].values()) for n in names}
+    values = {r: [ends[n][benchmark].get(r, 0) / totals[n] if totals[n] else 0 for n in names]
+              for r in reasons}
+    return _stacked_bars(go, values, names, title=title or f"How episodes ended ({benchmark})",
+                         yaxis_title="share of tasks", yaxis_range=[0, 1],
+                         legend_title="termination")
