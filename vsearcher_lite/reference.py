@@ -1,30 +1,14 @@
 """The reference run: a full-length run's logs, per-task results and small checkpoints, shipped.
 
-A 2-core laptop holds minutes of SFT and a few GRPO steps: enough to watch the mechanics, not the
-result. So the training notebooks run a short version live and then study a full-length run of the
-same commands, shipped in ``data/reference/`` (``--reference-dir`` or ``REFERENCE_DIR`` for one's
-own). Its layout::
+A 2-core laptop holds minutes of training: enough to watch the mechanics, not the result. So the
+training notebooks run a short version live, then study a full-length run of the same commands
+shipped in ``data/reference/`` (or ``REFERENCE_DIR``): ``card.json`` and ``CARD.md`` (how it was
+made, its headline numbers), ``sft/loss.csv``, ``grpo/steps.csv``,
+``results/<benchmark>-<policy>.jsonl`` (one trimmed line per task) and the checkpoints that fit
+``MAX_CHECKPOINT_MB``.
 
-    card.json            how it was made (commands, commit, device, seeds, wall time) and its
-                         headline numbers, recomputed from the files below by ``check_reference``
-    CARD.md              the same for a person
-    sft/loss.csv         one row per logged SFT step
-    grpo/steps.csv       one row per GRPO step (reward, entropy, tool calls by type, groups)
-    results/<benchmark>-<policy>.jsonl
-                         one line per task: id, policy, split, difficulty, correct, format_ok,
-                         format_error, termination, tool counts (no trajectories)
-    sft/checkpoint/, grpo/checkpoint/
-                         the trained models, when each fits ``MAX_CHECKPOINT_MB``
-
-``run_reference(run_dir)`` runs the full-length pipeline (``make reference``: the cpu recipe, SFT for
-``REFERENCE_SFT``'s epochs, GRPO for ``REFERENCE_GRPO``'s steps, then every policy on every held-out
-and exam task), resumable: rerun the same command after an interruption and each stage continues
-from its last saved step or stored result. ``ship_reference(run_dir, out)`` makes the reference
-from a finished run (``vsearcher-lite reference ship``);
-``headline_numbers(ref)`` computes the numbers a reader is shown; ``check_reference(ref)`` lists
-where the card disagrees with its own per-task files (a test runs it on the shipped reference).
-``read_log``, ``reference_comparison`` (table 1's shape) and ``paired_rows`` give notebooks 06-08
-and ``report.html`` what they draw of it.
+``run_reference`` makes the run (resumable), ``ship_reference`` the folder; ``headline_numbers``
+recomputes what the card states and ``check_reference`` lists where they disagree.
 """
 
 from __future__ import annotations
@@ -51,8 +35,9 @@ from vsearcher_lite.runio import (
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
 MAX_CHECKPOINT_MB = 25.0
 #: What a shipped result line keeps of an evaluation record (the trajectory is left out).
-RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", "format_error", "termination",
-                 "n_turns", "n_tool_calls", "tool_counts", "prediction", "answer", "seconds")
+RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", "format_error",
+                 "termination", "n_turns", "n_tool_calls", "tool_counts", "prediction", "answer",
+                 "seconds")
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "grpo": Path("grpo") / "checkpoint"}
 LOGS = {"sft": Path("sft") / "loss.csv", "grpo": Path("grpo") / "steps.csv"}
 #: The targets a full-length run is held to (paired on the same held-out tasks).
@@ -69,11 +54,10 @@ TARGETS = {
 
 
 #: The full-length settings, on top of the cpu profile's recipe: no time budgets, resumable saves.
-REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, total_minutes=None, save_every=250,
-                     evaluate=False)
-#: GRPO: groups need reward variance. On unseen tasks the converged SFT model is mostly all right or all
-#: wrong at T 0.8 (medium almost never right), so the reference samples at T 1.0, draws one-hop and easy
-#: tasks only, keeps the ones a pre-screen finds solved sometimes, and steps 2x the preset's rate.
+REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, total_minutes=None,
+                     save_every=250, evaluate=False)
+#: GRPO needs groups with reward variance, so it samples at T 1.0, draws one-hop and easy tasks
+#: that a pre-screen finds solved sometimes, and steps at twice the preset's learning rate.
 REFERENCE_GRPO = dict(max_steps=25, minutes=None, total_minutes=None, save_every=5, evaluate=False,
                       temperature=1.0, learning_rate=1e-4, difficulty_mix={"onehop": 1, "easy": 1},
                       curriculum="prescreen", prescreen_tasks=64, prescreen_samples=4)
@@ -86,48 +70,49 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 
 
 def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
-    """The shipped per-task results of one policy on one benchmark ([] when it was not evaluated)."""
+    """The shipped per-task results of one policy on one benchmark ([] when not evaluated)."""
     path = Path(ref) / "results" / f"{eval_name(benchmark, policy)}.jsonl"
     return list(read_jsonl(path)) if path.exists() else []
 
 
 def policy_numbers(records: list[dict]) -> dict:
-    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as the
-    evaluation computes them (``evaluation.evaluate.eval_metrics``)."""
+    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as
+    ``evaluation.evaluate.eval_metrics`` computes them."""
     from vsearcher_lite.evaluation.evaluate import eval_metrics
 
     if not records:
         return {"n_tasks": 0}
     m = eval_metrics(records)
-    return {**{k: m[k] for k in ("n_tasks", "n_correct", "pass_at_1", "format_valid_rate", "mean_tool_calls",
-                                 "accuracy_by_difficulty")},
+    keys = ("n_tasks", "n_correct", "pass_at_1", "format_valid_rate", "mean_tool_calls",
+            "accuracy_by_difficulty")
+    return {**{k: m[k] for k in keys},
             "n_by_difficulty": {level: g["n_tasks"] for level, g in m["by_difficulty"].items()}}
 
 
 def paired(before: list[dict], after: list[dict]) -> dict | None:
-    """``after - before`` on the tasks both were evaluated on: mean, standard error, n, gained, lost."""
+    """``after - before`` on the tasks both were evaluated on: mean, SE, n, gained, lost."""
     a = {r["id"]: float(bool(r["correct"])) for r in before}
     b = {r["id"]: float(bool(r["correct"])) for r in after}
     ids = sorted(set(a) & set(b))
     if not ids:
         return None
     d = paired_difference([a[i] for i in ids], [b[i] for i in ids])
-    return {"mean": _round(d.mean), "se": _round(d.se), "n": d.n, "gained": d.gained, "lost": d.lost}
+    return {**d.to_dict(), "mean": _round(d.mean), "se": _round(d.se)}
 
 
 def headline_numbers(ref: str | Path) -> dict:
-    """Every number the card states, computed from the reference's own logs and per-task results."""
+    """Every number the card states, computed from the reference's own logs and results."""
     ref = Path(ref)
-    numbers: dict[str, Any] = {"policies": {}}
-    for benchmark in BENCHMARKS:
-        numbers["policies"][benchmark] = {p: policy_numbers(read_results(ref, benchmark, p)) for p in POLICIES}
+    numbers: dict[str, Any] = {"policies": {
+        b: {p: policy_numbers(read_results(ref, b, p)) for p in POLICIES} for b in BENCHMARKS}}
     heldout = {p: read_results(ref, "heldout", p) for p in POLICIES}
     numbers["paired_heldout"] = {"sft_minus_base": paired(heldout["base"], heldout["sft"]),
                                  "rl_minus_sft": paired(heldout["sft"], heldout["rl"])}
     if (ref / LOGS["sft"]).exists():
         rows = read_number_rows(ref / LOGS["sft"])
         losses = [r.get("loss") for r in rows]
-        numbers["sft"] = {"logged_steps": len(rows), "last_step": rows[-1]["step"] if rows else None,
+        numbers["sft"] = {"logged_steps": len(rows),
+                          "last_step": rows[-1]["step"] if rows else None,
                           "loss_first_20pct": _round(share(losses, first=True)),
                           "loss_last_20pct": _round(share(losses, first=False))}
     if (ref / LOGS["grpo"]).exists():
@@ -143,7 +128,7 @@ def headline_numbers(ref: str | Path) -> dict:
 
 
 def acceptance(numbers: dict) -> dict[str, bool | None]:
-    """Each target of ``TARGETS`` met (True), missed (False) or not measurable from the files (None)."""
+    """Each target of ``TARGETS`` met (True), missed (False) or not measurable (None)."""
     heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
     pairs = numbers["paired_heldout"]
     sft_base, rl_sft = pairs.get("sft_minus_base"), pairs.get("rl_minus_sft")
@@ -153,13 +138,16 @@ def acceptance(numbers: dict) -> dict[str, bool | None]:
     def at_least(value, target):
         return None if value is None else value >= target
 
+    rl_met = None if rl_sft is None else (rl_sft["mean"] >= TARGETS["rl_minus_sft"]
+                                          and rl_sft["se"] <= TARGETS["rl_minus_sft_se_max"])
+    rise = None if first is None or last is None else last - first
     return {
         "heldout_tasks": at_least(heldout["sft"].get("n_tasks"), TARGETS["min_heldout_tasks"]),
         "sft_minus_base": at_least(sft_base and sft_base["mean"], TARGETS["sft_minus_base"]),
-        "rl_minus_sft": None if rl_sft is None else (rl_sft["mean"] >= TARGETS["rl_minus_sft"]
-                                                     and rl_sft["se"] <= TARGETS["rl_minus_sft_se_max"]),
-        "sft_format_valid": at_least(heldout["sft"].get("format_valid_rate"), TARGETS["sft_format_valid"]),
-        "reward_rise": None if first is None or last is None else last - first >= TARGETS["reward_rise"],
+        "rl_minus_sft": rl_met,
+        "sft_format_valid": at_least(heldout["sft"].get("format_valid_rate"),
+                                     TARGETS["sft_format_valid"]),
+        "reward_rise": at_least(rise, TARGETS["reward_rise"]),
         "exam_tasks": at_least(exam["teacher"].get("n_tasks"), TARGETS["min_exam_tasks"]),
         "teacher_exam": at_least(exam["teacher"].get("pass_at_1"), TARGETS["teacher_exam"]),
     }
@@ -169,8 +157,8 @@ def read_card(ref: str | Path = REFERENCE_DIR) -> dict:
     """The reference's ``card.json``, or one line saying how to make one."""
     path = Path(ref) / "card.json"
     if not path.exists():
-        raise InputError(f"{path} does not exist: point REFERENCE_DIR at a reference folder, or make one "
-                         "with `make reference` (`vsearcher-lite reference run`)")
+        raise InputError(f"{path} does not exist: point REFERENCE_DIR at a reference folder, or "
+                         "make one with `make reference` (`vsearcher-lite reference run`)")
     return read_json(path)
 
 
@@ -183,15 +171,15 @@ def read_log(ref: str | Path, stage: str) -> list[dict]:
 
 
 def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
-    """The reference's per-task results as the comparison stage's metrics (the shape of
-    ``RUN_DIR/comparison/metrics.json``), so notebook 08 and the report draw them as they draw a run."""
+    """The reference's per-task results as the comparison stage's metrics, so notebook 08 and
+    the report draw them as they draw a run."""
     from vsearcher_lite.evaluation.comparison import comparison_metrics
     from vsearcher_lite.evaluation.evaluate import eval_metrics
     from vsearcher_lite.synthesis.task import in_level_order
 
     results: dict[str, dict[str, dict]] = {}
     status: dict[str, dict] = {}
-    tasks: dict[str, dict[str, str]] = {b: {} for b in BENCHMARKS}  # benchmark -> task id -> difficulty
+    tasks: dict[str, dict[str, str]] = {b: {} for b in BENCHMARKS}  # benchmark: id -> level
     for policy in POLICIES:
         found = {b: rows for b in BENCHMARKS if (rows := read_results(ref, b, policy))}
         for b, rows in found.items():
@@ -203,8 +191,9 @@ def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
             status[policy] = {"state": "missing", "reason": "not in this reference"}
     metrics = comparison_metrics(results, status)
     levels = list(tasks["heldout"].values())
+    by_level = {d: levels.count(d) for d in in_level_order(set(levels))}
     metrics["n_tasks"] = {"exam": len(tasks["exam"]), "heldout": len(tasks["heldout"]),
-                          "heldout_by_difficulty": {d: levels.count(d) for d in in_level_order(set(levels))}}
+                          "heldout_by_difficulty": by_level}
     return metrics
 
 
@@ -214,26 +203,27 @@ def _accuracy(records: list[dict], ids: set[str]) -> float | None:
 
 
 def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
-    """SFT - base and RL - SFT on the tasks both were evaluated on: held-out overall, each held-out
-    difficulty and the exam; each row with both accuracies (``before``, ``after``), the mean
-    difference, its standard error and the tasks gained and lost."""
+    """SFT - base and RL - SFT on the tasks both were evaluated on (held-out overall, each level,
+    the exam): both accuracies, the mean difference, its SE and the tasks gained and lost."""
     from vsearcher_lite.synthesis.task import in_level_order
 
     rows = []
     for before, after in (("base", "sft"), ("sft", "rl")):
         for benchmark in ("heldout", "exam"):
             a, b = read_results(ref, benchmark, before), read_results(ref, benchmark, after)
-            levels = in_level_order({r.get("difficulty") for r in a}) if benchmark == "heldout" else []
+            heldout = benchmark == "heldout"
+            levels = in_level_order({r.get("difficulty") for r in a}) if heldout else []
             for group in [benchmark, *levels]:
-                ga = a if group == benchmark else [r for r in a if r.get("difficulty") == group]
-                gb = b if group == benchmark else [r for r in b if r.get("difficulty") == group]
+                ga, gb = ([r for r in results if group in (benchmark, r.get("difficulty"))]
+                          for results in (a, b))
                 d = paired(ga, gb)
                 if d is None:
                     continue
                 ids = {r["id"] for r in ga} & {r["id"] for r in gb}
                 rows.append({"comparison": f"{after} - {before}", "tasks": group, "n": d["n"],
                              "before": _accuracy(ga, ids), "after": _accuracy(gb, ids),
-                             "difference": d["mean"], "se": d["se"], "gained": d["gained"], "lost": d["lost"]})
+                             "difference": d["mean"], "se": d["se"], "gained": d["gained"],
+                             "lost": d["lost"]})
     return rows
 
 
@@ -246,25 +236,27 @@ def reference_summary(ref: str | Path = REFERENCE_DIR) -> dict:
         numbers = headline_numbers(ref)
     except (InputError, OSError, ValueError, KeyError) as exc:
         return {"dir": str(ref), "error": str(exc)}
-    return {"dir": str(ref), **{k: card.get(k) for k in ("commands", "commit", "device", "seeds", "wall_seconds")},
-            "numbers": numbers, "acceptance": acceptance(numbers)}
+    made = {k: card.get(k) for k in ("commands", "commit", "device", "seeds", "wall_seconds")}
+    return {"dir": str(ref), **made, "numbers": numbers, "acceptance": acceptance(numbers)}
 
 
 def _differences(stated: Any, computed: Any, path: str = "") -> list[str]:
     if isinstance(stated, dict) and isinstance(computed, dict):
         out = []
         for key in sorted(set(stated) | set(computed)):
-            out += _differences(stated.get(key), computed.get(key), f"{path}.{key}" if path else key)
+            where = f"{path}.{key}" if path else key
+            out += _differences(stated.get(key), computed.get(key), where)
         return out
     if isinstance(stated, float) or isinstance(computed, float):
-        if stated is None or computed is None or abs(float(stated) - float(computed)) > 5e-4:
-            return [f"{path}: the card says {stated}, the files give {computed}"]
-        return []
-    return [] if stated == computed else [f"{path}: the card says {stated}, the files give {computed}"]
+        same = not (stated is None or computed is None
+                    or abs(float(stated) - float(computed)) > 5e-4)
+    else:
+        same = stated == computed
+    return [] if same else [f"{path}: the card says {stated}, the files give {computed}"]
 
 
 def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
-    """Where ``card.json`` disagrees with the numbers recomputed from the reference's files ([] when none)."""
+    """Where ``card.json`` disagrees with the numbers recomputed from the files ([] if nowhere)."""
     ref = Path(ref)
     card = read_card(ref)
     computed = headline_numbers(ref)
@@ -275,7 +267,8 @@ def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
 
 def _git_commit(repo: Path) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -292,7 +285,8 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     write its card; the folder is built beside ``out`` and swapped in whole. Returns the card."""
     run_dir, out = Path(run_dir), Path(out)
     if not (run_dir / "eval").is_dir():
-        raise InputError(f"{run_dir / 'eval'} does not exist: evaluate the run first (`vsearcher-lite eval --compare`)")
+        raise InputError(f"{run_dir / 'eval'} does not exist: evaluate the run first "
+                         "(`vsearcher-lite eval --compare`)")
     staging = out.with_name(f".{out.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -303,18 +297,20 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     shipped, skipped = {}, {}
     for benchmark in BENCHMARKS:
         for policy in POLICIES:
-            src = run_dir / "eval" / eval_name(benchmark, policy) / "results.jsonl"
+            name = eval_name(benchmark, policy)
+            src = run_dir / "eval" / name / "results.jsonl"
             if src.exists():
                 rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
-                write_jsonl(staging / "results" / f"{eval_name(benchmark, policy)}.jsonl", rows)
-                shipped[eval_name(benchmark, policy)] = len(rows)
+                write_jsonl(staging / "results" / f"{name}.jsonl", rows)
+                shipped[name] = len(rows)
     checkpoints = {}
     for name, rel in CHECKPOINTS.items():
         if not (run_dir / rel / "config.json").exists():
             continue
         size = _size_mb(run_dir / rel)
         if size <= max_checkpoint_mb:
-            shutil.copytree(run_dir / rel, staging / rel, ignore=shutil.ignore_patterns("optimizer*", "rng_state*"))
+            shutil.copytree(run_dir / rel, staging / rel,
+                            ignore=shutil.ignore_patterns("optimizer*", "rng_state*"))
             checkpoints[name] = round(size, 1)
         else:
             skipped[name] = f"{size:.1f} MB, over {max_checkpoint_mb:g} MB"
@@ -335,18 +331,22 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     atomic_write_json(staging / "card.json", card)
     atomic_write_text(staging / "CARD.md", card_markdown(card))
     replace_dir(staging, out)
-    log(f"[reference] wrote {out}: {len(shipped)} result files, checkpoints {checkpoints or 'none'}")
+    log(f"[reference] wrote {out}: {len(shipped)} result files, "
+        f"checkpoints {checkpoints or 'none'}")
     return card
 
 
 def card_markdown(card: dict) -> str:
     """The card for a person: how the reference was made, then its headline numbers."""
     n = card["numbers"]
-    lines = ["# Reference run", "", f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
+    lines = ["# Reference run", "",
+             f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
              "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
     if card["wall_seconds"]:
-        lines += ["Wall time: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in card["wall_seconds"].items()), ""]
-    lines += ["| benchmark | policy | tasks | Pass@1 | format-valid | tool calls |", "|---|---|---|---|---|---|"]
+        wall = ", ".join(f"{k} {v / 60:.1f} min" for k, v in card["wall_seconds"].items())
+        lines += [f"Wall time: {wall}", ""]
+    lines += ["| benchmark | policy | tasks | Pass@1 | format-valid | tool calls |",
+              "|---|---|---|---|---|---|"]
     for benchmark, by_policy in n["policies"].items():
         for policy, m in by_policy.items():
             if m.get("n_tasks"):
@@ -355,21 +355,24 @@ def card_markdown(card: dict) -> str:
     lines.append("")
     for name, d in n["paired_heldout"].items():
         if d:
-            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, held-out): {d['mean']:+.4f} "
-                         f"(SE {d['se']:.4f}, n {d['n']}; {d['gained']} gained, {d['lost']} lost)")
+            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, held-out): "
+                         f"{d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
+                         f"{d['gained']} gained, {d['lost']} lost)")
     if n.get("grpo"):
         g = n["grpo"]
-        lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} (first 20 %) -> "
-                     f"{g['reward_last_20pct']} (last 20 %); groups with equal rewards {g['zero_variance_group_share']}")
-    lines += ["", "Targets: " + ", ".join(f"{k} {'met' if v else 'not met' if v is False else 'not measured'}"
-                                          for k, v in card["acceptance"].items()), ""]
+        lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} "
+                     f"(first 20 %) -> {g['reward_last_20pct']} (last 20 %); groups with equal "
+                     f"rewards {g['zero_variance_group_share']}")
+    targets = ", ".join(f"{k} {'met' if v else 'not met' if v is False else 'not measured'}"
+                        for k, v in card["acceptance"].items())
+    lines += ["", f"Targets: {targets}", ""]
     return "\n".join(lines)
 
 
 def stage_seconds(run_dir: Path, name: str) -> float | None:
     """A finished stage's time as its files record it, interruptions included: the larger of its
-    ``metrics.json`` seconds and its log's last row (SFT and GRPO rows count training time over
-    every resume; a resumed process's metrics count only its own part)."""
+    ``metrics.json`` seconds and its log's last row (a resumed process's metrics count only its
+    own part)."""
     found = []
     if (run_dir / name / "metrics.json").exists():
         found.append(read_json(run_dir / name / "metrics.json").get("seconds"))
@@ -380,10 +383,10 @@ def stage_seconds(run_dir: Path, name: str) -> float | None:
     return round(max(found), 1) if found else None
 
 
-def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict[str, float]:
-    """SFT, GRPO and the comparison at full length in ``run_dir`` (building the earlier stages with
-    their defaults when missing); a stage already finished is skipped. Returns each stage's wall seconds
-    (``stage_seconds``: a skipped or resumed stage's as its files record them)."""
+def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
+                  log=print) -> dict[str, float]:
+    """SFT, GRPO and the comparison at full length in ``run_dir`` (earlier stages built with their
+    defaults when missing), skipping a finished stage; each stage's wall seconds."""
     import time
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
@@ -394,24 +397,30 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
 
     run_dir = Path(run_dir)
     seconds: dict[str, float] = {}
+
     def full_length(config, settings):
-        for key, value in settings.items():  # None values too: the presets' step and time caps are lifted
+        for key, value in settings.items():  # None too: the presets' step and time caps are lifted
             setattr(config, key, value)
         if hasattr(config, "check"):
             config.check()
         return config
 
-    stages = (
-        ("sft", lambda: run_sft(run_dir, full_length(SFTConfig.for_profile("cpu", device=device, seed=seed),
-                                                     REFERENCE_SFT), log=log)),
-        ("grpo", lambda: run_grpo(run_dir, full_length(GRPOConfig.for_profile("cpu", device=device, seed=seed),
-                                                       REFERENCE_GRPO), log=log)),
-        ("comparison", lambda: run_comparison(run_dir, full_length(ComparisonConfig.for_profile(
-            "cpu", seed=seed, eval_overrides={"device": device}), REFERENCE_COMPARISON), log=log)),
-    )
-    for name, run in stages:
+    def sft():
+        config = SFTConfig.for_profile("cpu", device=device, seed=seed)
+        return run_sft(run_dir, full_length(config, REFERENCE_SFT), log=log)
+
+    def grpo():
+        config = GRPOConfig.for_profile("cpu", device=device, seed=seed)
+        return run_grpo(run_dir, full_length(config, REFERENCE_GRPO), log=log)
+
+    def comparison():
+        config = ComparisonConfig.for_profile("cpu", seed=seed, eval_overrides={"device": device})
+        return run_comparison(run_dir, full_length(config, REFERENCE_COMPARISON), log=log)
+
+    for name, run in (("sft", sft), ("grpo", grpo), ("comparison", comparison)):
         done = run_dir / name / "metrics.json"
-        if done.exists() and (name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()):
+        trained = name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()
+        if done.exists() and trained:
             log(f"[reference] {name}: finished earlier ({done}), skipped")
             earlier = stage_seconds(run_dir, name)
             if earlier:
@@ -430,15 +439,20 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0, l
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("reference", parents=[common], help="ship a finished run as the reference, or check one",
-                       description="Ship a finished run (its logs, per-task results and small checkpoints) as a "
-                                   "reference, or check a reference's card against its own files.")
+    p = sub.add_parser("reference", parents=[common],
+                       help="ship a finished run as the reference, or check one",
+                       description="Ship a finished run (its logs, per-task results and small "
+                                   "checkpoints) as a reference, or check a reference's card "
+                                   "against its own files.")
     p.add_argument("action", choices=("run", "ship", "check"),
-                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), then ship it; ship: "
-                        "a finished run into --out; check: a reference's card against its files")
-    p.add_argument("--out", default=str(REFERENCE_DIR), help="the reference folder (default: data/reference)")
+                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), "
+                        "then ship it; ship: a finished run into --out; check: a reference's "
+                        "card against its files")
+    p.add_argument("--out", default=str(REFERENCE_DIR),
+                   help="the reference folder (default: data/reference)")
     p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
-    p.add_argument("--machine", help="what the run ran on, for the card (default: this machine's CPU or GPU name)")
+    p.add_argument("--machine", help="what the run ran on, for the card "
+                                     "(default: this machine's CPU or GPU name)")
     p.add_argument("--command", action="append", default=[], dest="commands",
                    help="a command that made the run, for the card (repeat in order)")
     p.set_defaults(func=_command)
@@ -449,16 +463,18 @@ def _command(args: argparse.Namespace) -> int:
         problems = check_reference(args.out)
         for line in problems:
             print(line)
-        print(f"[reference] {args.out}: {'consistent' if not problems else f'{len(problems)} mismatches'}")
+        verdict = f"{len(problems)} mismatches" if problems else "consistent"
+        print(f"[reference] {args.out}: {verdict}")
         return 1 if problems else 0
     seconds = None
     commands = args.commands
     if args.action == "run":
         seconds = run_reference(args.run_dir, device=args.device, seed=args.seed)
-        commands = commands or [f"vsearcher-lite reference run --run-dir {args.run_dir} --device {args.device} "
-                                f"--seed {args.seed}"]
+        commands = commands or [f"vsearcher-lite reference run --run-dir {args.run_dir} "
+                                f"--device {args.device} --seed {args.seed}"]
     ship_reference(args.run_dir, args.out, commands=commands or ["(not recorded)"],
-                   device=args.machine or machine_name(args.device), seeds=[args.seed], wall_seconds=seconds)
+                   device=args.machine or machine_name(args.device), seeds=[args.seed],
+                   wall_seconds=seconds)
     return 0
 
 
