@@ -1,26 +1,12 @@
 """Notebooks as programs: clean-checking, execution under papermill, and the reproduction.
 
-- ``notebook_problems(path)`` lists what makes a committed notebook unclean (outputs, execution
-  counts, widget state, a missing or duplicated ``parameters`` cell). A test runs it on every
-  notebook in ``notebooks/``; ``python -m vsearcher_lite.notebooks --clean FILES`` fixes them.
-- ``execute_notebook(src, dst, parameters, timeout)`` runs one notebook top to bottom with
-  papermill; a failure raises ``NotebookFailed`` naming the notebook and the failing cell.
-- ``reproduce(run_dir, profile, world)`` runs every numbered notebook in order into
-  ``RUN_DIR/notebooks/`` (with an HTML copy of each), measuring each one's wall time and peak
-  memory, and writes ``RUN_DIR/summary.json`` (every stage's metrics and the headline numbers,
-  see ``collect_summary``) and ``RUN_DIR/report.html`` (table 1 and the paper's figures drawn
-  from the run's saved files, links to every notebook: ``report.report_html``). It stops at
-  the first failing notebook, and still writes both files for the notebooks that ran, with the
-  failure recorded.
-
-Peak memory is measured two ways, because a reproduction is several processes (this driver,
-one Jupyter kernel per notebook, anything a kernel starts):
-
-- ``peak_tree_rss_mb``: the largest sum of resident memory over this process and all its
-  descendants, sampled every 0.2 s with psutil (what the machine had to hold at once; a
-  spike shorter than the interval can be missed);
-- ``max_process_rss_mb``: the kernel's own high-water mark from the operating system
-  (``getrusage(RUSAGE_CHILDREN).ru_maxrss``: the largest single finished child process, exact).
+``notebook_problems`` lists what keeps a notebook from being committed clean (``python -m
+vsearcher_lite.notebooks --clean FILES`` fixes it); ``execute_notebook`` runs one with papermill
+and names the failing cell; ``reproduce`` runs every numbered notebook in order into
+``RUN_DIR/notebooks/`` (with HTML copies), then writes ``summary.json`` and ``report.html``, also
+after a failure. Peak memory is measured two ways: the sampled sum over the whole process tree
+(``peak_tree_rss_mb``; a spike shorter than the interval can be missed) and the largest finished
+child's exact high-water mark (``max_process_rss_mb``, from ``getrusage``).
 """
 
 from __future__ import annotations
@@ -95,12 +81,10 @@ def clean_notebook(path: str | Path) -> bool:
 
 def parameter_names(path: str | Path) -> set[str]:
     """The names the notebook's ``parameters`` cell assigns."""
-    import ast
-
     names: set[str] = set()
     for cell in json.loads(Path(path).read_text(encoding="utf-8")).get("cells", []):
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            source = "".join(cell["source"])
             names |= {t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
                       for t in node.targets if isinstance(t, ast.Name)}
     return names
@@ -110,16 +94,12 @@ class NotebookFailed(RuntimeError):
     """A notebook raised; the message names the notebook, the cell and the error."""
 
 
-PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds to its output
+PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds
 
 
 def failing_cell(executed: Path) -> str:
-    """Where an executed notebook failed: ``cell N ('first line'): Error: message``.
-
-    ``N`` counts the cells of the notebook as written, from 0, so it matches what a reader sees
-    in the source: the cells papermill adds (the injected parameters, the error banners) are not
-    counted.
-    """
+    """Where an executed notebook failed: ``cell N ('first line'): Error: message``, counting
+    the cells as written from 0 (not the ones papermill adds)."""
     try:
         nb = json.loads(executed.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -137,29 +117,17 @@ def failing_cell(executed: Path) -> str:
     return "unknown cell"
 
 
-def execute_notebook(
-    src: str | Path,
-    dst: str | Path,
-    parameters: dict[str, Any] | None = None,
-    *,
-    timeout: int = 600,
-    cwd: str | Path | None = None,
-) -> Path:
+def execute_notebook(src: str | Path, dst: str | Path, parameters: dict[str, Any] | None = None,
+                     *, timeout: int = 600, cwd: str | Path | None = None) -> Path:
     """Run ``src`` top to bottom with papermill into ``dst``; raise ``NotebookFailed`` on error."""
     import papermill
 
     src, dst = Path(src), Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
-        papermill.execute_notebook(
-            str(src),
-            str(dst),
-            parameters=parameters or {},
-            kernel_name="python3",
-            execution_timeout=timeout,
-            cwd=str(cwd) if cwd else str(src.parent),
-            progress_bar=False,
-        )
+        papermill.execute_notebook(str(src), str(dst), parameters=parameters or {},
+                                   kernel_name="python3", execution_timeout=timeout,
+                                   cwd=str(cwd or src.parent), progress_bar=False)
     except papermill.PapermillExecutionError as exc:
         raise NotebookFailed(f"{src.name} failed in {failing_cell(dst)}") from exc
     except Exception as exc:  # timeouts and kernel deaths come as other errors
@@ -172,8 +140,8 @@ def execute_notebook(
 
 
 def tree_rss_bytes(process: Any) -> tuple[int, int]:
-    """``(rss of process + all its descendants, rss of the descendants alone)`` in bytes, for a
-    ``psutil.Process``; processes that end while being measured are skipped."""
+    """``(rss of the process and its descendants, rss of the descendants)`` in bytes, for a
+    ``psutil.Process``; processes that end while measured are skipped."""
     import psutil
 
     def rss(p: Any) -> int:
@@ -191,8 +159,8 @@ def tree_rss_bytes(process: Any) -> tuple[int, int]:
 
 
 class PeakMemory:
-    """Sample the resident memory of this process tree in a background thread while the ``with``
-    block runs; ``peak_tree`` / ``peak_children`` are the largest sums seen, in bytes.
+    """Samples this process tree's resident memory in a thread while the ``with`` block runs;
+    ``peak_tree`` / ``peak_children`` are the largest sums seen, in bytes.
 
     >>> with PeakMemory(interval=0.01) as mem:
     ...     block = bytearray(20_000_000)
@@ -235,11 +203,12 @@ class PeakMemory:
 
 
 def max_rss_mb(who: str = "children") -> float:
-    """The operating system's high-water mark of resident memory, in MB: of the largest finished
-    child process (``who="children"``, the notebook kernels) or of this process (``"self"``)."""
+    """The OS's high-water mark of resident memory in MB: of the largest finished child process
+    (``who="children"``, the kernels) or of this process (``"self"``)."""
     import resource
 
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN if who == "children" else resource.RUSAGE_SELF)
+    whose = resource.RUSAGE_CHILDREN if who == "children" else resource.RUSAGE_SELF
+    usage = resource.getrusage(whose)
     scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux kilobytes
     return round(usage.ru_maxrss * scale / 2**20, 1)
 
@@ -252,14 +221,13 @@ def mb(n_bytes: int) -> float:
 # The reproduction
 
 
-# plotly figures in an executed notebook carry, besides plotly's own JSON, an HTML copy with
-# plotly.js embedded, so the HTML reports show them offline (nbconvert cannot draw plotly's JSON).
+# plotly figures also carry an HTML copy with plotly.js, so the HTML copies show them offline.
 KERNEL_ENVIRONMENT = {"PLOTLY_RENDERER": "plotly_mimetype+notebook"}
 
 
 @contextlib.contextmanager
 def kernel_environment(settings: dict[str, str] = KERNEL_ENVIRONMENT):
-    """Set environment variables for the kernels started inside the block (values the user set win)."""
+    """Environment variables for the kernels started inside the block (the user's values win)."""
     added = {k: v for k, v in settings.items() if k not in os.environ}
     os.environ.update(added)
     try:
@@ -272,8 +240,8 @@ def kernel_environment(settings: dict[str, str] = KERNEL_ENVIRONMENT):
 def select_notebooks(notebooks: list[Path], only: list[str] | None) -> list[Path]:
     """The notebooks whose names start with one of ``only`` (all of them when ``only`` is empty).
 
-    >>> [p.name for p in select_notebooks([Path("06_sft.ipynb"), Path("08_evaluation.ipynb")], ["08"])]
-    ['08_evaluation.ipynb']
+    >>> select_notebooks([Path("06_sft.ipynb"), Path("08_eval.ipynb")], ["08"])[0].name
+    '08_eval.ipynb'
     """
     if not only:
         return list(notebooks)
@@ -300,10 +268,9 @@ def reproduce(
     log: Any = print,
 ) -> dict:
     """Run the numbered notebooks in order; write executed copies, HTML, ``summary.json`` and
-    ``report.html``; return the summary. The first failure stops the run: the summary is still
-    written (with ``failed``) and ``NotebookFailed`` is raised, naming the notebook and the cell.
-    ``reference_dir`` (default: the shipped ``data/reference``) is the full-length run that notebooks
-    06-08 study after their short live runs; the summary and the report carry it too, labelled."""
+    ``report.html``; return the summary. The first failure stops the run: the files are still
+    written (with ``failed``) and ``NotebookFailed`` is raised. ``reference_dir`` (default: the
+    shipped one) is the full-length run notebooks 06-08, the summary and the report show."""
     from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
     from vsearcher_lite.reference import REFERENCE_DIR, reference_summary
 
@@ -324,15 +291,17 @@ def reproduce(
         log(f"[reproduce] {nb.name} ...")
         executed = out_dir / nb.name
         with kernel_environment(), PeakMemory(memory_interval) as mem:
-            # REFERENCE_DIR only where a notebook reads it (papermill warns of an unknown parameter)
-            own = {k: v for k, v in params.items() if k != "REFERENCE_DIR" or k in parameter_names(nb)}
+            # REFERENCE_DIR only where a notebook reads it (papermill warns of unknown ones)
+            names = parameter_names(nb)
+            own = {k: v for k, v in params.items() if k != "REFERENCE_DIR" or k in names}
             try:
                 execute_notebook(nb, executed, own, timeout=timeout)
             except NotebookFailed as exc:
                 failure = exc
         seconds = round(time.perf_counter() - start, 2)
         runs[nb.stem] = {"status": "failed" if failure else "ok", "seconds": seconds,
-                         "peak_tree_rss_mb": mb(mem.peak_tree), "peak_kernel_rss_mb": mb(mem.peak_children)}
+                         "peak_tree_rss_mb": mb(mem.peak_tree),
+                         "peak_kernel_rss_mb": mb(mem.peak_children)}
         log(f"[reproduce] {nb.name} {'FAILED' if failure else 'done'} in {seconds:.1f} s, "
             f"peak memory {mb(mem.peak_tree):.0f} MB")
         if html and executed.exists():
@@ -351,12 +320,13 @@ def reproduce(
         "sampling_interval_s": memory_interval,
     }
     summary["settings"] = {"profile": profile, "world": world, "seed": seed, "parameters": params}
-    summary["failed"] = {"notebook": notebooks[len(runs) - 1].name, "message": str(failure)} if failure else None
+    failed = {"notebook": notebooks[len(runs) - 1].name, "message": str(failure)}
+    summary["failed"] = failed if failure else None
     summary["finished_at"] = utc_now()
     summary["reference"] = reference_summary(reference_dir)
     atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "report.html", report_html(summary, run_dir, html_links=html,
-                                                           reference_dir=reference_dir))
+    page = report_html(summary, run_dir, html_links=html, reference_dir=reference_dir)
+    atomic_write_text(run_dir / "report.html", page)
     if failure is None:
         write_manifest(run_dir, "reproduce", summary["settings"], summary["total_seconds"],
                        extra={"notebooks": runs, "peak_memory": summary["peak_memory"]})
@@ -368,9 +338,8 @@ HEADLINE_POLICIES = ("base", "sft", "rl")
 
 
 def headline_numbers(stages: dict) -> dict:
-    """The numbers a reader looks for first, lifted from the stages' metrics: exam and held-out
-    accuracy of base, SFT and RL (``None`` where not measured, e.g. RL before it is trained), plus
-    the teacher and the no-tools ablation when notebook 08 evaluated them.
+    """Exam and held-out accuracy of base, SFT and RL (``None`` where not measured), plus any
+    other policy notebook 08 evaluated, and which policies are missing.
 
     >>> headline_numbers({"comparison": {"exam_accuracy": {"base": 0.0, "sft": 0.1, "teacher": 0.3},
     ...                                  "missing": {"rl": "not trained yet"}}})["exam_accuracy"]
@@ -380,14 +349,15 @@ def headline_numbers(stages: dict) -> dict:
     out: dict[str, Any] = {}
     for key in ("exam_accuracy", "heldout_accuracy"):
         found = comparison.get(key) or {}
-        out[key] = {**{p: found.get(p) for p in HEADLINE_POLICIES}, **{p: v for p, v in found.items() if p not in HEADLINE_POLICIES}}
-    out["missing_policies"] = comparison.get("missing", {}) if comparison else {p: "notebook 08 has not run" for p in HEADLINE_POLICIES}
+        out[key] = {**{p: found.get(p) for p in HEADLINE_POLICIES}, **found}
+    not_run = {p: "notebook 08 has not run" for p in HEADLINE_POLICIES}
+    out["missing_policies"] = comparison.get("missing", {}) if comparison else not_run
     return out
 
 
 def collect_summary(run_dir: str | Path) -> dict:
-    """Every stage's ``metrics.json`` under the run dir (keyed by stage folder) and the headline
-    numbers (``headline_numbers``: ``exam_accuracy``, ``heldout_accuracy``, ``missing_policies``)."""
+    """Every stage's ``metrics.json`` under the run dir (keyed by stage folder) and the
+    ``headline_numbers``."""
     run_dir = Path(run_dir)
     stages = {}
     for metrics in sorted(run_dir.glob("*/metrics.json")):
@@ -408,12 +378,13 @@ def _write_html(executed: Path) -> None:
 def parse_parameter(text: str) -> tuple[str, Any]:
     """``NAME=VALUE`` from the command line; the value is a Python literal when it reads as one.
 
-    >>> parse_parameter("MAX_STEPS=None"), parse_parameter("EVAL_TASKS=40"), parse_parameter("TEACHER=heuristic")
-    (('MAX_STEPS', None), ('EVAL_TASKS', 40), ('TEACHER', 'heuristic'))
+    >>> [parse_parameter(p) for p in ("MAX_STEPS=None", "EVAL_TASKS=40", "TEACHER=heuristic")]
+    [('MAX_STEPS', None), ('EVAL_TASKS', 40), ('TEACHER', 'heuristic')]
     """
     name, sep, raw = text.partition("=")
     if not sep or not name.strip().isidentifier():
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a notebook parameter), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a notebook parameter), "
+                                         f"got {text!r}")
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
@@ -423,23 +394,27 @@ def parse_parameter(text: str) -> tuple[str, Any]:
 
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
-        "reproduce",
-        parents=[common],
+        "reproduce", parents=[common],
         help="run every notebook in order with papermill (the one-command reproduction)",
-        description=("Run the numbered notebooks (00..08) in order into RUN_DIR/notebooks/ with an HTML copy of "
-                     "each, then write RUN_DIR/summary.json (every stage's metrics, exam accuracy of base, SFT "
-                     "and RL, wall time and peak memory per notebook) and RUN_DIR/report.html. Stops at the first "
-                     "failing notebook and names it and the cell."),
-    )
-    p.add_argument("--timeout", type=int, default=1200, help="per-cell execution timeout in seconds")
+        description="Run the numbered notebooks (00..08) in order into RUN_DIR/notebooks/ with an "
+                    "HTML copy of each, then write RUN_DIR/summary.json (every stage's metrics, "
+                    "exam accuracy of base, SFT and RL, wall time and peak memory per notebook) "
+                    "and RUN_DIR/report.html. Stops at the first failing notebook and names it and "
+                    "the cell.")
+    p.add_argument("--timeout", type=int, default=1200,
+                   help="per-cell execution timeout in seconds")
     p.add_argument("--no-html", action="store_true", help="skip the HTML copies of the notebooks")
     p.add_argument("--only", nargs="+", metavar="PREFIX", default=None,
-                   help="run only the notebooks whose names start with these prefixes (e.g. --only 07 08)")
-    p.add_argument("--param", "-p", action="append", type=parse_parameter, default=[], metavar="NAME=VALUE",
-                   help="set a notebook parameter in every notebook (e.g. -p MAX_STEPS=None -p EVAL_TASKS=40)")
-    p.add_argument("--notebook-dir", default=None, help="folder of the numbered notebooks (default: the repository's)")
+                   help="run only the notebooks whose names start with these prefixes "
+                        "(e.g. --only 07 08)")
+    p.add_argument("--param", "-p", action="append", type=parse_parameter, default=[],
+                   metavar="NAME=VALUE", help="set a notebook parameter in every notebook "
+                                              "(e.g. -p MAX_STEPS=None -p EVAL_TASKS=40)")
+    p.add_argument("--notebook-dir", default=None,
+                   help="folder of the numbered notebooks (default: the repository's)")
     p.add_argument("--reference-dir", default=None,
-                   help="the full-length reference run notebooks 06-08 and the report study (default: data/reference)")
+                   help="the full-length reference run notebooks 06-08 and the report study "
+                        "(default: data/reference)")
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -455,19 +430,22 @@ def _cmd_reproduce(args) -> int:
         print(line, flush=True)
 
     summary_path = Path(args.run_dir) / "summary.json"
+    written = f"{summary_path} and {summary_path.with_name('report.html')}"
     try:
         summary = reproduce(args.run_dir, profile=args.profile, world=args.world, seed=args.seed,
                             notebooks=notebooks, timeout=args.timeout, html=not args.no_html,
-                            extra_parameters=dict(args.param), reference_dir=args.reference_dir, log=log)
+                            extra_parameters=dict(args.param), reference_dir=args.reference_dir,
+                            log=log)
     except NotebookFailed as exc:
         print(f"vsearcher-lite reproduce: {exc}", file=sys.stderr)
-        print(f"[reproduce] what ran is in {summary_path} and {summary_path.with_name('report.html')}", file=sys.stderr)
+        print(f"[reproduce] what ran is in {written}", file=sys.stderr)
         return 1
     memory = summary["peak_memory"]
-    log(f"[reproduce] {len(summary['notebooks'])} notebooks in {summary['total_seconds']:.0f} s; peak memory "
-        f"{memory['peak_tree_rss_mb']} MB (whole process tree), largest kernel {memory['max_process_rss_mb']} MB")
+    log(f"[reproduce] {len(summary['notebooks'])} notebooks in {summary['total_seconds']:.0f} s; "
+        f"peak memory {memory['peak_tree_rss_mb']} MB (whole process tree), largest kernel "
+        f"{memory['max_process_rss_mb']} MB")
     log(f"[reproduce] exam Pass@1: {summary['exam_accuracy']}")
-    log(f"[reproduce] wrote {summary_path} and {summary_path.with_name('report.html')}")
+    log(f"[reproduce] wrote {written}")
     return 0
 
 
