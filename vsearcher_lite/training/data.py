@@ -1,19 +1,11 @@
 """Teacher trajectories as a TRL chat dataset, and the token-level views of what SFT trains.
 
-The trajectories stage exports ``RUN_DIR/trajectories/export/sft_trl.jsonl``: one record per
-accepted trajectory, ``{"messages": [...], "images": [...]}``, every ``content`` a list of parts
-with ``{"type": "image"}`` placeholders and ``images`` absolute file paths
-(``agent.export.to_trl_record``). ``load_sft_records`` checks each record and names the bad line;
-``to_dataset`` casts ``images`` with ``datasets.Image()`` so the collator gets PIL images.
-
-What is trained (paper 2.2: loss on the model's own turns only): TRL's vision collator renders
-each conversation with its training chat template (``{% generation %}`` markers around every
-assistant turn) and sets the label of every other token to -100: the system prompt, the
-question and its image, and every ``<tool_response>`` turn with its images are masked.
-``trained_spans`` decodes the trained tokens of a batch back to text, so a test (and notebook 06)
-can check that they are exactly the assistant turns.
-
-``answer_token_weights`` is the loss weighting the cpu recipe needs.
+``load_sft_records`` checks the records of ``trajectories/export/sft_trl.jsonl`` (messages with
+image placeholders, absolute image paths) and names a bad line; ``to_dataset`` casts the images
+for the collator. TRL's vision collator masks every token but the assistant turns (paper 2.2:
+loss on the model's own turns only); ``trained_spans`` decodes what is trained, so a test and
+notebook 06 can check it. ``answer_token_weights`` and ``copy_token_weights`` are the loss
+weightings of the cpu recipe.
 """
 
 from __future__ import annotations
@@ -28,12 +20,8 @@ IGNORE_INDEX = -100
 
 
 def check_record(record: dict, where: str) -> dict:
-    """Return ``record`` when it is a usable TRL chat example; else ``InputError`` naming ``where``.
-
-    Checks: a non-empty ``messages`` list of ``{"role", "content"}`` with known roles and list
-    (or string) contents, at least one assistant turn, and as many ``images`` as image
-    placeholders.
-    """
+    """``record`` when it is a usable TRL chat example (known roles, an assistant turn, one
+    image per placeholder, files present); else an ``InputError`` naming ``where``."""
     messages = record.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InputError(f"{where}: missing key 'messages' (a list of chat messages)")
@@ -45,7 +33,7 @@ def check_record(record: dict, where: str) -> dict:
             raise InputError(f"{where}: message {i} has unknown role {m['role']!r}")
         content = m["content"]
         if isinstance(content, list):
-            n_placeholders += sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image")
+            n_placeholders += sum(isinstance(p, dict) and p.get("type") == "image" for p in content)
         elif not isinstance(content, str):
             raise InputError(f"{where}: message {i} content must be a list of parts or a string")
     if not any(m["role"] == "assistant" for m in messages):
@@ -54,7 +42,8 @@ def check_record(record: dict, where: str) -> dict:
     if not isinstance(images, list):
         raise InputError(f"{where}: 'images' must be a list of file paths")
     if len(images) != n_placeholders:
-        raise InputError(f"{where}: {n_placeholders} image placeholder(s) but {len(images)} image(s)")
+        raise InputError(f"{where}: {n_placeholders} image placeholder(s) "
+                         f"but {len(images)} image(s)")
     for path in images:
         if not Path(str(path)).is_file():
             raise InputError(f"{where}: image file {path} does not exist")
@@ -65,7 +54,8 @@ def load_sft_records(path: str | Path, limit: int | None = None) -> list[dict]:
     """The checked records of a TRL chat JSONL file (``limit``: the first ones only)."""
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"{path}: is a folder; give the TRL chat JSONL file (trajectories/export/sft_trl.jsonl)")
+        raise InputError(f"{path}: is a folder; give the TRL chat JSONL file "
+                         "(trajectories/export/sft_trl.jsonl)")
     if not path.is_file():
         raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` first")
     records = []
@@ -79,12 +69,14 @@ def load_sft_records(path: str | Path, limit: int | None = None) -> list[dict]:
 
 
 def with_string_parts(record: dict) -> dict:
-    """The record with every string content turned into one text part (one Arrow type per column)."""
+    """The record with every string content turned into one text part (one Arrow type a column)."""
     messages = []
     for m in record["messages"]:
         content = m["content"]
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) else [
-            {"type": p["type"], "text": p.get("text")} for p in content]
+        if isinstance(content, str):
+            parts = [{"type": "text", "text": content}]
+        else:
+            parts = [{"type": p["type"], "text": p.get("text")} for p in content]
         messages.append({"role": m["role"], "content": parts})
     return {"messages": messages, "images": [str(p) for p in record.get("images", [])]}
 
@@ -99,8 +91,8 @@ def to_dataset(records: Sequence[dict]):
 
 
 def image_token_count(processor, path: str | Path) -> int:
-    """How many ``<|image_pad|>`` tokens the processor expands one image into (from its size alone:
-    the file header is read, the pixels are not)."""
+    """How many ``<|image_pad|>`` tokens the processor expands one image into (from its size:
+    the header is read, not the pixels)."""
     from PIL import Image
 
     ip = processor.image_processor
@@ -111,14 +103,9 @@ def image_token_count(processor, path: str | Path) -> int:
 
 
 def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
-    """The token length of each record as training sees it, without processing any pixels.
-
-    The chat template is rendered to text (one ``<|image_pad|>`` per image), tokenized in one
-    batch, and each image adds the tokens the processor would expand it into. Equal to the lengths
-    the collator builds (a test checks it) and far faster than tokenizing with the images
-    processed, which matters inside the cpu profile's 3-minute SFT budget: with the images
-    processed, the training file's lengths alone took over a minute.
-    """
+    """The token length of each record as training sees it, without processing any pixels: the
+    template rendered to text and tokenized in one batch, each image adding the tokens the
+    processor expands it into. Equal to the collator's lengths (a test checks it)."""
     from trl.data_utils import prepare_multimodal_messages
 
     tokenizer = getattr(processor, "tokenizer", processor)
@@ -126,12 +113,12 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
     texts, extra = [], []
     for r in records:
         images = r.get("images", [])
-        messages = prepare_multimodal_messages(with_string_parts(r)["messages"], images=list(images))
+        parts = with_string_parts(r)["messages"]
+        messages = prepare_multimodal_messages(parts, images=list(images))
         texts.append(processor.apply_chat_template(messages, tokenize=False))
         extra.append(sum(image_token_count(processor, p) - 1 for p in images))
-    # verbose=False: measuring a trajectory longer than the model's positions is the point here (the
-    # too-long ones are then dropped), so transformers' "Token indices sequence length is longer than
-    # the specified maximum" warning would only alarm the reader.
+    # verbose=False: finding the too-long trajectories is the point here, so transformers'
+    # "sequence length is longer than the specified maximum" warning would only alarm.
     counts = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
     for text, n in zip(texts, extra):
         if n and pad not in text:
@@ -140,11 +127,8 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
 
 
 def make_collator(processor, max_length: int | None = None):
-    """TRL's vision-language collator with assistant-only labels and its training template.
-
-    The same object ``SFTTrainer`` builds for a processor; built here so tests and the notebook
-    can look at exactly the batches training sees.
-    """
+    """TRL's vision-language collator with assistant-only labels and its training template: what
+    ``SFTTrainer`` builds, so tests and the notebook see exactly the batches training sees."""
     from trl.chat_template_utils import get_training_chat_template
     from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
 
@@ -174,10 +158,12 @@ def trained_spans(input_ids: Sequence[int], labels: Sequence[int]) -> list[tuple
 def decode_trained(tokenizer, input_ids: Sequence[int], labels: Sequence[int]) -> list[str]:
     """The text of each trained run of tokens (special tokens kept, so ``<|im_end|>`` shows)."""
     ids = [int(i) for i in input_ids]
-    return [tokenizer.decode(ids[a:b], skip_special_tokens=False) for a, b in trained_spans(ids, labels)]
+    spans = trained_spans(ids, labels)
+    return [tokenizer.decode(ids[a:b], skip_special_tokens=False) for a, b in spans]
 
 
-def find_subsequence(seq: Sequence[int], pattern: Sequence[int], start: int = 0, end: int | None = None) -> int:
+def find_subsequence(seq: Sequence[int], pattern: Sequence[int], start: int = 0,
+                     end: int | None = None) -> int:
     """The first index ``>= start`` where ``pattern`` occurs in ``seq[:end]``, or -1.
 
     >>> find_subsequence([1, 2, 3, 2, 3], [2, 3], 2)
@@ -194,14 +180,10 @@ def find_subsequence(seq: Sequence[int], pattern: Sequence[int], start: int = 0,
 
 def answer_token_weights(labels: Sequence[int], open_ids: Sequence[int], close_ids: Sequence[int],
                          weight: float) -> list[float]:
-    """Per-position loss weights: ``weight`` on answer-bearing trained tokens, 1 on other trained
-    tokens, 0 where the label is ignored.
-
-    Answer-bearing: the tokens between ``open_ids`` and ``close_ids`` (the ``<answer>`` tags, as
-    token sequences) in the trained labels, plus every earlier trained occurrence of that same
-    token sequence (the reasoning that states the answer before giving it). The tags themselves
-    keep weight 1. Why: with a plain assistant loss the one answer per trajectory is too little
-    signal for a few minutes of SFT, and the tiny model answered a constant year.
+    """Per-position loss weights: ``weight`` on answer-bearing trained tokens, 1 on the other
+    trained tokens, 0 on ignored ones. Answer-bearing: the tokens between the ``<answer>`` tags
+    (``open_ids``, ``close_ids``) and earlier trained repeats of them (the reasoning that states
+    the answer first). One answer per trajectory is too little signal for minutes of SFT.
 
     >>> answer_token_weights([-100, 7, 9, 1, 7, 2, 5], open_ids=[1], close_ids=[2], weight=10.0)
     [0.0, 10.0, 1.0, 1.0, 10.0, 1.0, 1.0]
@@ -234,15 +216,12 @@ def answer_token_weights(labels: Sequence[int], open_ids: Sequence[int], close_i
     return weights
 
 
-def copy_token_weights(input_ids: Sequence[int], labels: Sequence[int], weight: float) -> list[float]:
-    """Per-position loss weights: ``weight`` on trained tokens that copy the context, 1 on other
-    trained tokens, 0 where the label is ignored.
-
-    A trained token copies when it and the token before it already stood next to each other in the
-    masked part of the sequence before it: the question, a tool response (a name, a URL, a phrase of
-    the question restated). The protocol's own markup never appears there, so it keeps weight 1.
-    Why: on the cpu profile the tiny model learns the markup in a few dozen steps; what its
-    held-out episodes fail on is copying the question and the names into the arguments.
+def copy_token_weights(input_ids: Sequence[int], labels: Sequence[int],
+                       weight: float) -> list[float]:
+    """Per-position loss weights: ``weight`` on trained tokens that copy the context, 1 on the
+    other trained tokens, 0 on ignored ones. A token copies when it and the one before it already
+    stood together in an earlier masked part (the question, a tool response); the markup never
+    does. The tiny model learns the markup fast; copying names into arguments is what it fails.
 
     >>> copy_token_weights([5, 6, 7, 1, 5, 6, 9], [-100, -100, -100, 1, 5, 6, 9], 3.0)
     [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 1.0]
