@@ -1,14 +1,11 @@
 """How much faster batched evaluation of a local model is, and whether it answers the same.
 
-Runs the same held-out tasks of a run folder through ``evaluation.evaluate`` once per batch size
-in ``--batches`` (greedily; batch 1 is one episode's turn per ``generate`` call, batch B up to B
-episodes' turns per call) and prints each wall time, the tasks-per-second rate, the speed-up over
-the first batch size and how many predictions and terminations agree with it. Nothing is written to the run's ``eval/`` summary: the
-evaluations go to a scratch run folder that links the run's world and tasks (tool cache off).
+Evaluates the same held-out tasks greedily once per batch size in ``--batches`` (batch B: up to B
+episodes' turns per ``generate`` call) in a scratch folder linking the run's world and tasks,
+and prints each wall time, the speed-up over the first size and how many predictions and
+terminations agree with it. Run it alone on the machine.
 
     python benchmarks/eval_batching.py --run-dir runs/reproduce --policy runs/reproduce/sft/model
-
-Run it alone on the machine: a second torch job on the same cores changes both times.
 """
 
 from __future__ import annotations
@@ -23,11 +20,15 @@ from pathlib import Path
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True, help="a run folder with filter/heldout.jsonl and its world")
+    p.add_argument("--run-dir", required=True,
+                   help="a run folder with filter/heldout.jsonl and its world")
     p.add_argument("--policy", required=True, help="a checkpoint folder or transformers:PATH")
-    p.add_argument("--tasks", type=int, default=60, help="held-out tasks (round-robin over difficulties)")
-    p.add_argument("--batches", default="1,16", help="comma-separated batch sizes; the first is the reference")
-    p.add_argument("--max-tokens", type=int, default=None, help="new tokens per turn (default: the SFT stage's)")
+    p.add_argument("--tasks", type=int, default=60,
+                   help="held-out tasks (round-robin over difficulties)")
+    p.add_argument("--batches", default="1,16",
+                   help="comma-separated batch sizes; the first is the reference")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="new tokens per turn (default: the SFT stage's)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
 
@@ -44,21 +45,22 @@ def main() -> int:
     tasks = heldout_tasks(run, sft)
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for entry in run.iterdir():  # the run's folders (world, tasks), not its eval/ folder or manifest
+        for entry in run.iterdir():  # the run's folders (world, tasks), not its eval/ or manifest
             if entry.is_dir() and entry.name != "eval":
                 (Path(scratch) / entry.name).symlink_to(entry.resolve())
         for batch in batches:
-            config = EvalConfig.for_profile("cpu", batch=batch, max_tokens=args.max_tokens or sft.eval_max_tokens,
+            config = EvalConfig.for_profile("cpu", batch=batch,
+                                            max_tokens=args.max_tokens or sft.eval_max_tokens,
                                             max_tool_calls=sft.eval_max_tool_calls,
-                                            max_context_chars=sft.eval_max_context_chars, wall_clock_s=None,
-                                            cache_mode="off", progress=False)
+                                            max_context_chars=sft.eval_max_context_chars,
+                                            wall_clock_s=None, cache_mode="off", progress=False)
             start = time.perf_counter()
-            metrics = evaluate(scratch, tasks, args.policy, name=f"batch{batch}", config=config, fresh=True)
+            metrics = evaluate(scratch, tasks, args.policy, name=f"batch{batch}", config=config,
+                               fresh=True)
             seconds = time.perf_counter() - start
-            records = {}
-            for line in (Path(scratch) / "eval" / f"batch{batch}" / "results.jsonl").read_text().splitlines():
-                r = json.loads(line)
-                records[r["id"]] = (r.get("prediction"), r.get("termination"))
+            lines = (Path(scratch) / "eval" / f"batch{batch}" / "results.jsonl").read_text()
+            records = {r["id"]: (r.get("prediction"), r.get("termination"))
+                       for r in map(json.loads, lines.splitlines())}
             results[batch] = (seconds, metrics, records)
             shutil.rmtree(Path(scratch) / "eval" / f"batch{batch}")
     t1, _, r1 = results[batches[0]]
@@ -67,8 +69,9 @@ def main() -> int:
     for batch in batches:
         seconds, metrics, records = results[batch]
         same = sum(r1[k] == records.get(k) for k in r1)
-        print(f"batch {batch:3d}: {seconds:7.1f} s  {len(tasks) / seconds:6.2f} tasks/s  x{t1 / seconds:5.2f}  "
-              f"accuracy {metrics.get('pass_at_1')}  format-valid {metrics.get('format_valid_rate')}  "
+        print(f"batch {batch:3d}: {seconds:7.1f} s  {len(tasks) / seconds:6.2f} tasks/s  "
+              f"x{t1 / seconds:5.2f}  accuracy {metrics.get('pass_at_1')}  "
+              f"format-valid {metrics.get('format_valid_rate')}  "
               f"same prediction and termination as batch {batches[0]}: {same}/{len(r1)}")
     return 0
 

@@ -1,15 +1,11 @@
-"""How much resident memory ``runtime.limit_heap_growth`` saves in a cpu GRPO run, and at what speed.
+"""How much resident memory ``runtime.limit_heap_growth`` saves in cpu GRPO, and at what speed.
 
-Runs the same short ``vsearcher-lite grpo --profile cpu`` (``--steps`` GRPO steps, then the RL
-model's held-out evaluation) twice in child processes on a scratch copy of a run folder: once with
-glibc's defaults (the child's ``MALLOC_ARENA_MAX`` is set to glibc's own default, 8 per core, which
-makes ``limit_heap_growth`` step aside) and once with the project's setting. Prints each child's
-peak resident set (``wait4``'s ``ru_maxrss``) and wall time, and the ratios. The run folder is
-left as it was: the scratch copy links its world, tasks and checkpoints and copies its ``eval/``.
+Runs the same short ``vsearcher-lite grpo --profile cpu`` twice in child processes on a scratch
+copy of a run folder: with glibc's defaults (``MALLOC_ARENA_MAX`` at glibc's own 8 per core makes
+``limit_heap_growth`` step aside) and with the project's setting. Prints each child's peak
+resident set (``wait4``) and wall time, and the ratios. Run it alone on the machine.
 
     python benchmarks/heap_growth.py --run-dir runs/reproduce --steps 3
-
-Run it alone on the machine: a second torch job on the same cores changes the times.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from pathlib import Path
 
 
 def scratch_copy(run: Path, scratch: Path) -> None:
-    """Link the run's folders into ``scratch``; copy what a GRPO run writes to (eval/, the manifest)."""
+    """Link the run's folders into ``scratch``; copy what a GRPO run writes to (eval/, files)."""
     for entry in run.iterdir():
         target = scratch / entry.name
         if entry.name == "eval" and entry.is_dir():
@@ -42,10 +38,12 @@ def run_child(run_dir: Path, args: argparse.Namespace, heap: str) -> dict:
         env.pop(key, None)
     if heap == "glibc-default":
         env["MALLOC_ARENA_MAX"] = str(8 * (os.cpu_count() or 1))
-    cmd = [sys.executable, "-m", "vsearcher_lite", "grpo", "--run-dir", str(run_dir), "--profile", "cpu",
-           "--steps", str(args.steps), "--threads", str(args.threads), "--name", f"grpo-heap-{heap}"]
+    cmd = [sys.executable, "-m", "vsearcher_lite", "grpo", "--run-dir", str(run_dir),
+           "--profile", "cpu", "--steps", str(args.steps), "--threads", str(args.threads),
+           "--name", f"grpo-heap-{heap}"]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     stderr = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
@@ -57,7 +55,8 @@ def run_child(run_dir: Path, args: argparse.Namespace, heap: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True, help="a run folder with an SFT checkpoint and held-out tasks")
+    p.add_argument("--run-dir", required=True,
+                   help="a run folder with an SFT checkpoint and held-out tasks")
     p.add_argument("--steps", type=int, default=3, help="GRPO steps per child")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
@@ -69,7 +68,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as scratch:
             scratch_copy(run, Path(scratch))
             rows.append(run_child(Path(scratch), args, heap))
-            print(f"{heap:14s} peak {rows[-1]['peak_mb']:7.0f} MB  wall {rows[-1]['seconds']:6.1f} s", flush=True)
+            row = rows[-1]
+            print(f"{heap:14s} peak {row['peak_mb']:7.0f} MB  wall {row['seconds']:6.1f} s",
+                  flush=True)
     base, limited = rows
     print(f"peak memory limited/default: {limited['peak_mb'] / base['peak_mb']:.2f}x; "
           f"wall time limited/default: {limited['seconds'] / base['seconds']:.2f}x")

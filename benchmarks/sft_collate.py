@@ -1,15 +1,11 @@
-"""How much faster SFT's collate is with the tiny processor's mask walk, and what a training step costs.
+"""How much faster SFT's collate is with the tiny processor's mask walk, and what a step costs.
 
-Collates the same trajectories of a run's TRL export one at a time (batch 1, as the cpu preset
-trains) twice: with transformers' own ``_adjust_assistant_masks_indices`` (it walks the token
-offsets as a tensor, one element at a time) and with ``Qwen3VLImageOnlyProcessor``'s override
-(the same walk over nested lists). Checks the two give identical ids and labels, then times a
-forward + backward + AdamW step of the tiny base on the same samples, so the collate time can be
-read as a share of a step. Prints milliseconds per sample and the ratios.
+Collates the same trajectories one at a time (as the cpu preset trains) with transformers' own
+``_adjust_assistant_masks_indices`` (a tensor walked element by element) and with
+``Qwen3VLImageOnlyProcessor``'s override (nested lists), checks the ids and labels agree, then
+times a training step of the tiny base on the same samples. Run it alone on the machine.
 
     python benchmarks/sft_collate.py --run-dir runs/reproduce --samples 40
-
-Run it alone on the machine: a second torch job on the same cores changes the times.
 """
 
 from __future__ import annotations
@@ -22,7 +18,8 @@ from pathlib import Path
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True, help="a run folder with trajectories/export/sft_trl.jsonl")
+    p.add_argument("--run-dir", required=True,
+                   help="a run folder with trajectories/export/sft_trl.jsonl")
     p.add_argument("--samples", type=int, default=40, help="trajectories drawn at random (seed 0)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
@@ -59,7 +56,7 @@ def main() -> int:
         slow_batches, slow_s = collate_all()
     finally:
         cls._adjust_assistant_masks_indices = override
-    same = sum(a["labels"].tolist() == b["labels"].tolist() and a["input_ids"].tolist() == b["input_ids"].tolist()
+    same = sum(all(a[k].tolist() == b[k].tolist() for k in ("labels", "input_ids"))
                for a, b in zip(fast_batches, slow_batches))
 
     model.train()
@@ -68,8 +65,9 @@ def main() -> int:
     def step(batch) -> None:
         out = model(**{k: v for k, v in batch.items() if k != "labels"}, use_cache=False)
         logits = out.logits[:, :-1].float()
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
-                                                 batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
+        targets = batch["labels"][:, 1:].reshape(-1)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets,
+                                                 ignore_index=-100)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -81,13 +79,15 @@ def main() -> int:
     step_s = (time.perf_counter() - start) / len(fast_batches)
     tokens = sum(int(b["input_ids"].shape[1]) for b in fast_batches) / len(fast_batches)
 
-    print(f"{len(items)} trajectories of {path} (mean {tokens:.0f} tokens), torch threads {args.threads}")
+    print(f"{len(items)} trajectories of {path} (mean {tokens:.0f} tokens), "
+          f"torch threads {args.threads}")
     print(f"collate, transformers' mask walk: {1000 * slow_s:6.1f} ms/sample")
-    print(f"collate, the tiny processor's:    {1000 * fast_s:6.1f} ms/sample  x{slow_s / fast_s:.2f} faster; "
-          f"identical ids and labels: {same}/{len(items)}")
+    print(f"collate, the tiny processor's:    {1000 * fast_s:6.1f} ms/sample  "
+          f"x{slow_s / fast_s:.2f} faster; identical ids and labels: {same}/{len(items)}")
     print(f"train step (forward, backward, AdamW): {1000 * step_s:6.1f} ms/sample")
-    print(f"collate + step: {1000 * (slow_s + step_s):.0f} -> {1000 * (fast_s + step_s):.0f} ms/sample, "
-          f"x{(slow_s + step_s) / (fast_s + step_s):.2f} steps per minute")
+    slow, fast = slow_s + step_s, fast_s + step_s
+    print(f"collate + step: {1000 * slow:.0f} -> {1000 * fast:.0f} ms/sample, "
+          f"x{slow / fast:.2f} steps per minute")
     return 0
 
 
