@@ -42,6 +42,8 @@ def _read_profile(name: str) -> dict:
 def _unset(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _unset(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unset(v) for v in value]
     return None if value == UNSET else value
 
 
