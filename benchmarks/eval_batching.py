@@ -50,9 +50,9 @@ def main() -> int:
                 (Path(scratch) / entry.name).symlink_to(entry.resolve())
         for batch in batches:
             config = EvalConfig.for_profile("cpu", batch=batch,
-                                            max_tokens=args.max_tokens or sft.eval_max_tokens,
-                                            max_tool_calls=sft.eval_max_tool_calls,
-                                            max_context_chars=sft.eval_max_context_chars,
+                                            max_tokens=args.max_tokens or sft.eval.max_tokens,
+                                            max_tool_calls=sft.eval.max_tool_calls,
+                                            max_context_chars=sft.eval.max_context_chars,
                                             wall_clock_s=None, cache_mode="off", progress=False)
             start = time.perf_counter()
             metrics = evaluate(scratch, tasks, args.policy, name=f"batch{batch}", config=config,
@@ -65,7 +65,7 @@ def main() -> int:
             shutil.rmtree(Path(scratch) / "eval" / f"batch{batch}")
     t1, _, r1 = results[batches[0]]
     print(f"tasks {len(tasks)}, torch threads {args.threads}, policy {args.policy}, "
-          f"max tokens per turn {args.max_tokens or sft.eval_max_tokens}")
+          f"max tokens per turn {args.max_tokens or sft.eval.max_tokens}")
     for batch in batches:
         seconds, metrics, records = results[batch]
         same = sum(r1[k] == records.get(k) for k in r1)

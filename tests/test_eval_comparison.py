@@ -113,7 +113,7 @@ def test_settings_follow_the_sft_stage_on_heldout_and_the_paper_on_the_exam():
     c = cmp.ComparisonConfig.for_profile("cpu")
     held, exam = c.eval_config("heldout"), c.eval_config("exam")
     assert (held.max_tokens, held.max_tool_calls, held.max_context_chars, held.wall_clock_s) == (
-        sft.eval_max_tokens, sft.eval_max_tool_calls, sft.eval_max_context_chars, sft.eval_wall_clock_s)
+        sft.eval.max_tokens, sft.eval.max_tool_calls, sft.eval.max_context_chars, sft.eval.wall_clock_s)
     assert held.temperature == 0.0 and held.prompt_variant == "compact"
     assert (exam.max_tool_calls, exam.max_context_chars) == (30, 40_000)
     assert {k: v for k, v in exam.result_settings().items() if k not in ("max_tool_calls", "max_context_chars")} == \
@@ -168,7 +168,7 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
     assert m["exam_accuracy"]["teacher"] == teacher_exam["pass_at_1"]
     assert teacher_exam["settings"]["max_tool_calls"] == 30
     held_sft = json.loads((run / "eval" / "heldout-sft" / "metrics.json").read_text())
-    assert held_sft["settings"]["max_tool_calls"] == SFTConfig.for_profile("cpu").eval_max_tool_calls
+    assert held_sft["settings"]["max_tool_calls"] == SFTConfig.for_profile("cpu").eval.max_tool_calls
     assert m["accuracy"]["sft"]["heldout"] == held_sft["pass_at_1"]
     assert m["mean_tool_calls"]["direct"] == {"exam": 0.0, "heldout": 0.0}
     for name in m["evaluated"]:

@@ -281,7 +281,7 @@ def test_profile_presets():
     cpu = SFTConfig.for_profile("cpu")
     assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == ("full", "float32", False, 10.0)
     assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
-    assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None and cpu.eval_repeat_guard == 0
+    assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None and cpu.eval.repeat_guard == 0
     assert cpu.min_steps == 200 and SFTConfig.for_profile("single_gpu").min_steps == 0
     multi = SFTConfig.for_profile("multi_gpu")
     assert (multi.learning_rate, multi.epochs, multi.max_length, multi.batch_size, multi.grad_accum) == (1e-5, 5.0, 20480, 1, 2)

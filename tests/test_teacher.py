@@ -246,7 +246,7 @@ def test_compact_arguments_are_copies_of_the_question_and_the_observations(tasks
 
 
 def test_the_cpu_evaluation_lets_every_compact_teacher_turn_through(tasks, run):
-    """The cpu preset cuts a turn at ``eval_max_tokens`` new tokens (to stop a looping tiny model);
+    """The cpu preset cuts a turn at ``eval.max_tokens`` new tokens (to stop a looping tiny model);
     every turn the compact teacher writes, and so every turn SFT teaches, must fit under that cut."""
     from transformers import AutoTokenizer
 
@@ -254,7 +254,7 @@ def test_the_cpu_evaluation_lets_every_compact_teacher_turn_through(tasks, run):
     from vsearcher_lite.training.config import SFTConfig
 
     tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
-    limit = SFTConfig.for_profile("cpu").eval_max_tokens
+    limit = SFTConfig.for_profile("cpu").eval.max_tokens
     box = sandbox_toolbox(run, top_k=3, style="compact")
     lengths = []
     for task in tasks:

@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from vsearcher_lite.config import load_profile
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.rl.objective import paired_difference, share
 from vsearcher_lite.runio import (
@@ -53,16 +54,11 @@ TARGETS = {
 }
 
 
-#: The full-length settings, on top of the cpu profile's recipe: no time budgets, resumable saves.
-REFERENCE_SFT = dict(max_steps=None, epochs=2.0, min_steps=0, minutes=None, total_minutes=None,
-                     save_every=250, evaluate=False)
-#: GRPO needs groups with reward variance, so it samples at T 1.0, draws one-hop and easy tasks
-#: that a pre-screen finds solved sometimes, and steps at twice the preset's learning rate.
-REFERENCE_GRPO = dict(max_steps=25, minutes=None, total_minutes=None, save_every=5, evaluate=False,
-                      temperature=1.0, learning_rate=1e-4, difficulty_mix={"onehop": 1, "easy": 1},
-                      curriculum="prescreen", prescreen_tasks=64, prescreen_samples=4)
-#: Every held-out task (every difficulty) and every exam task.
-REFERENCE_COMPARISON = dict(exam_max_tasks=None, heldout_max_tasks=10**6)
+#: The full-length settings on top of the cpu profile's recipe, by stage (``profiles/reference.toml``
+#: says why): no time budgets, resumable saves, GRPO tuned for reward variance.
+_FULL_LENGTH = load_profile("reference")
+REFERENCE_SFT, REFERENCE_GRPO = _FULL_LENGTH["sft"], _FULL_LENGTH["grpo"]
+REFERENCE_COMPARISON = _FULL_LENGTH["comparison"]
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:

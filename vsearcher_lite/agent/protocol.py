@@ -58,14 +58,15 @@ STOP_SEQUENCES = (TOOL_RESPONSE_OPEN,)
 SANDBOX_TODAY = "2025-09-01"
 
 PROMPT_VARIANTS = ("full", "compact")
-#: The prompt each profile uses; every stage (trajectories, SFT, GRPO, evaluation) asks here, so a
-#: model is always evaluated with the prompt it was trained on.
-PROFILE_PROMPT_VARIANT = {"cpu": "compact", "single_gpu": "full", "multi_gpu": "full"}
 
 
 def prompt_variant_for(profile: str) -> str:
-    """``"compact"`` for the cpu profile's tiny model, ``"full"`` (the paper's setting) otherwise."""
-    return PROFILE_PROMPT_VARIANT.get(profile, "full")
+    """The prompt a profile's stages use (its ``prompt_variant``; the paper's ``"full"`` unless the
+    profile says otherwise): every stage asks here, so a model is evaluated with the prompt it was
+    trained on."""
+    from vsearcher_lite.config import load_profile
+
+    return load_profile(profile).get("prompt_variant", "full")
 
 
 def resolve_today(today: str | _dt.date | None) -> str:

@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -57,9 +57,9 @@ from vsearcher_lite.agent.loop import (
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, roles_usage, usage_of
+from vsearcher_lite.config import check_sampling, load_profile, with_overrides
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, read_jsonl, write_jsonl
 from vsearcher_lite.synthesis.task import Task, in_level_order
-from vsearcher_lite.training.config import check_sampling
 
 STAGE = "trajectories"
 # Settings that change what an episode produces; a rerun reuses only rollouts made with the same ones.
@@ -97,19 +97,9 @@ class TrajectoryConfig:
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "TrajectoryConfig":
-        preset: dict[str, Any] = {"profile": profile, "prompt_variant": prompt_variant_for(profile)}
-        if profile == "cpu":
-            # 4 samples: the teacher is cheap offline, and the tiny model's SFT wants several hundred trajectories
-            preset.update(top_k=3, samples_per_task=4, concurrency=2, wall_clock_s=120.0, max_tokens=512)
-        elif profile == "single_gpu":
-            preset.update(top_k=5, samples_per_task=2, concurrency=8)
-        else:
-            preset.update(top_k=5, samples_per_task=4, concurrency=32)
-        preset.update({k: v for k, v in overrides.items() if v is not None})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(preset) - known)
-        if unknown:
-            raise TypeError(f"unknown trajectory setting(s): {', '.join(unknown)}")
+        preset = {"prompt_variant": prompt_variant_for(profile),
+                  **load_profile(profile).get("trajectories", {})}
+        preset = with_overrides(cls, profile, preset, overrides, "trajectory")
         config = cls(**preset)
         config.check()
         return config

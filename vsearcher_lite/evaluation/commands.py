@@ -10,21 +10,16 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from vsearcher_lite.config import EvalConfig, add_config_options, options_given, positive
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+#: The ``EvalConfig`` settings ``vsearcher-lite eval`` takes as options (``--prompt`` is
+#: ``prompt_variant``).
+CLI_OPTIONS = ("judge", "concurrency", "batch", "prompt_variant", "top_k", "max_tool_calls",
+               "temperature", "max_tokens", "repeat_guard")
 
 
 # What a run folder holds once any stage has run in it (``--compare`` refuses a folder with none).
@@ -63,19 +58,7 @@ def register(subparsers, common) -> None:
                    help="teacher, base, direct[:<spec>], or a chat spec: openai:MODEL@URL, transformers:PATH, a checkpoint folder "
                         "(default: teacher in the sandbox)")
     r.add_argument("--name", default=None, help="eval name: the folder under RUN_DIR/eval/ and the table key (default: from the policy)")
-    r.add_argument("--judge", default=None, help="match (sandbox default), llm (the chat endpoint from the environment) or llm:<chat spec>")
-    r.add_argument("--concurrency", type=positive, default=None, help="episodes run at once (threads; default: the profile's)")
-    r.add_argument("--batch", type=positive, default=None,
-                   help="a local transformers model: episodes whose turns are generated together (default: 16 on cpu, "
-                        "else 1; sampling at temperature > 0 is reproducible only with 1)")
-    r.add_argument("--prompt", choices=("full", "compact"), default=None, help="system prompt variant (default: the profile's)")
-    r.add_argument("--top-k", type=positive, default=None, help="results per search (default: the profile's)")
-    r.add_argument("--max-tool-calls", type=int, default=None, help="tool calls per episode (default: 30, as in the paper)")
-    r.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: 0 on cpu, 0.6 otherwise)")
-    r.add_argument("--max-tokens", type=positive, default=None, help="new tokens per turn of a model (default: the profile's)")
-    r.add_argument("--repeat-guard", type=int, default=None, metavar="N",
-                   help="a local model: never write a block of N or more tokens twice in a row within a reply "
-                        "(chat.repeat_ban; default 0 = off)")
+    add_config_options(r, EvalConfig, CLI_OPTIONS)
     r.add_argument("--no-cache", action="store_true", help="do not read or write the run's tool cache")
     add_device_option(r)
     r.add_argument("--fresh", action="store_true", help="discard earlier results under this name and start over")
@@ -149,7 +132,7 @@ def run_eval_command(args) -> int:
     if args.compare:
         return compare_command(args)
     from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks, load_benchmark_report
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate, policy_label
+    from vsearcher_lite.evaluation.evaluate import evaluate, policy_label
 
     if args.policy is not None and not args.policy.strip():
         raise InputError("--policy is empty: give teacher, base, direct, a checkpoint folder, transformers:PATH "
@@ -157,22 +140,10 @@ def run_eval_command(args) -> int:
     policy = args.policy or ("teacher" if args.world == "sandbox" else None)
     if policy is None:
         raise InputError("--world live needs --policy (e.g. openai:<model>@<base_url>)")
-    config = EvalConfig.for_profile(
-        args.profile,
-        world=args.world,
-        seed=args.seed,
-        judge=args.judge or ("match" if args.world == "sandbox" else "llm"),
-        concurrency=args.concurrency,
-        batch=args.batch,
-        prompt_variant=args.prompt,
-        top_k=args.top_k,
-        max_tool_calls=args.max_tool_calls,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        repeat_guard=args.repeat_guard,
-        cache_mode="off" if args.no_cache else None,
-        device=args.device,
-    )
+    settings = {**options_given(args, CLI_OPTIONS), "world": args.world, "seed": args.seed,
+                "cache_mode": "off" if args.no_cache else None, "device": args.device}
+    settings["judge"] = args.judge or ("match" if args.world == "sandbox" else "llm")
+    config = EvalConfig.for_profile(args.profile, **settings)
     if args.world == "live":
         config.today = None  # the live web has a calendar
     if args.benchmark:

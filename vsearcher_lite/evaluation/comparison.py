@@ -20,10 +20,11 @@ import csv
 import gc
 import io
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.config import load_profile, with_overrides
 from vsearcher_lite.evaluation.evaluate import (
     EvalConfig,
     Policy,
@@ -66,7 +67,7 @@ class ComparisonConfig:
     heldout_max_tasks: int | None = None  # None: every held-out task of these difficulties
     heldout_difficulties: tuple[str, ...] = HELDOUT_DIFFICULTIES
     exam_max_tool_calls: int = 30  # paper A.3
-    exam_max_context_chars: int | None = 40_000
+    exam_max_context_chars: int | None = 800_000  # about the paper's 200K tokens
     judge: str = "match"
     concurrency: int | None = None  # None: the profile's
     progress: bool = True
@@ -75,23 +76,8 @@ class ComparisonConfig:
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "ComparisonConfig":
-        preset: dict[str, Any] = {"profile": profile}
-        if profile == "cpu":
-            from vsearcher_lite.training.config import SFTConfig
-
-            # the SFT stage's held-out tasks (its results are reused), hard ones round-robin
-            preset["heldout_max_tasks"] = SFTConfig.for_profile("cpu").eval_max_tasks
-            # the live run of three model policies must fit a few minutes on 2 cores
-            preset["exam_max_tasks"] = 10
-        else:  # real models read long contexts: the paper's budget (about 200K tokens)
-            preset["exam_max_context_chars"] = 800_000
-        preset.update({k: v for k, v in overrides.items() if v is not None})
-        unknown = sorted(set(preset) - {f.name for f in fields(cls)})
-        if unknown:
-            raise TypeError(f"unknown comparison setting(s): {', '.join(unknown)}")
-        for key in ("policies", "heldout_difficulties"):
-            preset[key] = tuple(preset.get(key, getattr(cls, key)))
-        config = cls(**preset)
+        preset = load_profile(profile).get("comparison", {})
+        config = cls(**with_overrides(cls, profile, preset, overrides, "comparison"))
         bad = [p for p in config.policies if p not in POLICIES]
         if bad:
             raise InputError(f"unknown policy {bad[0]!r} in the comparison; choose from "

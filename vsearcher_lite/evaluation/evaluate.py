@@ -47,10 +47,9 @@ import io
 import statistics
 import threading
 import time
-import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -58,8 +57,6 @@ from vsearcher_lite.agent.judge import Judge, make_judge
 from vsearcher_lite.agent.loop import (
     TERMINATIONS,
     TRANSIENT_TERMINATIONS,
-    EpisodeLimits,
-    Sampling,
     Trajectory,
     run_episode,
 )
@@ -69,10 +66,10 @@ from vsearcher_lite.agent.protocol import (
     SANDBOX_TODAY,
     THINK_CLOSE,
     THINK_OPEN,
-    prompt_variant_for,
     resolve_today,
 )
 from vsearcher_lite.chat import ChatBackend, usage_of
+from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
     InputError,
@@ -83,125 +80,12 @@ from vsearcher_lite.runio import (
     check_folder_name,
     read_json,
 )
-from vsearcher_lite.runtime import check_device_name, resolve_device
+from vsearcher_lite.runtime import resolve_device
 from vsearcher_lite.synthesis.task import Task, in_level_order
-from vsearcher_lite.training.config import check_sampling
 
 STAGE = "eval"
 TOOL_NAMES = ("text_search", "image_search", "visit")
 NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
-# Settings that change what an episode produces; a resumed run must use the same ones.
-RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls", "max_context_chars",
-                   "temperature", "top_p", "max_tokens", "repeat_guard", "seed", "mistake_rate", "world")
-
-
-# ---------------------------------------------------------------------------------------------
-# Settings
-
-
-@dataclass
-class EvalConfig:
-    """Settings of an evaluation run; ``for_profile`` gives each profile's preset.
-
-    The cpu preset takes the trajectories stage's tool and prompt settings (top-3 results, the
-    compact prompt, short episodes), so a model is evaluated the way its training data looked.
-    """
-
-    judge: str = "match"  # "match", "llm" (the chat endpoint from the environment) or "llm:<chat spec>"
-    concurrency: int = 2
-    batch: int = 1  # a local transformers model: episodes whose turns are generated together (1: one at a time)
-    top_k: int = 5
-    prompt_variant: str = "full"
-    today: str | None = SANDBOX_TODAY  # None: the local date (live runs)
-    max_tool_calls: int = 30  # paper A.3
-    wall_clock_s: float | None = 2.5 * 3600  # paper A.3
-    max_context_chars: int | None = 800_000  # about the paper's 200K tokens
-    temperature: float = 0.6  # paper A.3 / A.4 rollouts
-    top_p: float = 0.95
-    max_tokens: int = 10_000
-    # a local model: never write the same block of this many or more tokens twice in a row within a reply
-    # (chat.repeat_ban); 0 = off
-    repeat_guard: int = 0
-    seed: int = 0
-    mistake_rate: float = 0.1  # the heuristic teacher's (same as in trajectories)
-    world: str = "sandbox"
-    profile: str = "cpu"
-    cache_mode: str = "readwrite"
-    device: str = "auto"  # a local model's: auto (the GPU when there is one) | cpu | cuda
-    keep_trajectories: bool = True  # store every trajectory in results.jsonl (for viewers)
-    progress: bool = True
-
-    @classmethod
-    def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "EvalConfig":
-        from vsearcher_lite.agent.trajectories import TrajectoryConfig
-
-        traj = TrajectoryConfig.for_profile(profile)
-        preset: dict[str, Any] = {
-            "profile": profile,
-            "prompt_variant": prompt_variant_for(profile),
-            "top_k": traj.top_k,
-            "wall_clock_s": traj.wall_clock_s,
-            "max_tokens": traj.max_tokens,
-            "concurrency": traj.concurrency,
-        }
-        if profile == "cpu":
-            preset["temperature"] = 0.0  # the tiny model is evaluated greedily
-            # Up to 16 episodes' turns in one generate call: about 2.4x faster than one at a time with
-            # the same answers, while 32 rows of long prompts took a kernel past 4 GB
-            # (benchmarks/eval_batching.py; numbers in docs/results.md).
-            preset["batch"] = 16
-        preset.update({k: v for k, v in overrides.items() if v is not None})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(preset) - known)
-        if unknown:
-            raise TypeError(f"unknown eval setting(s): {', '.join(unknown)}")
-        config = cls(**preset)
-        config.check()
-        return config
-
-    def check(self) -> None:
-        """Raise ``InputError`` (a ``ValueError``) naming the first setting out of range (``evaluate``
-        calls it too), so the CLI reports it in one line."""
-        try:
-            check_sampling(self.temperature, self.top_p)
-        except ValueError as exc:
-            raise InputError(f"{exc} (--temperature)") from None
-        if self.max_tool_calls < 0:
-            raise InputError(f"max_tool_calls (--max-tool-calls) must be >= 0, got {self.max_tool_calls}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise InputError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        if self.repeat_guard < 0:
-            raise InputError(f"repeat_guard (--repeat-guard) must be >= 0, got {self.repeat_guard}")
-        check_device_name(self.device)
-
-    def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
-        """The episode limits; a batched policy's episodes have no wall clock (they wait for each other,
-        which is not the policy's doing: turns and tokens still bound them)."""
-        return EpisodeLimits(max_tool_calls=self.max_tool_calls if tools else 0,
-                             wall_clock_s=None if batched else self.wall_clock_s,
-                             max_context_chars=self.max_context_chars)
-
-    def sampling(self, task_id: str) -> Sampling:
-        """Per-task sampling, seeded from the task id so results do not depend on thread order."""
-        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                        seed=task_seed(self.seed, task_id),
-                        extra={"repeat_guard": self.repeat_guard} if self.repeat_guard else {})
-
-    def result_settings(self) -> dict:
-        d = asdict(self)
-        return {k: d[k] for k in RESULT_SETTINGS}
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def task_seed(seed: int, task_id: str) -> int:
-    """A sampling seed for one task: stable across runs and thread orders.
-
-    >>> task_seed(0, "exam-0001") == task_seed(0, "exam-0001") != task_seed(1, "exam-0001")
-    True
-    """
-    return (seed * 1_000_003 + zlib.crc32(str(task_id).encode("utf-8"))) % (2**31 - 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -925,9 +809,7 @@ def evaluate(
     records = [done[t.id] for t in tasks]
     atomic_write_text(out / "results.csv", results_csv(records))
     metrics = eval_metrics(records)
-    from vsearcher_lite.evaluation.manifest import utc_now
-
-    from vsearcher_lite.evaluation.manifest import scrub_secrets
+    from vsearcher_lite.evaluation.manifest import scrub_secrets, utc_now
 
     metrics.update(
         name=name,

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.rl.config import GRPOConfig
-from vsearcher_lite.training.config import training_budget_s
+from vsearcher_lite.config import resume_identity, training_budget_s
 from vsearcher_lite.rl.objective import (
     final_advantage,
     group_advantages,
@@ -621,13 +621,7 @@ def training_summary(rows: list[dict], samples_excluded: list[bool]) -> dict:
 
 def eval_config_for(config: GRPOConfig):
     """Greedy evaluation settings equal to the SFT stage's (so its ``eval/sft`` results can be reused)."""
-    from vsearcher_lite.training.config import SFTConfig
-
-    sft = SFTConfig.for_profile(config.profile)
-    # No per-episode wall clock: batched episodes wait for each other, which is not the policy's doing.
-    return sft.eval_config(seed=config.seed, world=config.world, max_tokens=config.eval_max_tokens,
-                           max_tool_calls=config.eval_max_tool_calls, max_context_chars=config.eval_max_context_chars,
-                           wall_clock_s=1e9, concurrency=config.eval_batch, device=config.device, progress=config.progress)
+    return config.eval_config()
 
 
 def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
@@ -784,10 +778,6 @@ RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate"
                "report_to")
 
 
-def resume_identity(config: GRPOConfig) -> dict:
-    return {k: v for k, v in config.to_dict().items() if k not in RESUME_FREE and not k.startswith("eval_")}
-
-
 def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSampler, rows: list[dict],
                         excluded: list[bool], task_ids: list[str], screened: dict | None, config: GRPOConfig,
                         batch_stats: Any = None) -> Path:
@@ -798,7 +788,8 @@ def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSam
 
     import torch
 
-    state = {"identity": resume_identity(config), "step": step, "model": model.state_dict(),
+    identity = resume_identity(config.to_dict(), RESUME_FREE)
+    state = {"identity": identity, "step": step, "model": model.state_dict(),
              "optimizer": optimizer.state_dict(), "sampler": sampler.state(), "rows": rows, "excluded": excluded,
              "task_ids": task_ids, "screened": screened, "torch_rng": torch.get_rng_state(),
              "batch_stats": batch_stats}
@@ -820,7 +811,8 @@ def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
         path.unlink()
         return None
     state = torch.load(path, weights_only=False)
-    check_same_settings(path, state["identity"], resume_identity(config))
+    now = resume_identity(config.to_dict(), RESUME_FREE)
+    check_same_settings(path, resume_identity(state["identity"], RESUME_FREE), now)
     return state
 
 

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from vsearcher_lite.config import load_profile
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir
 from vsearcher_lite.synthesis.chain import answer_invariance, is_checkable
 from vsearcher_lite.synthesis.describe import FactIndex
@@ -48,24 +49,8 @@ from vsearcher_lite.synthesis.text import contains_name, mentions_answer, word_c
 from vsearcher_lite.synthesis.writer import FactChoice, WriteContext, Writer, WriterError
 from vsearcher_lite.world.model import KnowledgeSource, Seed
 
-PROFILE_SIZES = {
-    # training tasks (split by the mix), held-out tasks, exam tasks (every profile asks for the paper's
-    # 283; the default 2,000-entity world has 347 exam starts, 51 exam seeds and 296 rare people, and
-    # 281 of them carry a ten-round chain)
-    "cpu": (100, 30, 283),
-    "single_gpu": (1000, 100, 283),
-    "multi_gpu": (1000, 200, 283),  # paper: 1K RL tasks; MM-SearchExam has 283 questions
-}
-#: One-hop warm-up tasks (``task.ONEHOP``) per profile: training, held-out. Only the tiny cpu model needs them.
-#: The cpu numbers are caps: the default 2,000-entity world has fewer entities than that to draw from.
-PROFILE_ONEHOP = {"cpu": (2000, 2000), "single_gpu": (0, 0), "multi_gpu": (0, 0)}
 #: Share of the warm-up entities (``warmup_pools``) that go to the held-out split.
 WARMUP_HELDOUT_SHARE = 0.5
-#: Easy and medium tasks per profile on top of the seed pools' (training, held-out), drawn from the
-#: warm-up entities too. The paper's levels as they are, only more of them: the default 2,000-entity
-#: world has 34 held-out seeds, so without these the cpu profile measured easy and medium accuracy
-#: on 6 and 3 tasks, and its SFT data held 40 easy and 20 medium tasks against 593 one-hop ones.
-PROFILE_WARMUP_LEVELS = {"cpu": {"easy": (600, 200), "medium": (300, 100)}, "single_gpu": {}, "multi_gpu": {}}
 
 
 @dataclass
@@ -97,12 +82,10 @@ class InjectConfig:
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides) -> "InjectConfig":
-        n_train, n_heldout, n_exam = PROFILE_SIZES.get(profile, PROFILE_SIZES["cpu"])
-        onehop_train, onehop_heldout = PROFILE_ONEHOP.get(profile, PROFILE_ONEHOP["cpu"])
-        warmup_levels = {k: tuple(v) for k, v in PROFILE_WARMUP_LEVELS.get(profile, PROFILE_WARMUP_LEVELS["cpu"]).items()}
-        return cls(**{"n_train": n_train, "n_heldout": n_heldout, "n_exam": n_exam, "onehop_train": onehop_train,
-                      "onehop_heldout": onehop_heldout, "onehop_warmup": bool(onehop_train or onehop_heldout),
-                      "warmup_levels": warmup_levels, **overrides})
+        """The profile's ``[inject]`` table (``vsearcher_lite/profiles/``) with ``overrides``."""
+        preset = load_profile(profile).get("inject", {})
+        preset["warmup_levels"] = {k: tuple(v) for k, v in preset.get("warmup_levels", {}).items()}
+        return cls(**{**preset, **overrides})
 
     def uses_warmup(self) -> bool:
         """Whether any level draws on the warm-up entities (``warmup_pools``)."""

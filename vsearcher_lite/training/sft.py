@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.config import resume_identity, training_budget_s
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -55,7 +56,7 @@ from vsearcher_lite.runio import (
     write_jsonl,
 )
 from vsearcher_lite.runtime import set_threads
-from vsearcher_lite.training.config import SFTConfig, training_budget_s
+from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import (
     IGNORE_INDEX,
     answer_token_weights,
@@ -532,10 +533,10 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     if not config.save_every:
         shutil.rmtree(work_dir, ignore_errors=True)
         return None, None
-    settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_FREE}
+    settings = resume_identity(config.to_dict(), RESUME_FREE)
     settings_path = work_dir / "settings.json"
     if settings_path.exists():
-        check_same_settings(work_dir, read_json(settings_path), settings)
+        check_same_settings(work_dir, resume_identity(read_json(settings_path), RESUME_FREE), settings)
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
         atomic_write_json(settings_path, settings)

@@ -1,0 +1,427 @@
+"""Settings shared by every stage: the profile files, one merge of a preset with a caller's
+overrides, the evaluation settings (``EvalConfig``) that SFT, GRPO and ``eval`` share, range
+checks, views of a run's settings against the paper's, and command-line options derived from the
+fields of a settings dataclass.
+
+A stage's settings are a dataclass whose defaults are the paper's; ``vsearcher_lite/profiles/``
+holds, per profile, every setting that differs, with the reason beside it. ``for_profile(profile,
+**overrides)`` on each dataclass reads its stage's table there (``load_profile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import tomllib
+import types
+import typing
+import zlib
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from vsearcher_lite.agent.protocol import SANDBOX_TODAY
+from vsearcher_lite.runio import InputError
+from vsearcher_lite.runtime import check_device_name
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+PROFILES = ("cpu", "single_gpu", "multi_gpu")
+#: TOML has no null: a profile file writes ``"none"`` for a setting that is unset (``None``).
+UNSET = "none"
+
+
+@functools.cache
+def _read_profile(name: str) -> dict:
+    path = PROFILES_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise ValueError(f"unknown profile {name!r}; choose cpu, single_gpu or multi_gpu")
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
+def _unset(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unset(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unset(v) for v in value]
+    return None if value == UNSET else value
+
+
+def load_profile(name: str) -> dict:
+    """The settings of ``profiles/<name>.toml``, by stage (``{"sft": {...}, "grpo": {...}}``; a
+    table inside a stage's, such as ``[sft.eval]``, is a sub-config's); ``"none"`` reads as None.
+    A fresh copy on every call; ``ValueError`` for an unknown profile.
+
+    >>> load_profile("cpu")["sft"]["base"] is None, load_profile("multi_gpu").get("sft", {})
+    (True, {})
+    """
+    return _unset(_read_profile(name))
+
+
+def option(default: Any, text: str, *flags: str, **extra: Any) -> Any:
+    """A dataclass field that is also a command-line option (``add_config_options``): its help
+    line, the flags it answers to (default ``--field-name``) and argparse extras (``type``,
+    ``choices``, ``const``, ``metavar``)."""
+    return field(default=default, metadata={"help": text, "flags": flags, **extra})
+
+
+def positive(text: str) -> int:
+    """An ``argparse`` type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def nested_fields(cls) -> dict[str, type]:
+    """The fields of ``cls`` that hold a settings dataclass of their own (``SFTConfig.eval``)."""
+    return {f.name: f.default_factory for f in fields(cls)
+            if f.default_factory is not MISSING and is_dataclass(f.default_factory)}
+
+
+def with_overrides(cls, profile: str, preset: dict[str, Any], overrides: dict[str, Any],
+                   stage: str) -> dict[str, Any]:
+    """``preset`` with the caller's ``overrides`` (``None`` means "the preset's") for ``cls``.
+
+    A sub-config field (``nested_fields``) gets a dict: the preset's table, then an override given
+    as a dict or a dataclass, then flat ``<field>_<setting>`` overrides (``eval_max_tokens=200``
+    sets ``eval.max_tokens`` where ``cls`` has no field of that name). Lists become tuples for
+    tuple fields; a ``TypeError`` names any setting ``cls`` does not have.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    merged = {**preset, "profile": profile}
+    names = {f.name for f in fields(cls)}
+    for name, sub in nested_fields(cls).items():
+        inner = {f.name for f in fields(sub)}
+        table = dict(merged.get(name) or {})
+        value = given.pop(name, None)
+        table.update(asdict(value) if is_dataclass(value) else value or {})
+        for key in [k for k in given if k not in names and k.startswith(f"{name}_")]:
+            if key.removeprefix(f"{name}_") in inner:
+                table[key.removeprefix(f"{name}_")] = given.pop(key)
+        merged[name] = table
+    merged.update(given)
+    unknown = sorted(set(merged) - names)
+    if unknown:
+        raise TypeError(f"unknown {stage} setting(s): {', '.join(unknown)}")
+    for f in fields(cls):
+        if isinstance(merged.get(f.name), list) and str(f.type).startswith("tuple"):
+            merged[f.name] = tuple(merged[f.name])
+    return merged
+
+
+def check_at_least_one(config: Any, keys: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the first of ``keys`` that is set (not ``None``) and below 1."""
+    for key in keys:
+        value = getattr(config, key)
+        if value is not None and value < 1:
+            raise ValueError(f"{key} must be at least 1 (or unset), got {value}")
+
+
+def check_positive(config: Any, keys: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the first of ``keys`` that is set and not above 0."""
+    for key in keys:
+        value = getattr(config, key)
+        if value is not None and value <= 0:
+            raise ValueError(f"{key} must be positive, got {value}")
+
+
+def check_choices(config: Any) -> None:
+    """Raise ``ValueError`` naming the first field whose value is not one of its ``choices``."""
+    for f in fields(config):
+        value, choices = getattr(config, f.name), f.metadata.get("choices")
+        if choices and value not in choices:
+            raise ValueError(f"{f.name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def check_sampling(temperature: float, top_p: float) -> None:
+    """Raise ``ValueError`` unless ``temperature >= 0`` and ``0 < top_p <= 1``."""
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], "
+                         f"got {temperature} and {top_p}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation settings (the eval command's, and the held-out evaluations of SFT and GRPO)
+
+#: Settings that change what an episode produces; a resumed evaluation must use the same ones.
+RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls",
+                   "max_context_chars", "temperature", "top_p", "max_tokens", "repeat_guard",
+                   "seed", "mistake_rate", "world")
+#: Settings the evaluation takes from the profile's trajectories stage: a model is evaluated the
+#: way its training data looked.
+FROM_TRAJECTORIES = ("top_k", "wall_clock_s", "max_tokens", "concurrency")
+
+
+@dataclass
+class EvalConfig:
+    """Settings of an evaluation run; ``for_profile`` gives each profile's preset (the profile's
+    ``[eval]`` table over its trajectories stage's tool and prompt settings)."""
+
+    judge: str = option("match", "match (sandbox default), llm (the chat endpoint from the "
+                        "environment) or llm:<chat spec>")
+    concurrency: int = option(2, "episodes run at once (threads; default: the profile's)",
+                              type=positive)
+    batch: int = option(1, "a local transformers model: episodes whose turns are generated "
+                        "together (default: 16 on cpu, else 1; sampling at temperature > 0 is "
+                        "reproducible only with 1)", type=positive)
+    top_k: int = option(5, "results per search (default: the profile's)", type=positive)
+    prompt_variant: str = option("full", "system prompt variant (default: the profile's)",
+                                 "--prompt", choices=("full", "compact"))
+    today: str | None = SANDBOX_TODAY  # None: the local date (live runs)
+    max_tool_calls: int = option(30, "tool calls per episode (default: 30, as in the paper)")
+    wall_clock_s: float | None = 2.5 * 3600  # per episode (paper A.3)
+    max_context_chars: int | None = 800_000  # about the paper's 200K tokens
+    temperature: float = option(0.6, "sampling temperature (default: 0 on cpu, 0.6 otherwise)")
+    top_p: float = 0.95
+    max_tokens: int = option(10_000, "new tokens per turn of a model (default: the profile's)",
+                             type=positive)
+    repeat_guard: int = option(0, "a local model: never write a block of N or more tokens twice "
+                               "in a row within a reply (chat.repeat_ban; default 0 = off)",
+                               metavar="N")
+    seed: int = 0
+    mistake_rate: float = 0.1  # the heuristic teacher's (same as in trajectories)
+    world: str = "sandbox"
+    profile: str = "cpu"
+    cache_mode: str = "readwrite"
+    device: str = "auto"  # a local model's: auto (the GPU when there is one) | cpu | cuda
+    keep_trajectories: bool = True  # store every trajectory in results.jsonl (for viewers)
+    progress: bool = True
+
+    @classmethod
+    def for_profile(cls, profile: str = "cpu", **overrides: Any) -> EvalConfig:
+        """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored)."""
+        from vsearcher_lite.agent.protocol import prompt_variant_for
+
+        settings = load_profile(profile)
+        trajectories = settings.get("trajectories", {})
+        preset = {"prompt_variant": prompt_variant_for(profile),
+                  **{k: trajectories[k] for k in FROM_TRAJECTORIES if k in trajectories},
+                  **settings.get("eval", {})}
+        config = cls(**with_overrides(cls, profile, preset, overrides, "eval"))
+        config.check()
+        return config
+
+    def check(self, prefix: str = "") -> None:
+        """Raise ``InputError`` (a ``ValueError``) naming the first setting out of range, so the
+        CLI reports it in one line; ``prefix`` names it as a stage's sub-config (``eval_``)."""
+        try:
+            check_sampling(self.temperature, self.top_p)
+        except ValueError as exc:
+            raise InputError(f"{exc} (--temperature)") from None
+        if self.max_tool_calls < 0:
+            raise InputError(f"{prefix}max_tool_calls (--max-tool-calls) must be >= 0, "
+                             f"got {self.max_tool_calls}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise InputError(f"{prefix}max_tokens must be at least 1, got {self.max_tokens}")
+        if self.repeat_guard < 0:
+            raise InputError(f"{prefix}repeat_guard (--repeat-guard) must be 0 (off) or a block "
+                             f"length, got {self.repeat_guard}")
+        check_device_name(self.device)
+
+    def limits(self, tools: bool = True, batched: bool = False):
+        """The episode limits; a batched policy's episodes have no wall clock (they wait for each
+        other, which is not the policy's doing: turns and tokens still bound them)."""
+        from vsearcher_lite.agent.loop import EpisodeLimits
+
+        return EpisodeLimits(max_tool_calls=self.max_tool_calls if tools else 0,
+                             wall_clock_s=None if batched else self.wall_clock_s,
+                             max_context_chars=self.max_context_chars)
+
+    def sampling(self, task_id: str):
+        """Per-task sampling, seeded from the task id so results do not depend on thread order."""
+        from vsearcher_lite.agent.loop import Sampling
+
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                        seed=task_seed(self.seed, task_id),
+                        extra={"repeat_guard": self.repeat_guard} if self.repeat_guard else {})
+
+    def result_settings(self) -> dict:
+        d = asdict(self)
+        return {k: d[k] for k in RESULT_SETTINGS}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def task_seed(seed: int, task_id: str) -> int:
+    """A sampling seed for one task: stable across runs and thread orders.
+
+    >>> task_seed(0, "exam-0001") == task_seed(0, "exam-0001") != task_seed(1, "exam-0001")
+    True
+    """
+    return (seed * 1_000_003 + zlib.crc32(str(task_id).encode("utf-8"))) % (2**31 - 1)
+
+
+def run_settings(stage: Any) -> dict[str, Any]:
+    """The settings a stage hands to the evaluation it embeds."""
+    return {k: getattr(stage, k) for k in ("seed", "world", "device", "progress")}
+
+
+def stage_eval_config(stage: Any, **overrides: Any) -> EvalConfig:
+    """A stage's embedded ``eval`` settings with the stage's run settings (``run_settings``) and
+    ``overrides`` (``None`` ignored), checked."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    config = replace(stage.eval, **{**run_settings(stage), "profile": stage.profile, **given})
+    config.check("eval_")
+    return config
+
+
+def resume_identity(settings: dict, free: tuple[str, ...]) -> dict:
+    """The saved settings an interrupted training run must share with its resume: all but ``free``
+    and the evaluation's (``eval``, or ``eval_*`` as older runs saved them), which do not change
+    what is trained."""
+    return {k: v for k, v in settings.items()
+            if k not in free and k != "eval" and not k.startswith("eval_")}
+
+
+# ---------------------------------------------------------------------------------------------
+# A run's settings next to the paper's
+
+
+def paper_settings(cls, names: tuple[str, ...]) -> dict[str, Any]:
+    """The dataclass defaults of ``names``: the paper's settings, by field."""
+    defaults = {f.name: f.default if f.default_factory is MISSING else f.default_factory()
+                for f in fields(cls)}
+    return {k: defaults[k] for k in names}
+
+
+def paper_differences(settings: dict[str, Any], paper: dict[str, Any]) -> list[dict[str, Any]]:
+    """``{"setting", "paper", "this run"}`` for every setting of ``paper`` whose value in
+    ``settings`` differs (settings missing from ``settings`` are skipped), in ``paper``'s order.
+
+    >>> paper_differences({"learning_rate": 1e-3, "top_p": 1}, {"learning_rate": 1e-5, "top_p": 1})
+    [{'setting': 'learning_rate', 'paper': 1e-05, 'this run': 0.001}]
+    """
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+            return abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1)
+        return (list(a) if isinstance(a, tuple) else a) == (list(b) if isinstance(b, tuple) else b)
+
+    return [{"setting": k, "paper": v, "this run": settings[k]} for k, v in paper.items()
+            if k in settings and not same(settings[k], v)]
+
+
+def settings_html(settings: dict[str, Any], paper: dict[str, Any], *,
+                  title: str = "Settings") -> str:
+    """The settings that differ from the paper as a small table, then every setting in a collapsed
+    ``<details>`` view: how notebooks 06-08 show a configuration without a wall of output."""
+    import html
+    import json
+
+    def cell(v: Any) -> str:
+        plain = isinstance(v, (dict, list, tuple, bool)) or v is None
+        return html.escape(json.dumps(v) if plain else str(v))
+
+    rows = paper_differences(settings, paper)
+    compared = len([k for k in paper if k in settings])
+    body = "".join(f"<tr><td><code>{html.escape(r['setting'])}</code></td>"
+                   f"<td>{cell(r['paper'])}</td><td><b>{cell(r['this run'])}</b></td></tr>"
+                   for r in rows)
+    head = "<tr><th>setting</th><th>paper</th><th>this run</th></tr>"
+    table = (f"<table>{head}{body}</table>" if rows
+             else "<p>every compared setting is the paper's</p>")
+    everything = html.escape(json.dumps(settings, indent=1, default=str), quote=False)
+    return (f"<div><b>{html.escape(title)}</b>: {len(rows)} of the {compared} settings compared "
+            f"with the paper differ.{table}<details><summary>all {len(settings)} settings"
+            f"</summary><pre>{everything}</pre></details></div>")
+
+
+def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float,
+                      still_to_come_s: float, margin_s: float,
+                      floor_s: float = 0.0) -> float | None:
+    """Seconds a training loop may run: the ``minutes`` cap, and what a whole-command budget of
+    ``total_minutes`` leaves after the ``elapsed_s`` already spent, the ``still_to_come_s``
+    estimated for what follows training (an evaluation) and a margin for saving; never below
+    ``floor_s``. ``None`` when neither cap is set. (The sft and grpo stages' cpu presets.)
+
+    >>> training_budget_s(2.5, 3.0, 20.0, 25.0, 5.0), training_budget_s(1.0, 3.0, 20.0, 25.0, 5.0)
+    (130.0, 60.0)
+    >>> training_budget_s(2.5, 6.0, 200.0, 120.0, 15.0), training_budget_s(None, 1, 70, 0, 5, 10.0)
+    (25.0, 10.0)
+    """
+    budgets = []
+    if minutes:
+        budgets.append(minutes * 60)
+    if total_minutes:
+        budgets.append(total_minutes * 60 - elapsed_s - still_to_come_s - margin_s)
+    return max(min(budgets), floor_s) if budgets else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line options from the fields
+
+
+def parse_mix(text: str | None) -> dict[str, float] | None:
+    """``"easy:4,medium:3,hard:3"`` -> ``{"easy": 4.0, "medium": 3.0, "hard": 3.0}`` (a weight
+    left out is 1).
+
+    >>> parse_mix("easy:4,medium:3"), parse_mix(None)
+    ({'easy': 4.0, 'medium': 3.0}, None)
+    """
+    if not text:
+        return None
+    mix = {}
+    for item in text.split(","):
+        name, sep, weight = item.strip().partition(":")
+        try:
+            mix[name.strip()] = float(weight) if sep else 1.0
+        except ValueError:
+            raise InputError(f"--mix {text!r}: write it as easy:4,medium:3,hard:3") from None
+    return mix
+
+
+def _mix_option(text: str) -> dict[str, float] | None:
+    try:
+        return parse_mix(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _plain_type(hint: Any) -> Any:
+    """The type behind ``X | None``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1
+    return args[0] if optional else hint
+
+
+def add_config_options(group, cls, names: tuple[str, ...], *, prefix: str = "") -> None:
+    """Add an option for each of ``names``, fields of ``cls`` made with ``option``; ``sub.name``
+    names a sub-config's field (dest ``sub_name``, flag ``--name``). The type follows the field's
+    (a bool is ``--x/--no-x``, a dict a ``--mix``-style list of weights); every option defaults to
+    None, so the profile's value stands unless the option is given."""
+    hints = typing.get_type_hints(cls)
+    by_name = {f.name: f for f in fields(cls)}
+    for name in names:
+        if "." in name:
+            sub, inner = name.split(".", 1)
+            add_config_options(group, nested_fields(cls)[sub], (inner,), prefix=f"{sub}_")
+            continue
+        meta = by_name[name].metadata
+        flags = meta["flags"] or ("--" + name.replace("_", "-"),)
+        kind = _plain_type(hints[name])
+        options: dict[str, Any] = {"dest": prefix + name, "default": None, "help": meta["help"]}
+        if "type" in meta:
+            options["type"] = meta["type"]
+        elif kind is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        elif kind is dict or typing.get_origin(kind) is dict:
+            options["type"] = _mix_option
+        else:
+            options["type"] = kind
+        if "choices" in meta:
+            options["choices"] = meta["choices"]
+        elif kind is not bool:  # the flag's name, as argparse writes it for a plain option
+            options["metavar"] = meta.get("metavar", flags[0][2:].replace("-", "_").upper())
+        if "const" in meta:  # the flag alone means this value
+            options.update(nargs="?", const=meta["const"])
+        group.add_argument(*flags, **options)
+
+
+def options_given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings of ``names`` (``add_config_options``) that the command line gave."""
+    dests = [n.replace(".", "_") for n in names]
+    return {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
