@@ -54,8 +54,9 @@ TARGETS = {
 }
 
 
-#: The full-length settings on top of the cpu profile's recipe, by stage (``profiles/reference.toml``
-#: says why): no time budgets, resumable saves, GRPO tuned for reward variance.
+#: The full-length settings on top of the cpu profile's recipe, by stage
+#: (``profiles/reference.toml`` says why): no time budgets, resumable saves, GRPO tuned for reward
+#: variance.
 _FULL_LENGTH = load_profile("reference")
 REFERENCE_SFT, REFERENCE_GRPO = _FULL_LENGTH["sft"], _FULL_LENGTH["grpo"]
 REFERENCE_COMPARISON = _FULL_LENGTH["comparison"]
