@@ -12,7 +12,7 @@ redrawn without rerunning any evaluation.
 
 from __future__ import annotations
 
-from vsearcher_lite.evaluation.evaluate import TOOL_NAMES
+from vsearcher_lite.evaluation.metrics import TOOL_NAMES
 from vsearcher_lite.synthesis.task import in_level_order
 
 # The order a reader expects in figure 4, for the names this project's notebooks use.

@@ -1,6 +1,6 @@
 """The maths of multi-turn GRPO, as small pure functions (paper section 2.3 and A.4).
 
-Each function here is one rule of the objective; ``trainer.py`` (the cpu engine) and
+Each function here is one rule of the objective; ``cpu_engine.py`` (the cpu engine) and
 ``trl_engine.py`` (TRL's ``GRPOTrainer``) both call them, and notebook 07 runs each on a tiny
 worked example. Lists of numbers go in and out where that reads best; the loss functions take
 torch tensors.

@@ -4,8 +4,8 @@
 
 Each task is run ``G`` times by ``agent.loop.run_episode`` (the same system prompt, strict format
 check, tools and limits as the teacher, SFT and evaluation), all ``P x G`` episodes at once on
-their own threads, generating in lockstep through one batched backend (``batched_chat``). Each
-finished trajectory is then
+their own threads, generating in lockstep through one batched backend
+(``vsearcher_lite.batched_chat``). Each finished trajectory is then
 
 - **judged** (``agent.judge``, the same judge as evaluation) and given its reward
   (``objective.trajectory_reward``: a format failure is 0 whatever it answered);
@@ -20,7 +20,7 @@ finished trajectory is then
 Why re-render rather than keep the sampled ids: the loop works on text (every backend, an HTTP
 server too, returns text), and training must see the conversation exactly as the next turn's
 prompt showed it to the policy. The old log-probabilities of GRPO's ratio are therefore computed
-by one forward pass of the rollout policy over the re-rendered sequence (``trainer.py``), not
+by one forward pass of the rollout policy over the re-rendered sequence (``update.py``), not
 taken from the sampler; a turn the sampler tokenized differently from the template is scored as
 the template tokenizes it (rare here: the turns are short and the tokenizer is the policy's own).
 """
@@ -32,7 +32,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from vsearcher_lite.agent.export import to_trl_record
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, Trajectory, run_episode
+from vsearcher_lite.batched_chat import LockstepBatcher, run_lockstep
 from vsearcher_lite.rl.objective import (
     exclusion_reason,
     fatal_step,
@@ -40,6 +42,7 @@ from vsearcher_lite.rl.objective import (
     trajectory_reward,
 )
 from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.training.data import make_collator, with_string_parts
 
 SEARCH_TOOLS = ("text_search", "image_search")
 
@@ -166,9 +169,6 @@ def first_trained_position(mask: list[int]) -> int:
 def to_example(trajectory: Trajectory) -> dict:
     """A trajectory as one collator example: list-of-parts messages with image placeholders, and the
     image paths in order (``agent.export.to_trl_record``)."""
-    from vsearcher_lite.agent.export import to_trl_record
-    from vsearcher_lite.training.data import with_string_parts
-
     record = to_trl_record(trajectory)
     return {"messages": with_string_parts(record)["messages"], "images": record["images"]}
 
@@ -188,8 +188,6 @@ class TrajectoryEncoder:
     """Renders trajectories with the chat template and TRL's assistant-only collator (``training.data``)."""
 
     def __init__(self, processor):
-        from vsearcher_lite.training.data import make_collator
-
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.collator = make_collator(processor)
@@ -253,8 +251,6 @@ def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int, s
     samples of ``tasks[g]`` from there (default 0), so that a task listed several times (TRL's
     repeated rows) gets distinct sampling seeds.
     """
-    from vsearcher_lite.rl.batched_chat import LockstepBatcher, run_lockstep
-
     offsets = first_sample or [0] * len(tasks)
     jobs = [(g, task, offsets[g] + k) for g, task in enumerate(tasks) for k in range(generations)]
 
