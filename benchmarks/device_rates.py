@@ -44,10 +44,12 @@ def main() -> int:
 
     from vsearcher_lite.evaluation.evaluate import evaluate
     from vsearcher_lite.rl.config import GRPOConfig
-    from vsearcher_lite.rl.trainer import read_steps, run_grpo
+    from vsearcher_lite.rl.steps import read_steps
+    from vsearcher_lite.rl.trainer import run_grpo
     from vsearcher_lite.runtime import resolve_device
     from vsearcher_lite.training.config import SFTConfig
-    from vsearcher_lite.training.sft import heldout_tasks, read_loss_curve, run_sft
+    from vsearcher_lite.training.heldout import heldout_tasks
+    from vsearcher_lite.training.sft import read_loss_curve, run_sft
 
     device = resolve_device(args.device)
     run = Path(args.run_dir)

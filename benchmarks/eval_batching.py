@@ -36,7 +36,7 @@ def main() -> int:
 
     from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
     from vsearcher_lite.training.config import SFTConfig
-    from vsearcher_lite.training.sft import heldout_tasks
+    from vsearcher_lite.training.heldout import heldout_tasks
 
     torch.set_num_threads(args.threads)
     batches = [int(b) for b in args.batches.split(",")]

@@ -28,7 +28,7 @@ def main() -> int:
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
 
     from vsearcher_lite.runtime import set_threads
-    from vsearcher_lite.training import data, sft
+    from vsearcher_lite.training import checkpoint, data, sft
     from vsearcher_lite.training.config import SFTConfig
 
     set_threads(args.threads)
@@ -37,7 +37,7 @@ def main() -> int:
     random.Random(0).shuffle(records)
     records = records[: args.samples]
     config = SFTConfig.for_profile("cpu")
-    model, processor = sft.load_model(config)
+    model, processor = checkpoint.load_model(config)
     sft.prepare_model(model, processor, config)
     dataset = data.to_dataset(records)
     items = [dataset[i] for i in range(len(records))]

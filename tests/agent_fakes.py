@@ -121,9 +121,10 @@ def image_tasks(run: Path) -> list:
 
 
 def sandbox_toolbox(run: Path, top_k: int = 3, cache=None, style: str = "full") -> Toolbox:
+    from vsearcher_lite.tools.sandbox import sandbox_backends
     from vsearcher_lite.world.store import open_world
 
-    b = open_world(run).backends(style)
+    b = sandbox_backends(open_world(run), style)
     return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k)
 
 

@@ -98,7 +98,7 @@ def test_settings_out_of_range_are_refused_before_any_work():
 
 def test_chat_specs_with_a_bad_url_or_a_missing_folder(tmp_path):
     from vsearcher_lite.chat import make_chat
-    from vsearcher_lite.evaluation.evaluate import _chat_from_spec
+    from vsearcher_lite.evaluation.policies import _chat_from_spec
 
     for spec in ("openai:m@notaurl", "openai:m@ftp://host/v1"):
         with pytest.raises(InputError, match="must start with http"):

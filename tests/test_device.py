@@ -17,6 +17,7 @@ import pytest
 
 from vsearcher_lite.cli import build_parser, main
 from vsearcher_lite.evaluation import evaluate as ev
+from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.runio import InputError, write_jsonl
 from vsearcher_lite.runtime import resolve_device
@@ -111,7 +112,7 @@ def test_the_profile_no_longer_decides_the_device(fake_cuda):
     assert SFTConfig.for_profile("single_gpu", device="cpu").use_cpu is True
     # the stages' evaluations inherit the stage's device
     assert SFTConfig.for_profile("single_gpu", device="cpu").eval_config().device == "cpu"
-    from vsearcher_lite.rl.trainer import eval_config_for
+    from vsearcher_lite.rl.paired_eval import eval_config_for
 
     assert eval_config_for(GRPOConfig.for_profile("cpu", device="cpu")).device == "cpu"
 
@@ -144,17 +145,18 @@ def loader_calls(monkeypatch):
 
 def test_the_evaluation_loads_a_local_model_on_the_configured_device(loader_calls, fake_cuda):
     for profile in ("cpu", "single_gpu"):
-        ev.make_policy("base", ev.EvalConfig.for_profile(profile))
-        ev.make_policy("direct:base", ev.EvalConfig.for_profile(profile, device="cpu"))
+        ev_policies.make_policy("base", ev.EvalConfig.for_profile(profile))
+        ev_policies.make_policy("direct:base", ev.EvalConfig.for_profile(profile, device="cpu"))
     assert loader_calls == [("chat", "cuda"), ("chat", "cpu"), ("chat", "cuda"), ("chat", "cpu")]
     # an endpoint is not a local model: no device is passed to it
-    policy = ev.make_policy("openai:m@http://127.0.0.1:9/v1", ev.EvalConfig.for_profile("single_gpu"))
+    policy = ev_policies.make_policy("openai:m@http://127.0.0.1:9/v1",
+                                     ev.EvalConfig.for_profile("single_gpu"))
     assert policy.name == "m" and len(loader_calls) == 4
 
 
 def test_the_own_grpo_engine_loads_its_policy_on_the_configured_device(loader_calls, fake_cuda):
     from vsearcher_lite.model.tiny import default_base_dir
-    from vsearcher_lite.rl.trainer import load_policy
+    from vsearcher_lite.rl.cpu_engine import load_policy
 
     load_policy(default_base_dir(), GRPOConfig.for_profile("cpu"))
     load_policy(default_base_dir(), GRPOConfig.for_profile("cpu", device="cpu"))
@@ -163,13 +165,16 @@ def test_the_own_grpo_engine_loads_its_policy_on_the_configured_device(loader_ca
 
 def test_device_cpu_puts_the_evaluation_model_on_the_cpu():
     for spec in ("base", "direct:base"):
-        policy = ev.make_policy(spec, ev.EvalConfig.for_profile("single_gpu", device="cpu", batch=4))
+        policy = ev_policies.make_policy(spec,
+                                         ev.EvalConfig.for_profile("single_gpu", device="cpu",
+                                                                   batch=4))
         backend = getattr(policy.shared, "inner", policy.shared)
         assert {p.device.type for p in backend.model.parameters()} == {"cpu"}
 
 
 def test_sft_with_device_cpu_trains_on_the_cpu(tmp_path):
     from test_sft import _image, trl_record
+
     from vsearcher_lite.training.sft import run_sft
 
     rows = [trl_record(_image(tmp_path / f"q{i}.png", (60 * i, 80, 120)), name, year)
@@ -212,7 +217,7 @@ def test_the_evaluation_threads_share_one_toolbox_with_the_same_results(eval_run
             built.append(box)
         return box
 
-    monkeypatch.setattr(factory, "make_toolbox", counting_make_toolbox)
+    monkeypatch.setattr(ev, "make_toolbox", counting_make_toolbox)  # the runner's own reference
     config = ev.EvalConfig.for_profile("cpu", concurrency=4, cache_mode="off", progress=False)
     shared = ev.evaluate(run, tasks, "teacher", name="shared", config=config, fresh=True)
     assert len(built) == 1
@@ -231,6 +236,7 @@ def test_the_evaluation_threads_share_one_toolbox_with_the_same_results(eval_run
 
 def test_a_shared_toolbox_counts_every_call_of_many_threads(tmp_path):
     from agent_fakes import make_images, make_toolbox
+
     from vsearcher_lite.cache import ToolCache
 
     _, hits = make_images(tmp_path)
@@ -294,7 +300,7 @@ def test_the_evaluation_model_is_on_cuda_and_evaluates(tmp_path, gpu_run):
     tasks = load_tasks(gpu_run / "filter" / "heldout.jsonl")[:2]
     for profile in ("cpu", "single_gpu"):
         config = ev.EvalConfig.for_profile(profile, max_tokens=16, max_tool_calls=1, progress=False)
-        policy = ev.make_policy("base", config)
+        policy = ev_policies.make_policy("base", config)
         backend = getattr(policy.shared, "inner", policy.shared)
         assert {p.device.type for p in backend.model.parameters()} == {"cuda"}
         m = ev.evaluate(gpu_run, tasks, policy, name=f"base-{profile}", config=config, fresh=True)

@@ -11,8 +11,14 @@ import pytest
 from vsearcher_lite.cli import main
 from vsearcher_lite.evaluation import comparison as cmp
 from vsearcher_lite.evaluation import evaluate as ev
+from vsearcher_lite.evaluation import identity as ev_identity
+from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.evaluation.manifest import read_manifest
-from vsearcher_lite.evaluation.plots import comparison_bars, comparison_groups, comparison_terminations
+from vsearcher_lite.evaluation.plots import (
+    comparison_bars,
+    comparison_groups,
+    comparison_terminations,
+)
 from vsearcher_lite.model.tiny import default_base_dir
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.synthesis.task import Task
@@ -96,7 +102,7 @@ def test_select_tasks_caps_the_exam_and_takes_heldout_round_robin():
     only_hard = cmp.select_tasks(tasks, config(heldout_max_tasks=None, heldout_difficulties=("hard",)))
     assert [t.id for t in only_hard["heldout"]] == ["hard-0", "hard-1", "hard-2"]
     # The SFT stage's own choice (easy and medium, capped at 4) is contained in ours: its results can be reused.
-    from vsearcher_lite.training.sft import balanced_head
+    from vsearcher_lite.training.heldout import balanced_head
 
     sft_choice = balanced_head([t for t in tasks["heldout"] if t.difficulty != "hard"], 4, key=lambda t: t.difficulty)
     assert {t.id for t in sft_choice} <= {t.id for t in cmp.select_tasks(tasks, config(heldout_max_tasks=6))["heldout"]}
@@ -141,11 +147,12 @@ def test_policy_specs_and_why_a_row_cannot_run(tmp_path):
 def test_canonical_specs_compare_one_checkpoint_named_two_ways(tmp_path, monkeypatch):
     ckpt = install_checkpoint(tmp_path / "run", "sft")
     monkeypatch.chdir(tmp_path)
-    assert ev.canonical_spec("transformers:run/sft/checkpoint") == ev.canonical_spec(f"transformers:{ckpt}")
-    assert ev.canonical_spec("direct:transformers:run/sft/checkpoint").startswith("direct:transformers:/")
+    canon = ev_identity.canonical_spec
+    assert canon("transformers:run/sft/checkpoint") == canon(f"transformers:{ckpt}")
+    assert canon("direct:transformers:run/sft/checkpoint").startswith("direct:transformers:/")
     a = {"policy": "sft", "policy_spec": "transformers:run/sft/checkpoint", "seed": 0}
-    assert ev.changed_settings(a, {**a, "policy_spec": f"transformers:{ckpt}"}) == []
-    assert ev.changed_settings(a, {**a, "seed": 1}) == ["seed"]
+    assert ev_identity.changed_settings(a, {**a, "policy_spec": f"transformers:{ckpt}"}) == []
+    assert ev_identity.changed_settings(a, {**a, "seed": 1}) == ["seed"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +230,7 @@ def test_heldout_results_of_the_sft_stage_are_reused_only_when_settings_match(sa
     ev.evaluate(run, tasks["heldout"][:2], "base", name="base", config=replace(held, max_tool_calls=3),
                 benchmark="heldout")
     # ... and the GRPO stage evaluated one, under its own name for the policy ("rl").
-    rl_policy = ev.make_policy(f"transformers:{run}/grpo/checkpoint", held)
+    rl_policy = ev_policies.make_policy(f"transformers:{run}/grpo/checkpoint", held)
     rl_policy.name = "rl"
     ev.evaluate(run, tasks["heldout"][:1], rl_policy, name="rl", config=held, benchmark="heldout")
     stage_sft = {r["id"]: r for r in ev.load_results(run, "sft")}
@@ -278,13 +285,14 @@ def test_an_empty_run_is_a_clear_error(tmp_path):
 
 def test_adopt_results_needs_a_matching_source(tmp_path):
     from agent_fakes import answer, make_toolbox
+
     from vsearcher_lite.chat import ScriptedChat
 
     tasks = [task(i, "easy") for i in range(3)]
     cfg = ev.EvalConfig.for_profile("cpu", progress=False)
-    policy = ev.make_policy(ScriptedChat(lambda messages: answer("Orsk")), cfg)
+    policy = ev_policies.make_policy(ScriptedChat(lambda messages: answer("Orsk")), cfg)
     ev.evaluate(tmp_path, tasks[:2], policy, name="stage", config=cfg, toolbox=make_toolbox([]))
-    identity = ev.run_identity(policy, cfg, ev.resolve_judge(None, cfg))
+    identity = ev_identity.run_identity(policy, cfg, ev.resolve_judge(None, cfg))
     assert ev.adopt_results(tmp_path, "stage", "table", tasks, {**identity, "seed": 5}) == 0
     assert ev.adopt_results(tmp_path, "missing", "table", tasks, identity) == 0
     assert ev.adopt_results(tmp_path, "stage", "table", tasks, identity) == 2
@@ -306,8 +314,8 @@ def test_the_teacher_plans_within_each_evaluations_tool_call_limit(monkeypatch):
 
     monkeypatch.setattr(teacher.HeuristicTeacher, "__init__", spy)
     c = config()
-    policy = ev.make_policy("teacher", c.heldout_eval_config())
-    exam_policy = ev.make_policy(policy, c.eval_config("exam"))
+    policy = ev_policies.make_policy("teacher", c.heldout_eval_config())
+    exam_policy = ev_policies.make_policy(policy, c.eval_config("exam"))
     task = Task(id="t", question="q", answer="a")
     policy.for_task(task), exam_policy.for_task(task)
     assert seen == [c.heldout_eval_config().max_tool_calls, 30] and seen[0] < 30

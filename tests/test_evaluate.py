@@ -6,12 +6,15 @@ import json
 import threading
 
 import pytest
-
 from agent_fakes import answer, call, make_toolbox
+
 from vsearcher_lite.agent.judge import LLMJudge, MatchJudge
 from vsearcher_lite.agent.protocol import COMPACT_QUESTION_CUE
 from vsearcher_lite.chat import ScriptedChat, message_text
 from vsearcher_lite.evaluation import evaluate as ev
+from vsearcher_lite.evaluation import identity as ev_identity
+from vsearcher_lite.evaluation import metrics as ev_metrics
+from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.evaluation.manifest import read_manifest
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.synthesis.task import Task
@@ -97,11 +100,12 @@ def test_format_errors_count_the_first_bad_turn_of_each_episode_also_in_older_re
         {"format_ok": False, "trajectory": {"turns": [turn(), turn("multiple_answers"), turn("unclosed_think")]}},
         {"format_ok": False, "trajectory": {"turns": []}},  # the policy wrote nothing
     ]
-    assert [ev.format_error_code(r) for r in records] == [None, "unclosed_think", "multiple_answers", ev.NO_TURN]
+    assert [ev_metrics.format_error_code(r) for r in records] == [
+        None, "unclosed_think", "multiple_answers", ev_metrics.NO_TURN]
     base = {"correct": False, "termination": "format_error", "difficulty": "easy", "split": "heldout",
             "n_tool_calls": 0, "seconds": 1.0}
-    m = ev.eval_metrics([{**base, **r} for r in records])
-    assert m["format_errors"] == {"unclosed_think": 1, "multiple_answers": 1, ev.NO_TURN: 1}
+    m = ev_metrics.eval_metrics([{**base, **r} for r in records])
+    assert m["format_errors"] == {"unclosed_think": 1, "multiple_answers": 1, ev_metrics.NO_TURN: 1}
 
 
 def test_summary_table_collects_every_policy_and_the_manifest_records_each(tmp_path):
@@ -216,7 +220,7 @@ def test_the_direct_ablation_shows_no_tools_and_allows_no_call(tmp_path):
         return answer("Orsk")
 
     box = make_toolbox([])
-    policy = ev.direct_policy(ScriptedChat(inner_reply), config())
+    policy = ev_policies.direct_policy(ScriptedChat(inner_reply), config())
     m = run(tmp_path, policy=policy, toolbox=box, name="direct")
     assert not policy.tools and m["tools"] is False
     assert box.counts == {"text_search": 0, "image_search": 0, "visit": 0}
@@ -225,7 +229,8 @@ def test_the_direct_ablation_shows_no_tools_and_allows_no_call(tmp_path):
     assert results["t-exam"]["correct"] and results["t-hard"]["correct"]
     assert m["mean_tool_calls"] == 0.0
     assert all("text_search" not in s and "without tools" in s for s in seen_systems)
-    assert ev.direct_system_prompt("2025-09-01", "full").endswith("Today's date: 2025-09-01")
+    assert ev_policies.direct_system_prompt("2025-09-01",
+                                            "full").endswith("Today's date: 2025-09-01")
 
 
 def test_an_llm_judge_decides_and_is_named(tmp_path):
@@ -244,11 +249,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(InputError, match="eval name 'a/b'"):
         run(tmp_path, name="a/b")
     with pytest.raises(InputError, match="direct ablation needs a model"):
-        ev.make_policy("direct:teacher", config())
+        ev_policies.make_policy("direct:teacher", config())
     with pytest.raises(InputError, match="no model here"):
-        ev.make_policy(f"transformers:{tmp_path / 'no_model'}", config())
+        ev_policies.make_policy(f"transformers:{tmp_path / 'no_model'}", config())
     with pytest.raises(InputError, match="only works in the sandbox"):
-        ev.make_policy("teacher", config(world="live"))
+        ev_policies.make_policy("teacher", config(world="live"))
     with pytest.raises(InputError, match="unknown judge"):
         run(tmp_path, judge="oracle")
 
@@ -282,11 +287,11 @@ def test_figures_and_table_come_from_the_saved_summary(tmp_path):
 
 
 def test_a_local_model_evaluated_in_batches_answers_as_one_by_one(tmp_path):
-    from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
+    from vsearcher_lite.batched_chat import BatchedTransformersChat
 
-    batched = ev.make_policy("base", config(batch=4))
+    batched = ev_policies.make_policy("base", config(batch=4))
     assert batched.batch == 4 and isinstance(batched.shared, BatchedTransformersChat)
-    assert ev.make_policy("base", config(batch=1)).batch == 1
+    assert ev_policies.make_policy("base", config(batch=1)).batch == 1
     assert config(wall_clock_s=60.0).limits(batched=True).wall_clock_s is None  # peers' turns are not its time
     records = {}
     for batch in (1, 4):
@@ -306,5 +311,5 @@ def test_a_greedy_model_run_under_another_seed_resumes_but_a_seeded_policy_does_
     sampled = config(seed=1, temperature=0.7)
     with pytest.raises(InputError, match="seed"):
         run(tmp_path, config=sampled)
-    teacher = ev.make_policy("teacher", config())
-    assert teacher.uses_seed and "seed" in ev.run_identity(teacher, config(), MatchJudge())
+    teacher = ev_policies.make_policy("teacher", config())
+    assert teacher.uses_seed and "seed" in ev_identity.run_identity(teacher, config(), MatchJudge())

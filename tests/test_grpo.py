@@ -12,12 +12,15 @@ import math
 
 import pytest
 import torch
-
 from agent_fakes import answer, call, make_images, make_toolbox
+
+from vsearcher_lite import batched_chat
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import EpisodeLimits, run_episode
 from vsearcher_lite.chat import ScriptedChat
-from vsearcher_lite.rl import batched_chat, commands, objective as obj, trainer
+from vsearcher_lite.rl import commands, cpu_engine, inputs
+from vsearcher_lite.rl import objective as obj
+from vsearcher_lite.rl import update as rl_update
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings, TrajectoryEncoder, build_sample
 from vsearcher_lite.runio import InputError
@@ -102,7 +105,7 @@ def test_post_fatal_and_excluded_masks_by_hand():
 @pytest.fixture(scope="module")
 def tiny():
     from vsearcher_lite.model.tiny import load_base
-    from vsearcher_lite.training.sft import freeze_vision
+    from vsearcher_lite.training.checkpoint import freeze_vision
 
     model, processor = load_base()
     freeze_vision(model)
@@ -257,9 +260,9 @@ def loss_and_grads(model, processor, samples):
     enc = TrajectoryEncoder(processor)
     batch = enc.collate([s.example for s in samples])
     length = batch["input_ids"].shape[1]
-    mask = trainer.padded_masks(samples, length)
+    mask = rl_update.padded_masks(samples, length)
     model.zero_grad(set_to_none=True)
-    logp, _ = trainer.token_logps(model, batch, mask)
+    logp, _ = rl_update.token_logps(model, batch, mask)
     loss, _ = obj.grpo_loss(logp, logp.detach(), torch.tensor([s.advantage for s in samples]), mask)
     loss.backward()
     return loss.item(), grads(model)
@@ -270,7 +273,7 @@ def test_excluded_trajectories_contribute_exactly_zero_gradient(tmp_path, tiny):
     good, bad = two_samples(tmp_path, processor)
     cfg = GRPOConfig.for_profile("cpu")
     bad.exclusion = "timeout"  # as if it had timed out: in the baseline, not in the loss
-    trainer.assign_advantages([[good, bad]], cfg)
+    rl_update.assign_advantages([[good, bad]], cfg)
     assert good.advantage > 0 > bad.advantage  # the excluded one still shaped the baseline
     assert good.in_loss and not bad.in_loss and not any(bad.loss_mask)
     # alone, the excluded trajectory gives a zero loss and a zero gradient, whatever its advantage
@@ -295,13 +298,13 @@ def test_zero_variance_groups_are_dropped_and_an_update_moves_the_policy(tmp_pat
     other_a, other_b = two_samples(tmp_path / "o", processor)
     other_b.reward = 1.0  # a group whose rewards are all 1: no signal
     cfg = GRPOConfig.for_profile("cpu", mu=2, learning_rate=1e-4, beta=0.02, micro_batch_size=2)
-    stats = trainer.assign_advantages([[good, bad], [other_a, other_b]], cfg)
+    stats = rl_update.assign_advantages([[good, bad], [other_a, other_b]], cfg)
     assert stats == {"zero_variance_groups": 1, "groups": 2}
     assert not other_a.in_loss and not other_b.in_loss and good.in_loss and bad.in_loss
     enc = TrajectoryEncoder(processor)
     ref = copy.deepcopy(model).eval()
     samples = [good, bad, other_a, other_b]
-    score = trainer.score_samples(model, samples, enc, 2, ref_model=ref)
+    score = rl_update.score_samples(model, samples, enc, 2, ref_model=ref)
     assert score["entropy"] > 0
     assert good.ref_logp is not None and other_a.ref_logp is None  # the reference is scored for trained rows only
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
@@ -312,12 +315,12 @@ def test_zero_variance_groups_are_dropped_and_an_update_moves_the_policy(tmp_pat
 
     margin_before = margin()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
-    update = trainer.update_policy(model, opt, samples, enc, cfg)
+    update = rl_update.update_policy(model, opt, samples, enc, cfg)
     assert update["trained_tokens"] == sum(good.loss_mask) + sum(bad.loss_mask)
     assert update["kl"] == pytest.approx(0.0, abs=1e-6)  # the first update starts at the reference
     assert 0 <= update["clip_fraction"] <= 1 and update["grad_norm"] > 0
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters() if p.requires_grad)
-    trainer.score_samples(model, [good, bad], enc, 2)
+    rl_update.score_samples(model, [good, bad], enc, 2)
     assert margin() > margin_before  # the rewarded trajectory gained on the unrewarded one
 
 
@@ -406,10 +409,10 @@ def test_presets_and_checks():
 def test_task_sampler_mix_and_variance_curriculum():
     tasks = [Task(id=f"e{i}", question="q", answer="a", difficulty="easy") for i in range(4)] + \
             [Task(id=f"m{i}", question="q", answer="a", difficulty="medium") for i in range(4)]
-    s = trainer.TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=0)
+    s = inputs.TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=0)
     drawn = [t.id for _ in range(4) for t in s.draw(2)]
     assert sorted(d for d in drawn if d[0] == "e") == ["e0", "e1", "e2", "e3"]  # one pass over each pool
-    v = trainer.TaskSampler(tasks, {"easy": 1}, seed=0, curriculum="variance")
+    v = inputs.TaskSampler(tasks, {"easy": 1}, seed=0, curriculum="variance")
     v.record("e0", [0, 0, 0, 0])  # always wrong: p = 1/6
     v.record("e1", [1, 0, 1, 0])  # half right: p = 1/2
     v.record("e2", [1, 1, 1, 1])  # always right
@@ -444,31 +447,35 @@ def write_tasks(path, ids):
 def test_grpo_trains_on_the_rl_pool_unless_told_to_use_sft_tasks(tmp_path):
     (tmp_path / "filter").mkdir()
     with pytest.raises(InputError, match="no RL task pool.*vsearcher-lite filter.*--task-source sft"):
-        trainer.train_tasks(tmp_path, GRPOConfig.for_profile("cpu"))
+        inputs.train_tasks(tmp_path, GRPOConfig.for_profile("cpu"))
     write_tasks(tmp_path / "filter" / "rl_tasks.jsonl", ["r1", "r2"])
     write_tasks(tmp_path / "filter" / "train.jsonl", ["s1", "s2", "s3"])
     write_tasks(tmp_path / "other.jsonl", ["o1"])
-    assert [t.id for t in trainer.train_tasks(tmp_path, GRPOConfig.for_profile("cpu"))] == ["r1", "r2"]
-    assert [t.id for t in trainer.train_tasks(tmp_path, GRPOConfig.for_profile("cpu", task_source="sft"))] == ["s1", "s2", "s3"]
+    ids = lambda config: [t.id for t in inputs.train_tasks(tmp_path, config)]  # noqa: E731
+    assert ids(GRPOConfig.for_profile("cpu")) == ["r1", "r2"]
+    assert ids(GRPOConfig.for_profile("cpu", task_source="sft")) == ["s1", "s2", "s3"]
     with_file = GRPOConfig.for_profile("cpu", task_source="sft", train_file=str(tmp_path / "other.jsonl"))
-    assert [t.id for t in trainer.train_tasks(tmp_path, with_file)] == ["o1"]
+    assert [t.id for t in inputs.train_tasks(tmp_path, with_file)] == ["o1"]
 
 
 def test_a_pool_that_sft_trained_on_is_reported(tmp_path):
     (tmp_path / "filter").mkdir()
     write_tasks(tmp_path / "filter" / "rl_tasks.jsonl", ["r1", "r2"])
     cfg = GRPOConfig.for_profile("cpu")
-    pool = trainer.train_tasks(tmp_path, cfg)
+    pool = inputs.train_tasks(tmp_path, cfg)
     lines = []
-    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) is None and lines == []  # no SFT data yet
+    # no SFT data yet
+    assert inputs.check_pool_unseen(tmp_path, pool, cfg, lines.append) is None and lines == []
     (tmp_path / "trajectories").mkdir()
     (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n')
-    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 0 and lines == []
+    assert inputs.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 0 and lines == []
     # a run folder whose SFT data was made from the training split before the pool was carved out of it
     (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n{"task_id": "r2"}\n{"task_id": "r2"}\n')
-    assert trainer.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 1
+    assert inputs.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 1
     assert len(lines) == 1 and "1 of the 2 RL-pool tasks" in lines[0]
-    assert trainer.check_pool_unseen(tmp_path, pool, GRPOConfig.for_profile("cpu", task_source="sft"), lines.append) is None
+    assert inputs.check_pool_unseen(tmp_path, pool,
+                                    GRPOConfig.for_profile("cpu",
+                                                           task_source="sft"), lines.append) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,7 +515,7 @@ def test_dynamic_sampling_redraws_until_the_batch_has_signal():
     order = ["mix-a", "zero-a", "one-a", "mix-b", "one-b", "mix-c", "mix-d", "mix-e", "mix-f"]
     sampler, calls = ScriptedSampler(order), []
     cfg = GRPOConfig.for_profile("cpu", prompts_per_step=4, max_draw_rounds=4)
-    batch, drawn, stats = trainer.draw_groups(sampler, fake_rollout(calls), cfg)
+    batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
     assert [r for r, _ in calls] == [0, 1]  # the second round filled the batch: no third
     assert [g[0].task_id for g in batch] == ["mix-a", "mix-b", "mix-c", "mix-d"]
     assert stats == {"groups": 8, "zero_variance_groups": 3, "groups_kept": 4, "groups_surplus": 1,
@@ -519,7 +526,7 @@ def test_dynamic_sampling_redraws_until_the_batch_has_signal():
 def test_dynamic_sampling_stops_at_the_round_cap():
     sampler, calls = ScriptedSampler([f"zero-{i}" for i in range(9)] + ["mix-z"]), []
     cfg = GRPOConfig.for_profile("cpu", prompts_per_step=3, max_draw_rounds=2)
-    batch, drawn, stats = trainer.draw_groups(sampler, fake_rollout(calls), cfg)
+    batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
     assert batch == [] and len(calls) == 2 and len(drawn) == 6 * 4
     assert stats == {"groups": 6, "zero_variance_groups": 6, "groups_kept": 0, "groups_surplus": 0,
                      "draw_rounds": 2, "zero_variance_share": 1.0}
@@ -528,7 +535,7 @@ def test_dynamic_sampling_stops_at_the_round_cap():
 def test_without_dynamic_sampling_one_round_is_the_batch():
     sampler, calls = ScriptedSampler(["mix-a", "zero-a", "one-a", "mix-b", "mix-c"]), []
     cfg = GRPOConfig.for_profile("cpu", prompts_per_step=4, dynamic_sampling=False)
-    batch, drawn, stats = trainer.draw_groups(sampler, fake_rollout(calls), cfg)
+    batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
     assert len(calls) == 1 and [g[0].task_id for g in batch] == ["mix-a", "zero-a", "one-a", "mix-b"]
     assert stats == {"groups": 4, "zero_variance_groups": 2, "groups_kept": 2, "groups_surplus": 0,
                      "draw_rounds": 1, "zero_variance_share": 0.5}
@@ -540,17 +547,18 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path):
                   image_path=q, difficulty=d) for i, d in (("always", "easy"), ("sometimes", "easy"), ("never", "medium"))]
     # episodes run one after another on a plain backend: 2 per task, in task order
     replies = [answer("1874"), answer("1874"), answer("1874"), answer("1900"), answer("1900"), answer("1911")]
-    got = trainer.prescreen(ScriptedChat(replies), make_toolbox(hits), tasks, 2, settings(), MatchJudge(), tasks_per_call=2)
+    got = cpu_engine.prescreen(ScriptedChat(replies), make_toolbox(hits), tasks, 2, settings(),
+                               MatchJudge(), tasks_per_call=2)
     assert got == {"always": 2, "sometimes": 1, "never": 0}
     # easy keeps its mixed task only; medium has none, so it keeps all its tasks
-    assert [t.id for t in trainer.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
+    assert [t.id for t in cpu_engine.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
 
 
 def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):
     with pytest.raises(InputError, match="vsearcher-lite sft"):
-        trainer.resolve_init(tmp_path, GRPOConfig.for_profile("cpu"))
+        inputs.resolve_init(tmp_path, GRPOConfig.for_profile("cpu"))
     with pytest.raises(InputError, match="--init"):
-        trainer.resolve_init(tmp_path, GRPOConfig.for_profile("cpu", init=str(tmp_path / "nowhere")))
+        inputs.resolve_init(tmp_path, GRPOConfig.for_profile("cpu", init=str(tmp_path / "nowhere")))
 
 
 def _tandem_blocks(ids: list[int], min_block: int) -> list[int]:

@@ -14,10 +14,11 @@ import json
 import time
 
 import pytest
-
 from agent_fakes import answer, build_sandbox_run, call, grpo_run
+
 from vsearcher_lite.rl.config import GRPOConfig
-from vsearcher_lite.rl.trainer import STEP_FIELDS, run_grpo
+from vsearcher_lite.rl.steps import STEP_FIELDS
+from vsearcher_lite.rl.trainer import run_grpo
 from vsearcher_lite.runio import write_jsonl
 
 
@@ -115,8 +116,9 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
     """TRL's GRPOTrainer, one step of 1 prompt x 2 generations, driven by the project's rollouts: with a
     scripted policy (image-search results travel inside the completions), and with the LoRA-wrapped model
     itself generating."""
+    from vsearcher_lite import batched_chat
     from vsearcher_lite.chat import ScriptedChat
-    from vsearcher_lite.rl import batched_chat
+    from vsearcher_lite.rl import trl_engine
 
     # The tiny base cannot call tools yet; a scripted policy does, so the tool-image path is exercised.
     class ScriptedBatcher(batched_chat.LockstepBatcher):
@@ -128,7 +130,7 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
             return [self.script.chat(c) for c in conversations]
 
     if scripted:
-        monkeypatch.setattr(batched_chat, "BatchedTransformersChat", ScriptedBatcher)
+        monkeypatch.setattr(trl_engine, "BatchedTransformersChat", ScriptedBatcher)
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     import trl
 
@@ -198,7 +200,7 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
     run ends: the same step rows (timings aside) and the same rollouts."""
     import shutil
 
-    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.rl import cpu_engine
     from vsearcher_lite.runio import InputError
 
     def copy_run(name):
@@ -211,7 +213,7 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
     run_grpo(whole, config, log=lambda s: None)
 
     run = copy_run("resumed")
-    real_save = trainer.save_training_state
+    real_save = cpu_engine.save_training_state
 
     def save_then_die(out, step, *args, **kw):
         path = real_save(out, step, *args, **kw)
@@ -219,10 +221,10 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
             raise RuntimeError("killed")
         return path
 
-    monkeypatch.setattr(trainer, "save_training_state", save_then_die)
+    monkeypatch.setattr(cpu_engine, "save_training_state", save_then_die)
     with pytest.raises(RuntimeError, match="killed"):
         run_grpo(run, config, log=lambda s: None)
-    monkeypatch.setattr(trainer, "save_training_state", real_save)
+    monkeypatch.setattr(cpu_engine, "save_training_state", real_save)
     assert (run / "grpo" / "resume.pt").is_file() and not (run / "grpo" / "checkpoint").exists()
 
     with pytest.raises(InputError, match="temperature=0.8"):  # other settings never continue this run
@@ -242,7 +244,7 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
 
 
 def test_the_task_sampler_continues_its_draws_from_a_saved_state():
-    from vsearcher_lite.rl.trainer import TaskSampler
+    from vsearcher_lite.rl.inputs import TaskSampler
     from vsearcher_lite.synthesis.task import Task
 
     tasks = [Task(id=f"t{i}", question="q", answer="a", difficulty="easy" if i % 2 else "medium") for i in range(9)]
@@ -258,7 +260,7 @@ def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
     """After a restore, the next AdamW step gives the same weights as without the interruption."""
     import torch
 
-    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.rl import cpu_engine, inputs
     from vsearcher_lite.synthesis.task import Task
 
     def make():
@@ -272,18 +274,20 @@ def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
         optimizer.step()
 
     config = small(save_every=1)
-    sampler = trainer.TaskSampler([Task(id="a", question="q", answer="x")], {"easy": 1})
+    sampler = inputs.TaskSampler([Task(id="a", question="q", answer="x")], {"easy": 1})
     model, optimizer = make()
     step(model, optimizer)
-    trainer.save_training_state(tmp_path, 1, model, optimizer, sampler, [{"step": 0}], [False], ["a"], None, config)
+    cpu_engine.save_training_state(tmp_path, 1, model, optimizer, sampler, [{"step": 0}], [False],
+                                   ["a"], None, config)
     step(model, optimizer)
 
     again, again_optimizer = make()
-    state = trainer.load_training_state(tmp_path, config)
+    state = cpu_engine.load_training_state(tmp_path, config)
     again.load_state_dict(state["model"])
     again_optimizer.load_state_dict(state["optimizer"])
     step(again, again_optimizer)
     assert state["step"] == 1 and state["rows"] == [{"step": 0}]
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     # without --save-every a rerun starts over and drops the saved state
-    assert trainer.load_training_state(tmp_path, small()) is None and not (tmp_path / "resume.pt").exists()
+    assert cpu_engine.load_training_state(tmp_path,
+                                          small()) is None and not (tmp_path / "resume.pt").exists()

@@ -2,7 +2,6 @@
 
 import json
 import random
-import shutil
 
 import pytest
 

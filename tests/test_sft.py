@@ -31,7 +31,8 @@ from vsearcher_lite.training.data import (
     rendered_lengths,
     trained_spans,
 )
-from vsearcher_lite.training.sft import first_last, run_progress, schedule_factor, stop_rule
+from vsearcher_lite.training.sft import first_last
+from vsearcher_lite.training.sft_trainer import run_progress, schedule_factor, stop_rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ def _image(path: Path, colour=(200, 40, 40)) -> str:
 
 def trl_record(image: str, name: str, year: str) -> dict:
     """One accepted trajectory as ``agent.export.to_trl_record`` writes it: parts, placeholders, paths."""
-    messages = initial_messages(f"In which year was the bridge in the image built?", image, variant="compact",
+    messages = initial_messages("In which year was the bridge in the image built?", image, variant="compact",
                                 today="2025-09-01")
     turns = [
         format_assistant_turn("I should find out which bridge this is.", tool_call=("image_search", {})),
@@ -203,7 +204,7 @@ def test_answer_weights_by_hand():
 
 
 def test_balanced_eval_selection_keeps_the_mix():
-    from vsearcher_lite.training.sft import balanced_head
+    from vsearcher_lite.training.heldout import balanced_head
 
     items = ["e1", "e2", "e3", "e4", "m1", "m2", "h1"]
     assert balanced_head(items, 4, key=lambda s: s[0]) == ["e1", "m1", "h1", "e2"]
@@ -235,11 +236,11 @@ def test_the_step_floor_outlasts_the_time_budget():
     import time
     from types import SimpleNamespace
 
-    from vsearcher_lite.training.sft import _trainer_classes
+    from vsearcher_lite.training.sft_trainer import sft_trainer_classes
 
     assert [stop_rule(s, 61.0, 60.0, min_steps=3) for s in (1, 2, 3, 4)] == ["floor", "floor", "time", "time"]
     assert stop_rule(1, 59.0, 60.0, min_steps=3) == "go" and stop_rule(1, 61.0, 60.0) == "time"
-    _, LossLog = _trainer_classes()
+    _, LossLog = sft_trainer_classes()
     messages: list[str] = []
     callback = LossLog(lambda: None, budget_s=0.5, progress=False, min_steps=3, log=messages.append)
     callback.start = time.perf_counter() - 1.0  # the budget is spent
@@ -451,7 +452,7 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
     config = short_config(train_file, max_steps=6, save_every=2)
     sft.run_sft(tmp_path / "whole", config, log=lambda s: None)
 
-    real_classes = sft._trainer_classes
+    real_classes = sft.sft_trainer_classes
 
     def crashing_classes():
         trainer_cls, loss_log = real_classes()
@@ -464,10 +465,10 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
         return trainer_cls, CrashAfterSave
 
     run = tmp_path / "resumed"
-    monkeypatch.setattr(sft, "_trainer_classes", crashing_classes)
+    monkeypatch.setattr(sft, "sft_trainer_classes", crashing_classes)
     with pytest.raises(RuntimeError, match="killed"):
         sft.run_sft(run, config, log=lambda s: None)
-    monkeypatch.setattr(sft, "_trainer_classes", real_classes)
+    monkeypatch.setattr(sft, "sft_trainer_classes", real_classes)
     assert [p.name for p in (run / "sft" / "trainer").glob("checkpoint-*")] == ["checkpoint-4"]
     assert not (run / "sft" / "checkpoint").exists()
 

@@ -110,14 +110,14 @@ def test_trl_arguments_use_the_current_checkpointing_name_without_a_warning(prof
 
     from vsearcher_lite.rl import trl_engine
     from vsearcher_lite.rl.config import GRPOConfig
-    from vsearcher_lite.training import sft
+    from vsearcher_lite.training import sft_trainer
     from vsearcher_lite.training.config import SFTConfig
 
     sft_config = SFTConfig.for_profile(profile, device="cpu", dtype="float32")
     grpo_config = GRPOConfig.for_profile(profile, device="cpu", dtype="float32", use_vllm=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
-        sft_args = sft.trl_args(sft_config, tmp_path / "sft")
+        sft_args = sft_trainer.trl_args(sft_config, tmp_path / "sft")
         grpo_args = trl_engine.trl_args(grpo_config, tmp_path / "grpo")
     assert sft_args.activation_checkpointing is sft_config.gradient_checkpointing is (profile == "multi_gpu")
     assert grpo_args.activation_checkpointing is grpo_config.gradient_checkpointing is (profile == "multi_gpu")

@@ -1,7 +1,6 @@
 """Rejection sampling end to end on a small sandbox: metrics, resumability, replay, exports, CLI."""
 
 import json
-import shutil
 
 import pytest
 

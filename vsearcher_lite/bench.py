@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import Callable
 
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, read_json
+from vsearcher_lite.tools.sandbox import sandbox_backends
 from vsearcher_lite.world.commands import positive_int
+from vsearcher_lite.world.images import perturb_image
+from vsearcher_lite.world.model import ImageRef
+from vsearcher_lite.world.queries import distinctive_query, generic_query
+from vsearcher_lite.world.store import ensure_world
 
 DEFAULT_BENCH_ENTITIES = 10_000
 DEFAULT_QUERIES = 200
@@ -54,8 +59,6 @@ class BenchContext:
     @property
     def world(self):
         if "world" not in self.cache:
-            from vsearcher_lite.world.store import ensure_world
-
             t0 = time.perf_counter()
             self.cache["world"] = ensure_world(self.bench_dir, self.n_entities, self.seed)
             self.cache["world_seconds"] = time.perf_counter() - t0
@@ -63,7 +66,7 @@ class BenchContext:
 
     def backends(self) -> dict:
         if "backends" not in self.cache:
-            self.cache["backends"] = self.world.backends()
+            self.cache["backends"] = sandbox_backends(self.world)
         return self.cache["backends"]
 
     def rng(self, section: str) -> random.Random:
@@ -125,8 +128,6 @@ def bench_world(ctx: BenchContext) -> dict:
 
 @bench_section("text_search")
 def bench_text_search(ctx: BenchContext) -> dict:
-    from vsearcher_lite.world.queries import distinctive_query
-
     k = ctx.world.knowledge
     search = ctx.backends()["text"]
     queries = []
@@ -153,8 +154,6 @@ def bench_text_search(ctx: BenchContext) -> dict:
 
 @bench_section("generic_queries")
 def bench_generic_queries(ctx: BenchContext) -> dict:
-    from vsearcher_lite.world.queries import generic_query
-
     k = ctx.world.knowledge
     search = ctx.backends()["text"]
     rng = ctx.rng("generic_queries")
@@ -173,9 +172,6 @@ def bench_generic_queries(ctx: BenchContext) -> dict:
 
 @bench_section("image_search")
 def bench_image_search(ctx: BenchContext) -> dict:
-    from vsearcher_lite.world.images import perturb_image
-    from vsearcher_lite.world.model import ImageRef
-
     k = ctx.world.knowledge
     search = ctx.backends()["image"]
     qdir = ctx.bench_dir / "image_queries"

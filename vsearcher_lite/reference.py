@@ -73,9 +73,9 @@ def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
 
 
 def policy_numbers(records: list[dict]) -> dict:
-    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as
-    ``evaluation.evaluate.eval_metrics`` computes them."""
-    from vsearcher_lite.evaluation.evaluate import eval_metrics
+    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as the
+    evaluation computes them (``evaluation.metrics.eval_metrics``)."""
+    from vsearcher_lite.evaluation.metrics import eval_metrics
 
     if not records:
         return {"n_tasks": 0}
@@ -171,7 +171,7 @@ def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
     """The reference's per-task results as the comparison stage's metrics, so notebook 08 and
     the report draw them as they draw a run."""
     from vsearcher_lite.evaluation.comparison import comparison_metrics
-    from vsearcher_lite.evaluation.evaluate import eval_metrics
+    from vsearcher_lite.evaluation.metrics import eval_metrics
     from vsearcher_lite.synthesis.task import in_level_order
 
     results: dict[str, dict[str, dict]] = {}

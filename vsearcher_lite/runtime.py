@@ -27,6 +27,8 @@ import ctypes
 import ctypes.util
 import os
 
+from vsearcher_lite.runio import InputError
+
 #: glibc's ``mallopt`` parameter numbers (``malloc.h``).
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
@@ -61,8 +63,6 @@ def resolve_device(name: str | None = "auto"):
     else ``cpu``. An unknown name, or ``cuda`` without a GPU, is an ``InputError`` (one line).
     """
     import torch
-
-    from vsearcher_lite.runio import InputError
 
     name = "auto" if name is None else str(name).strip().lower()
     try:

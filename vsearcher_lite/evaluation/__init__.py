@@ -2,7 +2,9 @@
 
 - ``benchmarks``: MM-SearchExam, MMSearch, BrowseComp-VL, SimpleVQA and the project's own task
   files as ``Task`` records, with a local, content-addressed image cache;
-- ``evaluate``: any policy through the ReAct loop, judged, with Pass@1 and its breakdowns;
+- ``evaluate``: the settings (``EvalConfig``) and the runner: any policy through the ReAct loop,
+  judged; below it ``policies`` (the policy specs), ``metrics`` (Pass@1 and its breakdowns) and
+  ``identity`` (when stored results may be reused);
 - ``comparison``: notebook 08, base / SFT / RL / teacher / no-tools on the run's exam and held-out tasks
   (the paper's table 1 and figure 4 for one run);
 - ``plots``: the table and the figures, redrawn from the saved metrics;

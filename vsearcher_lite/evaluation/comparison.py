@@ -25,15 +25,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.config import load_profile, with_overrides
-from vsearcher_lite.evaluation.evaluate import (
-    EvalConfig,
-    Policy,
-    adopt_results,
-    evaluate,
-    make_policy,
-    resolve_judge,
-    run_identity,
-)
+from vsearcher_lite.evaluation.evaluate import EvalConfig, adopt_results, evaluate, resolve_judge
+from vsearcher_lite.evaluation.identity import run_identity
+from vsearcher_lite.evaluation.policies import Policy, make_policy
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
 from vsearcher_lite.synthesis.task import LEVEL_ORDER, Task
@@ -166,7 +160,7 @@ def exam_and_heldout(tasks: list[Task]) -> dict[str, list[Task]]:
 def select_tasks(tasks: dict[str, list[Task]], config: ComparisonConfig) -> dict[str, list[Task]]:
     """The exam's first ``exam_max_tasks``; the held-out tasks of the chosen difficulties, capped
     round-robin across difficulties (the SFT stage's rule, so its results are reused)."""
-    from vsearcher_lite.training.sft import balanced_head
+    from vsearcher_lite.training.heldout import balanced_head
 
     exam = list(tasks.get("exam", []))
     if config.exam_max_tasks is not None:

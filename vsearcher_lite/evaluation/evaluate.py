@@ -1,25 +1,18 @@
 """Stage `eval`: any policy through the ReAct loop on a benchmark, judged (paper 2.4, 3.2, 4; fig. 4).
 
-``evaluate(run_dir, tasks, policy, *, judge, toolbox, concurrency, name) -> metrics`` runs one
-episode per task (``agent.loop.run_episode``: the same system prompt, tools and strict format
-check as the teacher, SFT and GRPO), judges the final answer, and reports Pass@1 (the share of
-tasks answered correctly in one attempt, the paper's metric), accuracy per difficulty and per
-split, mean tool calls by type, termination reasons and time per task.
+``EvalConfig`` holds an evaluation's settings. ``evaluate(run_dir, tasks, policy, *, judge,
+toolbox, concurrency, name) -> metrics`` is the runner the eval command, the SFT and GRPO stages
+and the comparison call: one episode per task (``agent.loop.run_episode``: the same system
+prompt, tools and strict format check as the teacher, SFT and GRPO), the final answer judged,
+Pass@1 and its breakdowns reported (``metrics``). Policies are named by specs (``policies``);
+stored results are reused only under the same identity (``identity``). Those modules sit below
+this one and import nothing from the stages, so the training stages call the runner without
+importing upward.
 
 Two times are recorded. ``seconds_per_task`` is each episode's latency, from its start to its
 judged answer; episodes run concurrently (a batched model answers 16 at a time), so it includes
 the time an episode waits for the others of its batch and is not a cost. ``wall_seconds_per_task``
 is the cost: the evaluation's wall time divided by the tasks it ran (``wall_timed_tasks``).
-
-Policies (``make_policy(spec)``), all of them ``ChatBackend``s in the loop:
-
-- ``teacher`` (or ``heuristic``): the sandbox's heuristic teacher, one per task;
-- ``base``: the shipped tiny base model (``data/tiny_base``) as a local transformers policy;
-- a chat spec for ``make_chat``: ``openai:<model>@<base_url>``, ``transformers:<path or hub id>``,
-  or just the path of a saved checkpoint folder;
-- ``direct`` / ``direct:<spec>``: the no-tools ablation of a policy (default: the base model).
-  The policy is shown a system prompt without tools that asks for a direct answer, and the
-  episode allows no tool call (a call ends it with ``max_tool_calls``).
 
 Runs are bounded in concurrency (threads), resumable and cached:
 
@@ -41,35 +34,38 @@ budget per episode, and the offline match judge instead of an LLM judge.
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
-import statistics
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import Judge, make_judge
-from vsearcher_lite.agent.loop import (
-    TERMINATIONS,
-    TRANSIENT_TERMINATIONS,
-    Trajectory,
-    run_episode,
-)
-from vsearcher_lite.agent.protocol import (
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    SANDBOX_TODAY,
-    THINK_CLOSE,
-    THINK_OPEN,
-    resolve_today,
-)
+from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.chat import ChatBackend, usage_of
-from vsearcher_lite.config import EvalConfig
+from vsearcher_lite.config import EvalConfig, task_seed
+from vsearcher_lite.evaluation.identity import (
+    changed_settings,
+    guard_resume,
+    previous_results,
+    run_identity,
+)
+from vsearcher_lite.evaluation.manifest import (
+    scrub_secrets,
+    update_json_file,
+    utc_now,
+    write_manifest,
+)
+from vsearcher_lite.evaluation.metrics import (
+    comparison_csv,
+    eval_metrics,
+    result_record,
+    results_csv,
+    summary_entry,
+    wall_time,
+)
+from vsearcher_lite.evaluation.policies import Policy, make_policy, policy_label, slug
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
     InputError,
@@ -80,395 +76,16 @@ from vsearcher_lite.runio import (
     check_folder_name,
     read_json,
 )
-from vsearcher_lite.runtime import resolve_device
-from vsearcher_lite.synthesis.task import Task, in_level_order
+from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.tools.factory import make_toolbox
+from vsearcher_lite.world.store import open_world
+
+# The runner's API; ``policy_label`` is re-exported for the eval command.
+__all__ = ["EvalConfig", "adopt_results", "check_name", "eval_dir", "evaluate", "load_results",
+           "policy_label", "read_summary", "resolve_judge", "run_pending", "task_seed",
+           "toolbox_source", "update_summary"]
 
 STAGE = "eval"
-TOOL_NAMES = ("text_search", "image_search", "visit")
-NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
-
-
-# ---------------------------------------------------------------------------------------------
-# Policies
-
-
-DIRECT_PROMPT_FULL = (
-    "You answer questions about an image and the world from what you already know. In this setting "
-    "you have no tools: you cannot search or open pages, so do not ask for them.\n"
-    f"Reply with your short reasoning inside {THINK_OPEN}{THINK_CLOSE}, then your final answer inside "
-    f"{ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, a name, a number or a short phrase. If you are "
-    "unsure, give your best guess.\n"
-    "Today's date: {today}"
-)
-DIRECT_PROMPT_COMPACT = (
-    f"You are a search agent without tools. Reply with {THINK_OPEN}...{THINK_CLOSE} then "
-    f"{ANSWER_OPEN}...{ANSWER_CLOSE}. Date: {{today}}"
-)
-
-
-def direct_system_prompt(today: str | None, variant: str = "full") -> str:
-    """The no-tools ablation's system prompt (the tools and their workflow left out)."""
-    template = DIRECT_PROMPT_COMPACT if variant == "compact" else DIRECT_PROMPT_FULL
-    return template.replace("{today}", resolve_today(today))
-
-
-class DirectAnswerPolicy(ChatBackend):
-    """The no-tools ablation of a policy: its system message is replaced by a prompt without tools.
-
-    The episode it runs in allows no tool call (``EvalConfig.limits(tools=False)``), so a tool
-    call ends it with ``max_tool_calls`` and no answer.
-    """
-
-    def __init__(self, inner: ChatBackend, *, today: str | None = SANDBOX_TODAY, variant: str = "full"):
-        self.inner = inner
-        self.system = direct_system_prompt(today, variant)
-        self.name = f"direct({getattr(inner, 'name', type(inner).__name__)})"
-
-    @property
-    def usage(self) -> dict:
-        return usage_of(self.inner)
-
-    def chat(self, messages: list[dict], **sampling: Any) -> str:
-        rest = [m for m in messages if m.get("role") != "system"]
-        return self.inner.chat([{"role": "system", "content": self.system}, *rest], **sampling)
-
-
-@dataclass
-class Policy:
-    """What ``evaluate`` runs: a name for tables, the spec it came from, and a backend per task."""
-
-    name: str
-    spec: str
-    for_task: Callable[[Task], ChatBackend] = field(repr=False)
-    tools: bool = True  # False: the direct-answer ablation
-    shared: ChatBackend | None = field(default=None, repr=False)  # the one backend, when one serves every task
-    batch: int = 1  # > 1: the backend generates this many episodes' turns at once (run that many threads)
-    uses_seed: bool = False  # acts on the run's seed beyond sampling (the heuristic teacher's mistakes)
-
-
-GENERIC_CHECKPOINT_NAMES = {"model", "final", "checkpoint", "out", "output", "best", "latest", "merged"}
-
-
-def slug(text: str) -> str:
-    """A file-name-safe label: ``"Qwen/Qwen3-VL 8B"`` -> ``"qwen-qwen3-vl-8b"``."""
-    out = "".join(c if c.isalnum() or c in "._" else "-" for c in text.strip().lower())
-    while "--" in out:
-        out = out.replace("--", "-")
-    return out.strip("-._") or "policy"
-
-
-def policy_label(spec: str) -> str:
-    """A short name for a policy spec, for folders and tables.
-
-    >>> policy_label("transformers:runs/default/sft/model"), policy_label("openai:qwen3-vl-8b@http://h:8000/v1")
-    ('sft', 'qwen3-vl-8b')
-    >>> policy_label("direct"), policy_label("direct:transformers:runs/r/grpo/final"), policy_label("heuristic")
-    ('direct', 'direct-grpo', 'teacher')
-    """
-    spec = spec.strip()
-    if spec in ("teacher", "heuristic"):
-        return "teacher"
-    if spec in ("base", "direct"):
-        return spec
-    if spec.startswith("direct:"):
-        return "direct-" + policy_label(spec[len("direct:"):])
-    kind, _, rest = spec.partition(":")
-    if kind == "openai":
-        at = rest.rfind("@http")
-        return slug((rest[:at] if at >= 0 else rest) or "openai")
-    target = rest if kind == "transformers" else spec
-    parts = [p for p in Path(target.rstrip("/")).parts if p not in ("", ".")]
-    if not parts:
-        return "policy"
-    name = parts[-1]
-    if name.lower() in GENERIC_CHECKPOINT_NAMES and len(parts) > 1:
-        name = parts[-2]
-    return slug(name)
-
-
-def _path_like(spec: str) -> bool:
-    """An existing path, or one written as a path (``./``, ``/``, ``~``)."""
-    return Path(spec).exists() or spec.startswith((".", "/", "~"))
-
-
-def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBackend:
-    """The chat backend of a spec, a local model loaded on ``device`` (``runtime.resolve_device``); a
-    local image-text model with ``batch`` > 1 comes behind the batcher
-    (``rl.batched_chat.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
-    from vsearcher_lite.chat import TransformersChat, make_chat
-
-    if spec == "base":
-        from vsearcher_lite.model.tiny import default_base_dir
-
-        spec = f"transformers:{default_base_dir()}"
-    elif not spec.startswith(("openai", "transformers:")) and (_path_like(spec) or "/" in spec):
-        spec = f"transformers:{spec}"  # a bare checkpoint folder (or hub id)
-    if spec.startswith("transformers:"):
-        path = spec[len("transformers:"):]
-        if not path.strip():
-            raise InputError("policy 'transformers:' needs a model folder or hub id after the colon")
-        # "org/name" is a hub id; anything with a deeper path, or rooted, is meant as a local folder.
-        looks_local = _path_like(path) or path.count("/") >= 2
-        if looks_local and not (Path(path) / "config.json").is_file():
-            raise InputError(f"{path}: no model here (no config.json); train it first or give another --policy")
-    local = {"device": str(resolve_device(device))} if spec.startswith("transformers:") else {}
-    chat = make_chat(spec, **local)
-    if batch > 1 and isinstance(chat, TransformersChat) and chat.processor is not None:
-        from vsearcher_lite.rl.batched_chat import BatchedTransformersChat
-
-        return BatchedTransformersChat(chat.model, chat.processor, max_batch=batch, max_wait_s=0.05,
-                                       max_new_tokens=chat.max_new_tokens)
-    return chat
-
-
-def backend_batch(backend: ChatBackend) -> int:
-    """How many requests ``backend`` answers in one call (1 unless it is a batcher)."""
-    from vsearcher_lite.rl.batched_chat import LockstepBatcher
-
-    return backend.max_batch if isinstance(backend, LockstepBatcher) else 1
-
-
-def direct_policy(backend: ChatBackend, config: EvalConfig | None = None, *, name: str = "direct",
-                  spec: str = "direct") -> Policy:
-    """The no-tools ablation of ``backend``: a tool-free system prompt and no tool call allowed."""
-    config = config or EvalConfig()
-    wrapped = DirectAnswerPolicy(backend, today=config.today, variant=config.prompt_variant)
-    return Policy(name, spec, lambda task: wrapped, tools=False, shared=wrapped, batch=backend_batch(backend))
-
-
-def make_policy(spec: str | ChatBackend | Policy, config: EvalConfig | None = None) -> Policy:
-    """A ``Policy`` from a spec (see the module docstring), a chat backend, or a ``Policy``."""
-    config = config or EvalConfig()
-    if isinstance(spec, Policy):
-        if spec.spec in ("teacher", "heuristic") and spec.tools:
-            # the heuristic teacher plans within the episode's tool-call limit: this evaluation's, not
-            # the one it was first built with (the comparison runs it on held-out tasks and the exam)
-            return replace(spec, for_task=make_policy(spec.spec, config).for_task)
-        return spec
-    if isinstance(spec, ChatBackend):
-        name = getattr(spec, "name", type(spec).__name__)
-        return Policy(slug(name), name, lambda task: spec, shared=spec, batch=backend_batch(spec))
-    if not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"policy {spec!r}: give teacher, base, direct[:<spec>] or a chat spec")
-    spec = spec.strip()
-    if spec in ("teacher", "heuristic"):
-        if config.world != "sandbox":
-            raise InputError("the heuristic teacher only works in the sandbox; give --policy openai:<model>@<base_url>")
-        from vsearcher_lite.agent.teacher import HeuristicTeacher
-
-        return Policy("teacher", spec, lambda task: HeuristicTeacher(task, seed=config.seed, mistake_rate=config.mistake_rate,
-                                                                     style=config.prompt_variant,
-                                                                     max_tool_calls=config.max_tool_calls), uses_seed=True)
-    if spec == "direct" or spec.startswith("direct:"):
-        inner_spec = spec[len("direct:"):] if spec.startswith("direct:") else "base"
-        if inner_spec in ("teacher", "heuristic", "direct") or inner_spec.startswith("direct:"):
-            raise InputError(f"policy {spec!r}: the direct ablation needs a model, e.g. direct:base or direct:openai:<model>@<url>")
-        return direct_policy(_chat_from_spec(inner_spec, config.batch, config.device), config, name=policy_label(spec), spec=spec)
-    backend = _chat_from_spec(spec, config.batch, config.device)
-    return Policy(policy_label(spec), spec, lambda task: backend, shared=backend, batch=backend_batch(backend))
-
-
-# ---------------------------------------------------------------------------------------------
-# One task
-
-
-def first_format_error(traj: Trajectory) -> str | None:
-    """The strict format check's code for the first turn that failed it (``agent.format``:
-    ``unclosed_think``, ``multiple_answers`` ...); ``no_turn`` when the policy wrote none; ``None``
-    when every turn passed (and there was at least one: the episode is format-valid)."""
-    if not traj.turns:
-        return NO_TURN
-    return next((t.verdict.get("code") or "unknown" for t in traj.turns if not t.verdict.get("ok")), None)
-
-
-def format_error_code(record: dict) -> str | None:
-    """``first_format_error`` of a result record, also for records written before the field
-    existed (read from the kept trajectory's turns).
-
-    >>> format_error_code({"format_ok": True}), format_error_code({"format_ok": False, "format_error": "no_action"})
-    (None, 'no_action')
-    >>> format_error_code({"format_ok": False, "trajectory": {"turns": [{"verdict": {"ok": True}},
-    ...                                                                  {"verdict": {"ok": False, "code": "multiple_answers"}}]}})
-    'multiple_answers'
-    """
-    if record.get("format_ok"):
-        return None
-    if record.get("format_error"):
-        return record["format_error"]
-    turns = (record.get("trajectory") or {}).get("turns")
-    if not turns:
-        return NO_TURN if turns == [] else "unknown"
-    return next((t["verdict"].get("code") or "unknown" for t in turns if not t["verdict"].get("ok")), "unknown")
-
-
-def result_record(task: Task, traj: Trajectory, verdict, policy: Policy, seconds: float, keep_trajectory: bool) -> dict:
-    """One line of ``results.jsonl``."""
-    counts = traj.tool_counts()
-    format_error = first_format_error(traj)
-    record = {
-        "id": task.id,
-        "policy": policy.name,
-        "policy_spec": redact(policy.spec),
-        "difficulty": task.difficulty,
-        "split": task.split,
-        "question": task.question,
-        "answer": task.answer,
-        "aliases": list(task.aliases),
-        "prediction": traj.prediction,
-        "correct": bool(verdict.correct),
-        "judge": verdict.to_dict(),
-        "termination": traj.termination,
-        "format_ok": format_error is None,
-        "format_error": format_error,
-        "n_turns": len(traj.turns),
-        "n_tool_calls": traj.n_tool_calls,
-        "tool_counts": {name: counts.get(name, 0) for name in sorted(set(TOOL_NAMES) | set(counts))},
-        "tool_errors": sum(1 for t in traj.tool_calls if not (t.observation or {}).get("ok", True)),
-        "episode_seconds": traj.seconds,
-        "seconds": round(seconds, 4),
-        "error": traj.error,
-    }
-    if keep_trajectory:
-        traj.meta.update({"answer": task.answer, "difficulty": task.difficulty, "correct": bool(verdict.correct)})
-        record["trajectory"] = traj.to_dict()
-    return record
-
-
-# ---------------------------------------------------------------------------------------------
-# Metrics
-
-
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
-
-
-def _rate(part: int, whole: int) -> float | None:
-    return round(part / whole, 4) if whole else None
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q``-quantile (0..1) by linear interpolation.
-
-    >>> percentile([1, 2, 3, 4], 0.5), percentile([5.0], 0.9), percentile([], 0.5)
-    (2.5, 5.0, None)
-    """
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    low, high = int(pos), min(int(pos) + 1, len(ordered) - 1)
-    return round(ordered[low] + (ordered[high] - ordered[low]) * (pos - low), 4)
-
-
-def group_metrics(records: list[dict]) -> dict:
-    n_correct = sum(1 for r in records if r["correct"])
-    return {
-        "n_tasks": len(records),
-        "n_correct": n_correct,
-        "accuracy": _rate(n_correct, len(records)),
-        "mean_tool_calls": _mean([r["n_tool_calls"] for r in records]),
-    }
-
-
-def eval_metrics(records: list[dict]) -> dict:
-    """Pass@1 and its breakdowns from result records (one per task)."""
-    n = len(records)
-    n_correct = sum(1 for r in records if r["correct"])
-    terminations = Counter(r["termination"] for r in records)
-    format_errors = Counter(code for code in map(format_error_code, records) if code)
-    tool_totals: Counter = Counter()
-    for r in records:
-        tool_totals.update(r.get("tool_counts", {}))
-    tools = sorted(set(TOOL_NAMES) | set(tool_totals))
-    by_difficulty = {g: group_metrics([r for r in records if r["difficulty"] == g])
-                     for g in in_level_order(r["difficulty"] for r in records)}
-    by_split = {s: group_metrics([r for r in records if r["split"] == s]) for s in sorted({r["split"] for r in records})}
-    seconds = [float(r["seconds"]) for r in records]
-    return {
-        "n_tasks": n,
-        "n_correct": n_correct,
-        "pass_at_1": _rate(n_correct, n),
-        "n_answered": terminations.get("answer", 0),
-        "answer_rate": _rate(terminations.get("answer", 0), n),
-        "format_valid_rate": _rate(sum(1 for r in records if r["format_ok"]), n),
-        "accuracy_by_difficulty": {g: v["accuracy"] for g, v in by_difficulty.items()},
-        "accuracy_by_split": {s: v["accuracy"] for s, v in by_split.items()},
-        "by_difficulty": by_difficulty,
-        "by_split": by_split,
-        "mean_tool_calls": _mean([r["n_tool_calls"] for r in records]),
-        "mean_tool_calls_by_type": {t: (round(tool_totals.get(t, 0) / n, 4) if n else None) for t in tools},
-        "terminations": {t: terminations.get(t, 0) for t in sorted(set(TERMINATIONS) | set(terminations))},
-        # why turns failed the strict format check: the code of each failing episode's first bad turn
-        "format_errors": dict(format_errors.most_common()),
-        "tool_errors": sum(int(r.get("tool_errors", 0)) for r in records),
-        "seconds_per_task": {
-            "mean": _mean(seconds),
-            "median": round(statistics.median(seconds), 4) if seconds else None,
-            "p90": percentile(seconds, 0.9),
-            "max": round(max(seconds), 4) if seconds else None,
-        },
-    }
-
-
-RESULT_COLUMNS = ("id", "difficulty", "split", "correct", "termination", "format_ok", "n_tool_calls",
-                  "text_search", "image_search", "visit", "seconds", "answer", "prediction")
-
-
-def results_csv(records: list[dict]) -> str:
-    """One row per task (for plots that must be redrawn without rerunning)."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    for r in records:
-        writer.writerow({**r, **{t: r.get("tool_counts", {}).get(t, 0) for t in TOOL_NAMES}})
-    return buf.getvalue()
-
-
-SUMMARY_KEYS = ("policy", "policy_spec", "benchmark", "judge", "n_tasks", "n_correct", "pass_at_1",
-                "accuracy_by_difficulty", "accuracy_by_split", "format_valid_rate", "answer_rate",
-                "mean_tool_calls", "mean_tool_calls_by_type", "terminations", "format_errors", "updated_at")
-
-
-def summary_entry(metrics: dict) -> dict:
-    entry = {k: metrics.get(k) for k in SUMMARY_KEYS}
-    entry["seconds_per_task"] = (metrics.get("seconds_per_task") or {}).get("mean")
-    return entry
-
-
-TABLE_COLUMNS = ("name", "policy", "benchmark", "n_tasks", "pass_at_1", "format_valid_rate", "mean_tool_calls")
-
-
-def comparison_rows(summary: dict) -> list[dict]:
-    """The summary as table rows (one per evaluated policy name): the paper's table 1 / figure 4 data.
-
-    Accuracy per difficulty and per split become ``acc_<label>`` columns; mean calls per tool
-    ``calls_<tool>``.
-    """
-    rows = []
-    for name, entry in summary.items():
-        if not isinstance(entry, dict):
-            continue
-        row = {"name": name, **{k: entry.get(k) for k in TABLE_COLUMNS if k != "name"}}
-        for label, acc in (entry.get("accuracy_by_split") or {}).items():
-            row[f"acc_{label}"] = acc
-        for label, acc in (entry.get("accuracy_by_difficulty") or {}).items():
-            row[f"acc_{label}"] = acc
-        for tool, calls in (entry.get("mean_tool_calls_by_type") or {}).items():
-            row[f"calls_{tool}"] = calls
-        rows.append(row)
-    return rows
-
-
-def comparison_csv(summary: dict) -> str:
-    rows = comparison_rows(summary)
-    columns = list(TABLE_COLUMNS)
-    for row in rows:
-        columns += [k for k in row if k not in columns]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,131 +116,6 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
         if isinstance(spec, str) and spec.startswith("llm"):
             raise InputError(f"the LLM judge ({spec!r}; --judge match is the offline one): {exc}") from None
         raise InputError(str(exc)) from None
-
-
-def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
-    """The latest result of each task that still matches the task's question and answer, leaving
-    out episodes that ended on a policy error (an unreachable server, a failed call): a rerun
-    runs those again."""
-    wanted = {t.id: t for t in tasks}
-    latest: dict[str, dict] = {}
-    for r in log.records():
-        task = wanted.get(str(r.get("id")))
-        if task is not None and r.get("question") == task.question and r.get("answer") == task.answer:
-            latest[task.id] = r
-    return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
-
-
-def guard_resume(out: Path, identity: dict, fresh: bool, log: Callable[[str], None] = print) -> None:
-    """Refuse to mix results of different policies or settings under one eval name; results of a
-    checkpoint since retrained at the same path (other ``weights``) are stale and start over."""
-    config_file = out / "config.json"
-    results = out / "results.jsonl"
-    if fresh:
-        results.unlink(missing_ok=True)
-    elif config_file.exists() and results.exists() and results.stat().st_size > 0:
-        before = read_json(config_file)
-        changed = changed_settings(before, identity)
-        if changed == ["weights"]:
-            log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were made with: "
-                "evaluating again")
-            results.unlink()
-        elif changed:
-            raise InputError(
-                f"{out} holds results made with other settings ({', '.join(changed)}: "
-                f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another --name or --fresh")
-    atomic_write_json(config_file, identity)
-
-
-def run_identity(policy: Policy, config: EvalConfig, judge: Judge) -> dict:
-    """What the results of an evaluation depend on: the policy, every result setting and the judge.
-
-    ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
-Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_secrets``).
-    Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on. An
-    LLM judge served by an endpoint is named by its model and URL (``judge_model``).
-    """
-    settings = config.result_settings()
-    if config.temperature == 0 and not policy.uses_seed:
-        settings.pop("seed")
-    if not settings.get("repeat_guard"):
-        settings.pop("repeat_guard")  # off: results stored before the option existed still match
-    from vsearcher_lite.evaluation.manifest import scrub_secrets
-
-    identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
-                **settings, "judge": getattr(judge, "name", type(judge).__name__)}
-    fingerprint = weights_fingerprint(policy.spec)
-    if fingerprint:
-        identity["weights"] = fingerprint
-    chat = getattr(judge, "chat", None)
-    if isinstance(getattr(chat, "model", None), str):  # an LLM judge behind an endpoint: which model judged
-        identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
-    return scrub_secrets(identity)
-
-
-HASHED_WEIGHTS_MB = 256  # larger checkpoints are fingerprinted by file sizes and times, not content
-
-
-def weights_fingerprint(spec: str) -> str | None:
-    """A fingerprint of the weight files of a local checkpoint named by ``spec`` (None for any other
-    policy), so that results of a checkpoint retrained at the same path are never reused.
-
-    Checkpoints up to ``HASHED_WEIGHTS_MB`` are hashed by content (a copied run keeps its results);
-    larger ones by file names, sizes and modification times.
-    """
-    rest = spec[len("direct:"):] if spec.startswith("direct:") else spec
-    if not rest.startswith("transformers:"):
-        return None
-    folder = Path(rest[len("transformers:"):]).expanduser()
-    files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin") and p.is_file()) \
-        if folder.is_dir() else []
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    by_content = sum(p.stat().st_size for p in files) <= HASHED_WEIGHTS_MB * 2**20
-    for p in files:
-        digest.update(p.name.encode())
-        if by_content:
-            with p.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-        else:
-            stat = p.stat()
-            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
-
-
-def canonical_spec(spec: str) -> str:
-    """A policy spec with any local checkpoint path made absolute, so that one checkpoint named
-    from two working folders (``runs/a/sft/checkpoint`` and ``../runs/a/sft/checkpoint``) compares equal.
-
-    >>> canonical_spec("teacher"), canonical_spec("openai:m@http://h:8000/v1")
-    ('teacher', 'openai:m@http://h:8000/v1')
-    """
-    prefix = ""
-    rest = spec
-    if rest.startswith("direct:"):
-        prefix, rest = "direct:", rest[len("direct:"):]
-    if rest.startswith("transformers:"):
-        path = Path(rest[len("transformers:"):]).expanduser()
-        if path.exists():
-            return f"{prefix}transformers:{path.resolve()}"
-    return spec
-
-
-def canonical_identity(identity: dict) -> dict:
-    """``identity`` with its policy spec in canonical form (``canonical_spec``)."""
-    out = dict(identity)
-    if isinstance(out.get("policy_spec"), str):
-        out["policy_spec"] = canonical_spec(out["policy_spec"])
-    return out
-
-
-def changed_settings(before: dict, identity: dict) -> list[str]:
-    """The keys of ``identity`` whose values differ in ``before`` (checkpoint paths compared resolved)."""
-    a, b = canonical_identity(before), canonical_identity(identity)
-    return sorted(k for k in b if a.get(k) != b[k])
 
 
 def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task], identity: dict) -> int:
@@ -659,8 +151,6 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
 
 def update_summary(run_dir: str | Path, name: str, metrics: dict) -> dict:
     """Put this evaluation into ``RUN_DIR/eval/metrics.json`` (merge-safe) and rewrite ``table.csv``."""
-    from vsearcher_lite.evaluation.manifest import update_json_file
-
     stage = RunDir(run_dir).stage(STAGE)
 
     def put(summary: dict) -> None:
@@ -696,8 +186,6 @@ def toolbox_source(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tup
             if not made:
                 with lock:
                     if not made:
-                        from vsearcher_lite.tools.factory import make_toolbox
-
                         made.append(make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode,
                                                  top_k=config.top_k, observations=config.prompt_variant))
             return made[0]
@@ -778,8 +266,6 @@ def evaluate(
     judge_obj = resolve_judge(judge, config)
     name = check_name(name or policy.name)
     if toolbox is None and policy.tools and config.world == "sandbox":
-        from vsearcher_lite.world import open_world
-
         open_world(run_dir)  # a missing world fails here, before anything is written
     thread_toolbox, made = toolbox_source(toolbox, run_dir, config)
     out = eval_dir(run_dir, name)
@@ -809,8 +295,6 @@ def evaluate(
     records = [done[t.id] for t in tasks]
     atomic_write_text(out / "results.csv", results_csv(records))
     metrics = eval_metrics(records)
-    from vsearcher_lite.evaluation.manifest import scrub_secrets, utc_now
-
     metrics.update(
         name=name,
         policy=policy.name,
@@ -833,30 +317,9 @@ def evaluate(
         metrics["policy_usage"] = usage_of(policy.shared)
     atomic_write_json(out / "metrics.json", metrics)
     update_summary(run_dir, name, metrics)
-    from vsearcher_lite.evaluation.manifest import write_manifest
-
     write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
                                                  "settings": config.to_dict()}, elapsed)
     return metrics
-
-
-def wall_time(elapsed: float, n_run: int, previous: dict) -> dict:
-    """``wall_seconds_per_task`` (wall time over the tasks run) and ``wall_timed_tasks``.
-
-    A rerun that ran nothing keeps the previous run's figures (``previous``: its metrics), so
-    resuming a finished evaluation does not erase its cost.
-
-    >>> wall_time(12.0, 4, {})
-    {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}
-    >>> wall_time(0.01, 0, {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4})
-    {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}
-    >>> wall_time(0.01, 0, {})
-    {'wall_seconds_per_task': None, 'wall_timed_tasks': 0}
-    """
-    if n_run:
-        return {"wall_seconds_per_task": round(elapsed / n_run, 4), "wall_timed_tasks": n_run}
-    return {"wall_seconds_per_task": previous.get("wall_seconds_per_task"),
-            "wall_timed_tasks": previous.get("wall_timed_tasks") or 0}
 
 
 def load_results(run_dir: str | Path, name: str) -> list[dict]:

@@ -750,7 +750,7 @@ def model_card(metrics: dict, rows: list[dict], arch: dict) -> str:
         if prev.get("note"):
             lines.append(f"  {prev['note']}")
         if prev.get("curve"):
-            lines.append(f"  Its loss curve (step: loss / repeat-half / recall / answer): " + "; ".join(
+            lines.append("  Its loss curve (step: loss / repeat-half / recall / answer): " + "; ".join(
                 f"{r['step']}: {r['loss']} / {r['loss_repeat']} / {r['loss_recall']} / {r['loss_answer']}"
                 for r in prev["curve"]))
         if prev.get("probes"):
@@ -788,7 +788,7 @@ def model_card(metrics: dict, rows: list[dict], arch: dict) -> str:
         f"{arch['num_key_value_heads']} kv heads, head_dim {arch['head_dim']}, intermediate {arch['intermediate_size']}",
         f"- Vision: depth {arch['vision_depth']}, hidden {arch['vision_hidden_size']}, patch {arch['patch_size']}, "
         f"merge {arch['spatial_merge_size']}",
-        f"- Checkpoint: fp32 safetensors; chat template: TRL's `qwen3_vl.jinja`; `suppress_tokens` = vision ids",
+        "- Checkpoint: fp32 safetensors; chat template: TRL's `qwen3_vl.jinja`; `suppress_tokens` = vision ids",
         "",
         "## Loss curve (mean over each logging window)",
         "",

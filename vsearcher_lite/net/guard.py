@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 import httpcore
 import httpx
 
-from vsearcher_lite.net.http import HttpError
+from vsearcher_lite.net.errors import HttpError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -33,15 +33,14 @@ import json as jsonlib
 import random
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import urljoin
 
 import httpx
 
+from vsearcher_lite.net.errors import HttpError
+from vsearcher_lite.net.guard import BlockedUrl, UrlGuard, pinned_transport
 from vsearcher_lite.net.secrets import redact
-
-if TYPE_CHECKING:  # the guard imports this module for its error type
-    from vsearcher_lite.net.guard import UrlGuard
 
 try:
     from importlib.metadata import version as _pkg_version
@@ -60,18 +59,6 @@ MAX_REDIRECTS = 10
 # Headers whose values are credentials; their values are masked in any message.
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key"})
 BODY_EXCERPT_CHARS = 300
-
-
-class HttpError(RuntimeError):
-    """A request failed for good. ``url`` has secrets masked; ``status`` is ``None`` for
-    connection-level failures; ``reason`` is a short cause; ``body`` a (masked) excerpt."""
-
-    def __init__(self, message: str, *, url: str = "", status: int | None = None, reason: str = "", body: str = ""):
-        super().__init__(message)
-        self.url = url
-        self.status = status
-        self.reason = reason
-        self.body = body
 
 
 class _RetryableFailure(Exception):
@@ -198,8 +185,6 @@ class HttpClient:
         self._stats_lock = threading.Lock()
         self.stats: dict[str, int] = {"requests": 0, "retries": 0, "failures": 0, "bytes": 0}
         if guard is not None and transport is None:
-            from vsearcher_lite.net.guard import pinned_transport  # local: guard imports this module
-
             # Connect only to addresses the guard approved, resolved at connect time, and never
             # through an environment proxy (the guard must see the real destination).
             transport = pinned_transport(guard)
@@ -317,8 +302,6 @@ class HttpClient:
     def _check_guard(self, url: str, call_secrets: set[str]) -> None:
         if self.guard is None:
             return
-        from vsearcher_lite.net.guard import BlockedUrl  # local: guard imports this module
-
         try:
             self.guard.check(url)
         except BlockedUrl as exc:

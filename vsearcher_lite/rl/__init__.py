@@ -1,3 +1,5 @@
 """Stage 07, multi-turn GRPO: ``objective`` (the maths), ``rollout`` (episodes as training rows),
-``batched_chat`` (many episodes, one batched model), ``trainer`` (the cpu engine and the stage),
-``trl_engine`` (TRL's GRPOTrainer), ``plots``, ``commands`` (``vsearcher-lite grpo``)."""
+``inputs`` (start checkpoint, tasks, sampler), ``steps`` (the step log), ``paired_eval`` (SFT and
+RL on the held-out tasks), ``update`` and ``cpu_engine`` (the plain PyTorch engine),
+``trl_engine`` (TRL's GRPOTrainer), ``trainer`` (the engine dispatch), ``plots``, ``commands``
+(``vsearcher-lite grpo``)."""

@@ -1,5 +1,5 @@
 """The maths of multi-turn GRPO as small pure functions (paper 2.3 and A.4), shared by both
-engines (``trainer.py``, ``trl_engine.py``) and worked through in notebook 07.
+engines (``cpu_engine.py``, ``trl_engine.py``) and worked through in notebook 07.
 
 In the order a step applies them:
 

@@ -8,7 +8,7 @@ erroneous steps, the fatal step, why it is excluded, tool calls, token counts.
 
 The loop works on text (any backend, an HTTP server too), so training re-renders the
 conversation as the next turn's prompt showed it; the old log-probabilities come from one
-forward pass of the rollout policy over that sequence (``trainer.py``), not from the sampler.
+forward pass of the rollout policy over that sequence (``update.py``), not from the sampler.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from vsearcher_lite.agent.export import to_trl_record
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, Trajectory, run_episode
+from vsearcher_lite.batched_chat import LockstepBatcher, run_lockstep
 from vsearcher_lite.rl.objective import (
     exclusion_reason,
     fatal_step,
@@ -26,6 +28,7 @@ from vsearcher_lite.rl.objective import (
     trajectory_reward,
 )
 from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.training.data import make_collator, with_string_parts
 
 SEARCH_TOOLS = ("text_search", "image_search")
 
@@ -153,10 +156,8 @@ def first_trained_position(mask: list[int]) -> int:
 
 
 def to_example(trajectory: Trajectory) -> dict:
-    """A trajectory as one collator example: list-of-parts messages and the image paths."""
-    from vsearcher_lite.agent.export import to_trl_record
-    from vsearcher_lite.training.data import with_string_parts
-
+    """A trajectory as one collator example: list-of-parts messages with image placeholders, and the
+    image paths in order (``agent.export.to_trl_record``)."""
     record = to_trl_record(trajectory)
     return {"messages": with_string_parts(record)["messages"], "images": record["images"]}
 
@@ -176,8 +177,6 @@ class TrajectoryEncoder:
     """Renders trajectories with the chat template and TRL's assistant-only collator."""
 
     def __init__(self, processor):
-        from vsearcher_lite.training.data import make_collator
-
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.collator = make_collator(processor)
@@ -242,8 +241,6 @@ def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int,
     one after another). ``first_sample[g]`` numbers ``tasks[g]``'s samples from there, so a task
     listed several times (TRL's repeated rows) gets distinct sampling seeds.
     """
-    from vsearcher_lite.rl.batched_chat import LockstepBatcher, run_lockstep
-
     offsets = first_sample or [0] * len(tasks)
     jobs = [(g, task, offsets[g] + k) for g, task in enumerate(tasks) for k in range(generations)]
 

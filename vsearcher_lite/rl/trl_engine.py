@@ -41,14 +41,40 @@ and the entropy TRL logs is over the trained tokens only.
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.agent.judge import make_judge
+from vsearcher_lite.agent.protocol import SANDBOX_TODAY, initial_messages, prompt_variant_for
+from vsearcher_lite.batched_chat import BatchedTransformersChat, BatchedVLLMChat
+from vsearcher_lite.evaluation.manifest import write_manifest
 from vsearcher_lite.rl.config import GRPOConfig
+from vsearcher_lite.rl.inputs import (
+    TaskSampler,
+    check_pool_unseen,
+    resolve_init,
+    rollout_settings,
+    rollout_toolbox,
+    train_tasks,
+)
 from vsearcher_lite.rl.objective import clamp_fatal_advantage, loss_mask
+from vsearcher_lite.rl.paired_eval import eval_summary, evaluate_pair
+from vsearcher_lite.rl.rollout import TrajectoryEncoder, load_example, rollout_groups
+from vsearcher_lite.rl.steps import has_signal, step_row, steps_csv, training_summary
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text
+from vsearcher_lite.runtime import resolve_device, set_threads
+from vsearcher_lite.training.checkpoint import (
+    freeze_vision,
+    load_model,
+    lora_config,
+    save_checkpoint,
+    suppress_vision_tokens,
+)
+from vsearcher_lite.training.data import with_string_parts
 
 _TOOL_IMAGES_MARKER = "tool images in completions"
 
@@ -60,9 +86,6 @@ _TOOL_IMAGES_MARKER = "tool images in completions"
 def prompt_row(task, prompt_variant: str, today: str | None) -> dict:
     """One dataset row: the episode's first two messages in TRL's list-of-parts shape, the image path
     and the task id."""
-    from vsearcher_lite.agent.protocol import initial_messages
-    from vsearcher_lite.training.data import with_string_parts
-
     messages = initial_messages(task.question, task.image_path, today=today, variant=prompt_variant)
     parts = [{"role": m["role"], "content": [{"type": "image"} if p.get("type") == "image" else
                                               {"type": "text", "text": p.get("text")} for p in
@@ -99,11 +122,6 @@ def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int,
 
 def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_rows: list, rollout_log: JsonlLog | None):
     """``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` (see the module docstring)."""
-    from vsearcher_lite.agent.judge import make_judge
-    from vsearcher_lite.rl.batched_chat import BatchedTransformersChat, BatchedVLLMChat
-    from vsearcher_lite.rl.rollout import TrajectoryEncoder, rollout_groups
-    from vsearcher_lite.rl.trainer import has_signal, rollout_settings, rollout_toolbox, step_row, train_tasks
-
     tasks = {t.id: t for t in train_tasks(run_dir, config)}
     settings = rollout_settings(config)
     encoder = TrajectoryEncoder(processor)
@@ -184,8 +202,6 @@ def trl_prompt_ids(processor, prompt: list[dict]) -> list[int]:
 
 def tool_images(example: dict, n_prompt_images: int) -> list:
     """The PIL images of an example after the prompt's own: the ones tool calls returned."""
-    from vsearcher_lite.rl.rollout import load_example
-
     return load_example(example)["images"][n_prompt_images:] if len(example["images"]) > n_prompt_images else []
 
 
@@ -277,24 +293,8 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
 
 def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str], None] = print) -> dict:
     """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the same saving and evaluation as the cpu engine."""
-    import os
-
     import torch
     from transformers import TrainerCallback
-
-    from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
-    from vsearcher_lite.rl.trainer import (
-        TaskSampler,
-        check_pool_unseen,
-        eval_summary,
-        evaluate_pair,
-        resolve_init,
-        steps_csv,
-        train_tasks,
-        training_summary,
-    )
-    from vsearcher_lite.runtime import resolve_device, set_threads
-    from vsearcher_lite.training.sft import freeze_vision, load_model, lora_config, save_checkpoint, suppress_vision_tokens
 
     wall_start = time.perf_counter()
     if config.use_cpu:
@@ -377,8 +377,6 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
                    checkpoint=str(checkpoint), n_train_tasks=len(tasks), engine="trl")
     if not trainer.is_world_process_zero():
         return metrics
-    import shutil
-
     shutil.rmtree(out / "trainer", ignore_errors=True)
     del trainer
     if config.evaluate:
@@ -391,7 +389,5 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     metrics["seconds"] = round(time.perf_counter() - wall_start, 2)
     metrics["config"] = config.to_dict()
     rd.write_metrics(config.name, metrics)
-    from vsearcher_lite.evaluation.manifest import write_manifest
-
     write_manifest(run_dir, config.name, config.to_dict(), metrics["seconds"])
     return metrics

@@ -421,6 +421,7 @@ def run_filter(
     """Label every image task, write the kept files and the exam; resumable; returns metrics."""
     from vsearcher_lite.synthesis.inject import ensure_image_tasks, index_for
     from vsearcher_lite.synthesis.sources import open_sandbox, open_source
+    from vsearcher_lite.tools.sandbox import sandbox_backends
 
     config = config or FilterConfig()
     rd = RunDir(run_dir)
@@ -435,7 +436,8 @@ def run_filter(
             if index is None:
                 raise InputError("offline filters need the sandbox world; use --filter-mode llm with chat backends for live runs")
             world_obj = getattr(source, "world", None)  # SandboxKnowledge keeps its SandboxWorld
-            backends = world_obj.backends() if world_obj is not None else open_sandbox(run_dir).backends()
+            backends = sandbox_backends(world_obj if world_obj is not None
+                                        else open_sandbox(run_dir))
             filters = offline_filters(source, index, backends, config.thresholds)
     out = rd.stage("filter")
     log = JsonlLog(out / "labeled.jsonl")

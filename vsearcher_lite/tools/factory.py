@@ -10,7 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from vsearcher_lite.cache import ToolCache
+from vsearcher_lite.tools.live import make_live_backends
+from vsearcher_lite.tools.sandbox import sandbox_backends
 from vsearcher_lite.tools.toolbox import DEFAULT_TOP_K, Toolbox
+from vsearcher_lite.world.store import open_world
 
 CACHE_FILE = Path("cache") / "tools.sqlite"
 
@@ -42,19 +45,15 @@ def make_toolbox(
 
     check_not_moved(run_dir)
     if world == "sandbox":
-        from vsearcher_lite.world import open_world
-
         sandbox = open_world(run_dir)  # before the cache file is made: a missing world leaves nothing behind
         cache = tool_cache(run_dir, cache_mode)
-        b = sandbox.backends(observations)
+        b = sandbox_backends(sandbox, observations)
         # The namespace names the world's content (and the observation style), so a rebuilt world or
         # another style never sees stale observations.
         namespace = f"tools.{sandbox.fingerprint}" + ("" if observations == "full" else f".{observations}")
         return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k,
                        namespace=namespace)
     if world == "live":
-        from vsearcher_lite.tools.live import make_live_backends
-
         cache = tool_cache(run_dir, cache_mode)
         live = make_live_backends(chat=chat, cache=cache, env_file=env_file)
         return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live")

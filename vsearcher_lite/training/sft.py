@@ -33,15 +33,15 @@ Deviations from the paper (section 2.2 and the released LLaMA-Factory config):
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.agent.trajectories import TrajectoryConfig, generate_trajectories
 from vsearcher_lite.config import resume_identity, training_budget_s
+from vsearcher_lite.evaluation.evaluate import evaluate
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -49,23 +49,32 @@ from vsearcher_lite.runio import (
     atomic_write_json,
     atomic_write_text,
     check_same_settings,
-    csv_text,
     read_json,
     read_number_rows,
-    replace_dir,
     write_jsonl,
 )
 from vsearcher_lite.runtime import set_threads
+from vsearcher_lite.training.checkpoint import (
+    freeze_vision,
+    load_model,
+    lora_config,
+    save_checkpoint,
+    suppress_vision_tokens,
+)
 from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import (
-    IGNORE_INDEX,
-    answer_token_weights,
-    copy_token_weights,
     load_sft_records,
     make_collator,
     rendered_lengths,
     tag_ids,
     to_dataset,
+)
+from vsearcher_lite.training.heldout import heldout_tasks
+from vsearcher_lite.training.sft_trainer import (
+    loss_csv,
+    one_progress_bar,
+    sft_trainer_classes,
+    trl_args,
 )
 
 STAGE = "sft"
@@ -74,68 +83,10 @@ SAVE_MARGIN_S = 5.0  # saving the checkpoint and the loss log (tiny model: about
 # (it makes tool calls and writes whole turns; the base stops at its first malformed turn); measured
 # at batch 16 on the cpu preset's held-out tasks (docs/results.md).
 SFT_EVAL_FACTOR = 7.0
-LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce", "mean_token_accuracy",
-               "grad_norm")
 
 
 # ---------------------------------------------------------------------------------------------
-# Small pure pieces
-
-
-def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0) -> float:
-    """The learning-rate multiplier at ``progress`` in [0, 1]: linear warmup, then cosine to ``min_ratio``.
-
-    >>> schedule_factor(0.05, 0.1), schedule_factor(0.1, 0.1), round(schedule_factor(0.55, 0.1), 3), schedule_factor(1.0, 0.1, 0.1)
-    (0.5, 1.0, 0.5, 0.1)
-    """
-    progress = min(max(progress, 0.0), 1.0)
-    if warmup_ratio > 0 and progress < warmup_ratio:
-        return progress / warmup_ratio
-    rest = (progress - warmup_ratio) / (1.0 - warmup_ratio) if warmup_ratio < 1 else 1.0
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * rest))
-
-
-def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> float:
-    """How far training is: the larger of the step share and the time share (when time-capped).
-
-    A run stopped by its time budget then still walks the whole schedule, ending at the low
-    learning rate, whatever the speed of the machine. With a floor of ``min_steps`` (a machine too
-    slow to make that many steps within the budget trains on to the floor), the time share never
-    runs ahead of ``step / min_steps``: the schedule then spans the floor's steps instead.
-
-    >>> run_progress(10, 100, 30.0, 60.0), run_progress(10, 100, 30.0, None)
-    (0.5, 0.1)
-    >>> run_progress(10, 1000, 30.0, 60.0, min_steps=200), run_progress(150, 1000, 90.0, 60.0, min_steps=200)
-    (0.05, 0.75)
-    >>> run_progress(150, 1000, 30.0, 60.0, min_steps=100)  # fast enough: the floor changes nothing
-    0.5
-    """
-    share = step / total_steps if total_steps > 0 else 0.0
-    if budget_s:
-        time_share = elapsed_s / budget_s
-        if min_steps > 0:
-            time_share = min(time_share, step / min_steps)
-        share = max(share, time_share)
-    return min(share, 1.0)
-
-
-def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> str:
-    """What the time budget says after ``step`` optimizer steps and ``elapsed_s`` seconds of training:
-    ``"go"`` (within the budget), ``"time"`` (spent: stop) or ``"floor"`` (spent, but fewer than
-    ``min_steps`` steps made: go on).
-
-    The floor keeps a slow machine from handing back a model that has not learned the protocol yet
-    (on a CPU twice as slow as the one the cpu budget was set on, the budget alone left 22 steps and
-    a model that scored 0; docs/results.md).
-
-    >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0), stop_rule(10, 61.0, 60.0, min_steps=200)
-    ('go', 'time', 'floor')
-    >>> stop_rule(200, 400.0, 60.0, min_steps=200), stop_rule(5, 9e9, None)
-    ('time', 'go')
-    """
-    if not budget_s or elapsed_s < budget_s:
-        return "go"
-    return "floor" if step < min_steps else "time"
+# Small pure pieces (the schedule and the stop rule: ``sft_trainer``)
 
 
 def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
@@ -146,32 +97,6 @@ def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
     """
     present = [v for v in values if v is not None]
     return (present[0], present[-1]) if present else (None, None)
-
-
-def balanced_head(items: list, n: int | None, key: Callable[[Any], str]) -> list:
-    """The first ``n`` items taken round-robin across groups (in first-seen group order), each group
-    in file order; all of them when ``n`` is None. A capped evaluation then keeps the difficulty mix.
-
-    >>> balanced_head(["e1", "e2", "e3", "m1", "m2"], 3, key=lambda s: s[0])
-    ['e1', 'm1', 'e2']
-    """
-    if n is None or n >= len(items):
-        return list(items)
-    groups: dict[str, list] = {}
-    for item in items:
-        groups.setdefault(key(item), []).append(item)
-    picked: list = []
-    depth = 0
-    while len(picked) < n:
-        for members in groups.values():
-            if depth < len(members) and len(picked) < n:
-                picked.append(members[depth])
-        depth += 1
-    return picked
-
-
-def loss_csv(rows: list[dict]) -> str:
-    return csv_text(rows, LOSS_FIELDS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,67 +118,14 @@ def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
             raise InputError(f"{path}: SFT data not found")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` before a multi-process launch")
-        from vsearcher_lite.agent.trajectories import TrajectoryConfig, generate_trajectories
-
         generate_trajectories(run_dir, TrajectoryConfig.for_profile(
             config.profile, seed=config.seed, world=config.world, samples_per_task=config.samples_per_task,
             progress=config.progress))
     return path
 
 
-def heldout_tasks(run_dir: str | Path, config: SFTConfig) -> list:
-    """The held-out tasks both models are evaluated on (file order; difficulty filter; cap)."""
-    from vsearcher_lite.agent.trajectories import load_tasks
-
-    path = Path(config.eval_file) if config.eval_file else Path(run_dir) / "filter" / "heldout.jsonl"
-    if not path.exists():
-        raise InputError(f"{path}: no held-out tasks; run `vsearcher-lite filter` first")
-    tasks = load_tasks(path)
-    if config.eval_difficulties:
-        tasks = [t for t in tasks if t.difficulty in config.eval_difficulties]
-    tasks = balanced_head(tasks, config.eval_max_tasks, key=lambda t: t.difficulty)
-    if not tasks:
-        raise InputError(f"{path}: no held-out tasks of difficulty {', '.join(config.eval_difficulties or [])}")
-    return tasks
-
-
 # ---------------------------------------------------------------------------------------------
 # The model
-
-
-def load_model(config: SFTConfig):
-    """``(model, processor)`` for training: the base in the config's dtype (4-bit NF4 for qlora)."""
-    from vsearcher_lite.model.tiny import load_base
-
-    kwargs: dict[str, Any] = {}
-    if config.method == "qlora":
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=config.torch_dtype())
-    return load_base(config.base, dtype=config.torch_dtype(), **kwargs)
-
-
-def suppress_vision_tokens(model, tokenizer) -> list[int]:
-    """Never generate a vision placeholder (a sampled ``<|image_pad|>`` breaks the next forward pass)."""
-    names = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
-    vocab = tokenizer.get_vocab()
-    ids = sorted({vocab[n] for n in names if n in vocab})
-    model.generation_config.suppress_tokens = ids or None
-    return ids
-
-
-def freeze_vision(model) -> int:
-    """Freeze the vision tower and its projector (merger, deepstack mergers); returns how many
-    parameters were frozen."""
-    visual = model.model.visual
-    n = 0
-    for p in visual.parameters():
-        if p.requires_grad:
-            p.requires_grad_(False)
-            n += p.numel()
-    return n
 
 
 def prepare_model(model, processor, config: SFTConfig) -> dict:
@@ -272,251 +144,8 @@ def prepare_model(model, processor, config: SFTConfig) -> dict:
     return info
 
 
-def lora_config(config: SFTConfig):
-    from peft import LoraConfig
-
-    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=config.lora_target, bias="none", task_type="CAUSAL_LM")
-
-
 # ---------------------------------------------------------------------------------------------
-# The trainer
-
-
-def _trainer_classes():
-    import torch
-    import torch.nn.functional as F
-    from transformers import TrainerCallback
-    from trl import SFTTrainer
-
-    class AgentSFTTrainer(SFTTrainer):
-        """TRL's ``SFTTrainer`` with two additions: a weighted loss and a time-aware schedule.
-
-        With ``answer_weight == copy_weight == 1`` the loss is TRL's own (assistant tokens, mean per
-        token). Otherwise each trained token's cross-entropy is multiplied by its weight
-        (``data.answer_token_weights``, then ``data.copy_token_weights`` for the other tokens) and
-        the sum is divided by the number of trained tokens, as TRL does, so weight 1 gives TRL's
-        number exactly.
-        """
-
-        def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
-                     copy_weight: float = 1.0, time_budget_s: float | None = None, min_steps: int = 0,
-                     min_lr_ratio: float = 0.0, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.answer_weight = float(answer_weight)
-            self.copy_weight = float(copy_weight)
-            self.answer_open, self.answer_close = answer_tags
-            self.time_budget_s = time_budget_s
-            self.min_steps = int(min_steps)
-            self.min_lr_ratio = min_lr_ratio
-            self.train_started: float | None = None
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            labels = inputs.get("labels")
-            if labels is None:
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            mode = "train" if self.model.training else "eval"
-            model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
-            model_inputs["use_cache"] = False
-            outputs = model(**model_inputs)
-            logits = outputs.logits[:, :-1, :].float()
-            targets = labels[:, 1:]
-            ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                                 ignore_index=IGNORE_INDEX, reduction="none").view_as(targets)
-            # Answer positions are found with a marker weight of 2 so answer_ce is logged at any answer_weight.
-            marks = [answer_token_weights(row, self.answer_open, self.answer_close, 2.0) for row in labels.tolist()]
-            marks_t = torch.tensor(marks, dtype=ce.dtype, device=ce.device)[:, 1:]
-            answer = marks_t > 1
-            weights = torch.where(answer, torch.full_like(marks_t, self.answer_weight), marks_t)
-            if self.copy_weight != 1.0:  # copied tokens (names, URLs, the restated question); answers keep theirs
-                copies = [copy_token_weights(ids, row, self.copy_weight)
-                          for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
-                copies_t = torch.tensor(copies, dtype=ce.dtype, device=ce.device)[:, 1:]
-                weights = torch.where(answer, weights, copies_t)
-            mask = targets != IGNORE_INDEX
-            n_tokens = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch)
-            loss = (ce * weights).sum() / n_tokens.clamp(min=1)
-            with torch.no_grad():
-                n_valid = mask.sum().clamp(min=1)
-                self._metrics[mode]["assistant_ce"].append((ce[mask].sum() / n_valid).item())
-                if bool(answer.any()):
-                    self._metrics[mode]["answer_ce"].append(ce[answer].mean().item())
-                correct = (logits.argmax(-1) == targets) & mask
-                self._metrics[mode]["mean_token_accuracy"].append((correct.sum() / n_valid).item())
-                if mode == "train" and "attention_mask" in inputs:
-                    self._total_train_tokens += int(inputs["attention_mask"].sum().item())
-                    self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
-            return (loss, outputs) if return_outputs else loss
-
-        def create_scheduler(self, num_training_steps: int, optimizer=None):
-            if self.lr_scheduler is None:
-                from torch.optim.lr_scheduler import LambdaLR
-
-                warmup = self.args.warmup_steps if self.args.warmup_steps < 1 else self.args.warmup_steps / max(num_training_steps, 1)
-
-                def factor(step: int) -> float:
-                    elapsed = time.perf_counter() - self.train_started if self.train_started else 0.0
-                    progress = run_progress(step + 1, num_training_steps, elapsed, self.time_budget_s, self.min_steps)
-                    return schedule_factor(progress, warmup, self.min_lr_ratio)
-
-                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
-                self._created_lr_scheduler = True
-            return self.lr_scheduler
-
-    class LossLog(TrainerCallback):
-        """Collects one row per logged step and stops training when the time budget is spent, but
-        not before ``min_steps`` (``stop_rule``); says so once when the floor outlasts the budget."""
-
-        def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
-                     min_steps: int = 0, log: Callable[[str], None] = print, rows_log: JsonlLog | None = None):
-            self.trainer_ref = trainer_ref
-            self.budget_s = budget_s
-            self.min_steps = int(min_steps)
-            self.log = log
-            self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
-            self.rows: list[dict] = rows_log.records() if rows_log else []
-            self.offset_s = self.rows[-1]["seconds"] if self.rows else 0.0  # training time before a resume
-            self.start = time.perf_counter()
-            self.stopped_by = "steps"
-            self.progress = progress
-            self.over_budget_at: int | None = None  # the step at which the budget ran out below the floor
-
-        bar = None
-
-        def on_train_begin(self, args, state, control, **kw):
-            self.start = time.perf_counter()
-            self.trainer_ref().train_started = self.start
-            if self.progress and state.is_world_process_zero:
-                from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps", leave=False)
-
-        def on_train_end(self, args, state, control, **kw):
-            if self.bar is not None:
-                self.bar.close()
-
-        def on_step_end(self, args, state, control, **kw):
-            if self.bar is not None:
-                self.bar.update(1)
-            elapsed = time.perf_counter() - self.start
-            rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
-            if rule == "floor" and self.over_budget_at is None:
-                self.over_budget_at = state.global_step
-                pace = elapsed / max(state.global_step, 1)
-                self.log(f"[sft] the time budget ({self.budget_s:.0f} s) is spent after {state.global_step} steps "
-                         f"({pace:.2f} s/step on this machine); training goes on to the floor of {self.min_steps} "
-                         f"steps (--min-steps), about {pace * (self.min_steps - state.global_step):.0f} s more")
-            elif rule == "time":
-                control.should_training_stop = True
-                self.stopped_by = "time" if self.over_budget_at is None else "min_steps"
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            logs = logs or {}
-            if "loss" not in logs:
-                return
-            row = {"step": state.global_step, "seconds": round(self.offset_s + time.perf_counter() - self.start, 2)}
-            for key in LOSS_FIELDS[2:]:
-                value = logs.get(key)
-                row[key] = round(float(value), 5) if value is not None else None
-            self.rows.append(row)
-            if self.rows_log is not None:
-                self.rows_log.append(row)
-            if self.bar is not None:
-                self.bar.set_postfix(loss=row.get("loss"))
-
-    return AgentSFTTrainer, LossLog
-
-
-def one_progress_bar(trainer) -> None:
-    """Remove transformers' own progress display: it adds a table row (in a notebook) or prints a
-    line (in a terminal) for every logged step, hundreds of them at ``logging_steps=1``; the loss
-    log's single bar and ``loss.csv`` replace it."""
-    from transformers.trainer_callback import ProgressCallback
-
-    trainer.remove_callback(ProgressCallback)
-    try:
-        from transformers.utils.notebook import NotebookProgressCallback
-    except ImportError:  # no IPython: no notebook display either
-        return
-    trainer.remove_callback(NotebookProgressCallback)
-
-
-def trl_args(config: SFTConfig, output_dir: Path):
-    """The ``trl.SFTConfig`` of a run."""
-    from trl import SFTConfig as TRLSFTConfig
-
-    bf16 = config.dtype == "bfloat16" and not config.use_cpu
-    return TRLSFTConfig(
-        output_dir=str(output_dir),
-        per_device_train_batch_size=config.batch_size,
-        gradient_accumulation_steps=config.grad_accum,
-        learning_rate=config.learning_rate,
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps or -1,
-        lr_scheduler_type="cosine",
-        warmup_steps=config.warmup_ratio,
-        weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm,
-        activation_checkpointing=config.gradient_checkpointing,  # transformers 5's name (the old one warns)
-        assistant_only_loss=True,
-        max_length=None,  # over-long trajectories are dropped before training, never cut mid-turn
-        use_cpu=config.use_cpu,
-        bf16=bf16,
-        logging_steps=config.logging_steps,
-        save_strategy="steps" if config.save_every else "no",
-        save_steps=config.save_every or 500,
-        save_total_limit=1,  # the last checkpoint is all a resume needs
-        report_to=config.report_to or "none",
-        seed=config.seed,
-        data_seed=config.seed,
-        dataloader_num_workers=0,
-        disable_tqdm=not config.progress,
-        remove_unused_columns=False,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Saving
-
-
-
-
-def save_checkpoint(trainer, processor, out_dir: Path, config: SFTConfig) -> Path:
-    """Save the trained model as a plain Hugging Face folder at ``out_dir``, atomically.
-
-    LoRA / QLoRA: the adapter goes to ``out_dir.parent / "adapter"`` and ``out_dir`` gets the
-    base with the adapter merged (a QLoRA adapter is merged into the base reloaded unquantised,
-    in the config's dtype), so evaluation and GRPO load it like any checkpoint. Full fine-tuning
-    under FSDP / DeepSpeed goes through ``trainer.save_model`` (which gathers the shards); only
-    the main process writes the processor and renames.
-    """
-    from vsearcher_lite.model.tiny import save_base
-
-    model = trainer.model
-    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
-        tmp = out_dir.with_name(f".{out_dir.name}.tmp-shared")
-        trainer.save_model(str(tmp))  # every rank takes part in gathering the weights
-        if trainer.is_world_process_zero():
-            processor.save_pretrained(tmp)
-            replace_dir(tmp, out_dir)
-        return out_dir
-    if not trainer.is_world_process_zero():  # plain data parallel: every rank holds the same weights
-        return out_dir
-    if hasattr(model, "peft_config"):
-        adapter_dir = out_dir.parent / "adapter"
-        tmp = Path(tempfile.mkdtemp(prefix=".adapter.tmp-", dir=out_dir.parent))
-        model.save_pretrained(tmp)
-        replace_dir(tmp, adapter_dir)
-        if config.method == "qlora":
-            from peft import PeftModel
-
-            base, _ = load_base_unquantised(config)
-            merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-        else:
-            merged = model.merge_and_unload()
-        merged.generation_config = model.generation_config
-        return save_base(merged, processor, out_dir)
-    return save_base(model, processor, out_dir)
+# Resuming
 
 
 RESUME_FREE = ("progress", "threads", "report_to", "device")  # settings that do not change what is trained
@@ -536,7 +165,8 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     settings = resume_identity(config.to_dict(), RESUME_FREE)
     settings_path = work_dir / "settings.json"
     if settings_path.exists():
-        check_same_settings(work_dir, resume_identity(read_json(settings_path), RESUME_FREE), settings)
+        earlier = resume_identity(read_json(settings_path), RESUME_FREE)
+        check_same_settings(work_dir, earlier, settings)
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
         atomic_write_json(settings_path, settings)
@@ -551,12 +181,6 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     return (saved[-1] if saved else None), JsonlLog(rows_path, key="step")
 
 
-def load_base_unquantised(config: SFTConfig):
-    from vsearcher_lite.model.tiny import load_base
-
-    return load_base(config.base, dtype=config.torch_dtype())
-
-
 # ---------------------------------------------------------------------------------------------
 # The stage
 
@@ -564,8 +188,6 @@ def load_base_unquantised(config: SFTConfig):
 def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig, log: Callable[[str], None]) -> dict:
     """One model (``base`` or the SFT checkpoint) on the held-out tasks, with the greedy settings
     both share (``SFTConfig.eval_config``); its metrics, with ``seconds``."""
-    from vsearcher_lite.evaluation.evaluate import evaluate
-
     tasks = heldout_tasks(run_dir, config)
     t0 = time.perf_counter()
     metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval_config(), benchmark="heldout", fresh=True)
@@ -627,7 +249,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         eval_estimate_s = SFT_EVAL_FACTOR * float(evals["base"].get("seconds") or 0.0)
     budget_s = training_budget_s(config.minutes, config.total_minutes, time.perf_counter() - wall_start,
                                  eval_estimate_s, SAVE_MARGIN_S, floor_s=10.0)
-    AgentSFTTrainer, LossLog = _trainer_classes()
+    AgentSFTTrainer, LossLog = sft_trainer_classes()
     tokenizer = processor.tokenizer
     trainer_box: list[Any] = []
     # the step floor never asks for more than max_steps

@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from urllib.parse import unquote
 from typing import Iterator
+from urllib.parse import unquote
 
 from vsearcher_lite.world.model import Entity, Fact, ImageRef, KnowledgeSource, PageContent, Seed
 from vsearcher_lite.world.prose import SITE
 
 DEFAULT_SITELINKS_MAX = 5
 DEFAULT_STATEMENTS_MIN = 10
+
+
+def value_key(value) -> str:
+    """How a fact value is indexed for ``(relation, value)`` lookups: ids and literals as text.
+    The store writes the index with it and ``matching`` reads it: it lives here, below the store."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
 
 
 def normalise_url(url: str) -> str:
@@ -151,8 +159,6 @@ class SandboxKnowledge(KnowledgeSource):
 
     def matching(self, relation: str, value, *, type: str | None = None, kind: str | None = None) -> list[str]:
         """Ids of entities that have the fact ``relation = value`` (and are of ``type``/``kind``)."""
-        from vsearcher_lite.world.store import value_key
-
         sql = ("SELECT DISTINCT f.subject FROM facts f JOIN entities e ON e.id = f.subject "
                "WHERE f.value_key = ? AND f.relation = ?")
         params: list = [value_key(value), relation]

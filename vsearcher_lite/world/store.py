@@ -36,7 +36,14 @@ import numpy as np
 from vsearcher_lite.runio import InputError, atomic_write_json, replace_dir
 from vsearcher_lite.world import images as imaging
 from vsearcher_lite.world.generator import MIN_ENTITIES, Draft, generate_world
-from vsearcher_lite.world.prose import SITE, ArticleWriter, SecondaryPage, SecondaryWriter, article_url
+from vsearcher_lite.world.knowledge import SandboxKnowledge, value_key
+from vsearcher_lite.world.prose import (
+    SITE,
+    ArticleWriter,
+    SecondaryPage,
+    SecondaryWriter,
+    article_url,
+)
 
 # Bump when the generator's output changes, so ensure_world rebuilds old worlds.
 GENERATOR_VERSION = 2
@@ -83,13 +90,6 @@ CREATE VIRTUAL TABLE pages_fts USING fts5(
 
 LOOKALIKE_SHARE = 0.22  # share of pictured entities that get a look-alike on a distractor page
 OWN_IMAGE_ON_NEWS = 0.45  # chance that a news item shows its subject's own picture
-
-
-def value_key(value) -> str:
-    """How a fact value is indexed for ``(relation, value)`` lookups: ids and literals as text."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)
 
 
 # -- images (run in worker processes for big worlds) -------------------------------------
@@ -360,7 +360,8 @@ def open_world(path: str | os.PathLike) -> "SandboxWorld":
 
 class SandboxWorld:
     """A built world on disk: its folder, a read-only SQLite connection per thread, the manifest,
-    and lazily the knowledge source and the search backends over it."""
+    and lazily the knowledge source over it (its tool backends: ``tools.sandbox.sandbox_backends``,
+    a layer above)."""
 
     def __init__(self, root: str | os.PathLike):
         # Absolute: image paths built from it go into task files and cached tool answers, which
@@ -430,17 +431,8 @@ class SandboxWorld:
     @property
     def knowledge(self):
         if self._knowledge is None:
-            from vsearcher_lite.world.knowledge import SandboxKnowledge
-
             self._knowledge = SandboxKnowledge(self)
         return self._knowledge
-
-    def backends(self, style: str = "full") -> dict:
-        """The four tool backends over this world: text, image, reader, summariser (``style``: how
-        much they show, ``tools.sandbox.OBSERVATION_STYLES``)."""
-        from vsearcher_lite.tools.sandbox import sandbox_backends
-
-        return sandbox_backends(self, style)
 
     def dump(self) -> str:
         """Every table's rows as SQL text, in a fixed order: for byte-identical comparisons."""

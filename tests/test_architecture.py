@@ -1,0 +1,122 @@
+"""The package's imports flow one way: no module imports, directly or around a circle, a module
+that imports it back.
+
+The graph is read from the source with ``ast``: every ``import`` and ``from ... import``, at module
+level or inside a function, relative or absolute. ``from vsearcher_lite.x import y`` is an edge to
+``vsearcher_lite.x.y`` when that is a module, else to ``vsearcher_lite.x``. Importing a submodule
+is not counted as importing its package's ``__init__`` (every package would otherwise sit in a
+circle with the modules it re-exports).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "vsearcher_lite"
+ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+
+
+def module_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file of the package."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``name`` (the module in ``path``) imports anywhere in it."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in modules else target)
+    edges = set()
+    for target in found:
+        while target and target not in modules:  # ``import a.b.c`` of a name inside a.b
+            target = target.rpartition(".")[0]
+        if target and target != name and (target == PACKAGE or target.startswith(PACKAGE + ".")):
+            edges.add(target)
+    return edges
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    modules = module_files(root)
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def describe(component: list[str], graph: dict[str, set[str]]) -> str:
+    inside = set(component)
+    edges = [f"    {a} -> {b}" for a in component for b in sorted(graph[a] & inside)]
+    return "\n".join([" <-> ".join(component), *edges])
+
+
+def test_the_graph_reader_resolves_names_modules_and_relative_imports(tmp_path):
+    pkg = tmp_path / PACKAGE
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from .leaf import thing\n")
+    (pkg / "sub" / "leaf.py").write_text("def f():\n    from vsearcher_lite import top\n")
+    (pkg / "top.py").write_text(
+        "from vsearcher_lite.sub import leaf\nfrom vsearcher_lite.sub import thing\n")
+    graph = import_graph(pkg)
+    assert graph[f"{PACKAGE}.top"] == {f"{PACKAGE}.sub.leaf", f"{PACKAGE}.sub"}
+    assert graph[f"{PACKAGE}.sub"] == {f"{PACKAGE}.sub.leaf"}
+    assert graph[f"{PACKAGE}.sub.leaf"] == {f"{PACKAGE}.top"}
+    assert cycles(graph) == [[f"{PACKAGE}.sub", f"{PACKAGE}.sub.leaf", f"{PACKAGE}.top"]]
+
+
+def test_the_package_has_no_import_cycles():
+    graph = import_graph()
+    assert len(graph) > 50  # the package was found
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(describe(c, graph) for c in found)

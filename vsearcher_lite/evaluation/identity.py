@@ -1,0 +1,152 @@
+"""Resume identity: what stored evaluation results were made with, and when they may be reused.
+
+``RUN_DIR/eval/<name>/config.json`` holds ``run_identity`` (the policy, its weights' fingerprint,
+every result setting and the judge). A rerun under the same name resumes only when its identity
+matches (``guard_resume``); ``previous_results`` picks the records a rerun keeps. The runner,
+the comparison (``adopt_results``) and the GRPO stage's reuse check all compare identities here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Callable
+
+from vsearcher_lite.agent.judge import Judge
+from vsearcher_lite.agent.loop import TRANSIENT_TERMINATIONS
+from vsearcher_lite.evaluation.manifest import scrub_secrets
+from vsearcher_lite.evaluation.policies import Policy
+from vsearcher_lite.runio import InputError, JsonlLog, atomic_write_json, read_json
+from vsearcher_lite.synthesis.task import Task
+
+
+def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
+    """The latest result of each task that still matches the task's question and answer, leaving
+    out episodes that ended on a policy error (an unreachable server, a failed call): a rerun
+    runs those again."""
+    wanted = {t.id: t for t in tasks}
+    latest: dict[str, dict] = {}
+    for r in log.records():
+        task = wanted.get(str(r.get("id")))
+        if task is None:
+            continue
+        if r.get("question") == task.question and r.get("answer") == task.answer:
+            latest[task.id] = r
+    return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
+
+
+def guard_resume(out: Path, identity: dict, fresh: bool,
+                 log: Callable[[str], None] = print) -> None:
+    """Refuse to mix results of different policies or settings under one eval name; results of a
+    checkpoint since retrained at the same path (other ``weights``) are stale and start over."""
+    config_file = out / "config.json"
+    results = out / "results.jsonl"
+    if fresh:
+        results.unlink(missing_ok=True)
+    elif config_file.exists() and results.exists() and results.stat().st_size > 0:
+        before = read_json(config_file)
+        changed = changed_settings(before, identity)
+        if changed == ["weights"]:
+            log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were "
+                "made with: evaluating again")
+            results.unlink()
+        elif changed:
+            raise InputError(
+                f"{out} holds results made with other settings ({', '.join(changed)}: "
+                f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another "
+                "--name or --fresh")
+    atomic_write_json(config_file, identity)
+
+
+def run_identity(policy: Policy, config, judge: Judge) -> dict:
+    """What the results of an evaluation depend on: the policy, every result setting and the judge.
+
+    ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
+    Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_secrets``).
+    Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
+    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on. An
+    LLM judge served by an endpoint is named by its model and URL (``judge_model``).
+    """
+    settings = config.result_settings()
+    if config.temperature == 0 and not policy.uses_seed:
+        settings.pop("seed")
+    if not settings.get("repeat_guard"):
+        settings.pop("repeat_guard")  # off: results stored before the option existed still match
+    identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
+                **settings, "judge": getattr(judge, "name", type(judge).__name__)}
+    fingerprint = weights_fingerprint(policy.spec)
+    if fingerprint:
+        identity["weights"] = fingerprint
+    chat = getattr(judge, "chat", None)
+    # an LLM judge behind an endpoint: which model judged
+    if isinstance(getattr(chat, "model", None), str):
+        identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
+    return scrub_secrets(identity)
+
+
+HASHED_WEIGHTS_MB = 256  # larger checkpoints are fingerprinted by file sizes and times, not content
+
+
+def weights_fingerprint(spec: str) -> str | None:
+    """A fingerprint of the weight files of a local checkpoint named by ``spec`` (None for any other
+    policy), so that results of a checkpoint retrained at the same path are never reused.
+
+    Checkpoints up to ``HASHED_WEIGHTS_MB`` are hashed by content (a copied run keeps its results);
+    larger ones by file names, sizes and modification times.
+    """
+    rest = spec[len("direct:"):] if spec.startswith("direct:") else spec
+    if not rest.startswith("transformers:"):
+        return None
+    folder = Path(rest[len("transformers:"):]).expanduser()
+    files = []
+    if folder.is_dir():
+        files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin")
+                       and p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    by_content = sum(p.stat().st_size for p in files) <= HASHED_WEIGHTS_MB * 2**20
+    for p in files:
+        digest.update(p.name.encode())
+        if by_content:
+            with p.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        else:
+            stat = p.stat()
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def canonical_spec(spec: str) -> str:
+    """A policy spec with any local checkpoint path made absolute, so that one checkpoint named
+    from two working folders (``runs/a/sft/checkpoint`` and ``../runs/a/sft/checkpoint``) compares
+    equal.
+
+    >>> canonical_spec("teacher"), canonical_spec("openai:m@http://h:8000/v1")
+    ('teacher', 'openai:m@http://h:8000/v1')
+    """
+    prefix = ""
+    rest = spec
+    if rest.startswith("direct:"):
+        prefix, rest = "direct:", rest[len("direct:"):]
+    if rest.startswith("transformers:"):
+        path = Path(rest[len("transformers:"):]).expanduser()
+        if path.exists():
+            return f"{prefix}transformers:{path.resolve()}"
+    return spec
+
+
+def canonical_identity(identity: dict) -> dict:
+    """``identity`` with its policy spec in canonical form (``canonical_spec``)."""
+    out = dict(identity)
+    if isinstance(out.get("policy_spec"), str):
+        out["policy_spec"] = canonical_spec(out["policy_spec"])
+    return out
+
+
+def changed_settings(before: dict, identity: dict) -> list[str]:
+    """The keys of ``identity`` whose values differ in ``before`` (checkpoint paths compared
+    resolved)."""
+    a, b = canonical_identity(before), canonical_identity(identity)
+    return sorted(k for k in b if a.get(k) != b[k])

@@ -1,0 +1,392 @@
+"""The cpu engine of the grpo stage: a plain PyTorch loop (``config.engine == "cpu"``).
+
+One step:
+
+1. draw P training tasks (``TaskSampler``: the difficulty mix, or the highest-variance tasks)
+   from the RL pool (``task_source``: ``RUN_DIR/filter/rl_tasks.jsonl``, seeds SFT never trained
+   on; or SFT's own ``train.jsonl``);
+2. run G episodes of each in the environment, in lockstep on one batched backend, judge them,
+   re-render them into ids and policy-token masks (``rollout.rollout_groups``); with dynamic
+   sampling (``draw_groups``, DAPO) groups whose rewards are all equal are dropped and more rounds
+   of P tasks are drawn until P groups have reward variance (at most ``max_draw_rounds`` rounds);
+3. group-normalise the rewards; apply the fatal-aware clamp and mask (option), the exclusions of
+   A.4 and drop zero-variance groups (``update.assign_advantages``);
+4. one no-grad pass over the batch's trajectories: the mean token entropy of the policy tokens
+   (logged), the rollout policy's log-probabilities (GRPO's "old" policy) and, when
+   ``beta > 0``, the reference model's;
+5. ``mu`` AdamW updates on the batch (micro-batches with gradient accumulation, clipped ratio,
+   k3 KL, token-level mean), constant learning rate, gradient norm clipped;
+6. one row of ``RUN_DIR/grpo/steps.csv`` (``steps.step_row``).
+
+With ``save_every`` the state after a step (weights, optimizer, sampler, rows) goes to
+``RUN_DIR/grpo/resume.pt``, and the same command continues from it after an interruption.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from vsearcher_lite.agent.judge import make_judge
+from vsearcher_lite.batched_chat import BatchedTransformersChat
+from vsearcher_lite.config import resume_identity, training_budget_s
+from vsearcher_lite.evaluation.manifest import write_manifest
+from vsearcher_lite.rl.config import GRPOConfig
+from vsearcher_lite.rl.inputs import (
+    TaskSampler,
+    check_pool_unseen,
+    resolve_init,
+    rollout_settings,
+    rollout_toolbox,
+    task_path,
+    train_tasks,
+)
+from vsearcher_lite.rl.paired_eval import eval_summary, evaluate_rl, evaluate_start
+from vsearcher_lite.rl.rollout import (
+    RolloutSample,
+    RolloutSettings,
+    RolloutTiming,
+    TrajectoryEncoder,
+    rollout_groups,
+)
+from vsearcher_lite.rl.steps import has_signal, step_row, steps_csv, training_summary
+from vsearcher_lite.rl.update import assign_advantages, chunks, score_samples, update_policy
+from vsearcher_lite.runio import (
+    JsonlLog,
+    RunDir,
+    atomic_write_text,
+    check_same_settings,
+    write_jsonl,
+)
+from vsearcher_lite.runtime import resolve_device, set_threads
+from vsearcher_lite.training.checkpoint import freeze_vision, suppress_vision_tokens
+
+SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
+
+
+RL_EVAL_SLACK = 1.2  # the RL model's episodes may run longer than the start's
+
+
+def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list[RolloutSample]]],
+                config: GRPOConfig) -> tuple[list[list[RolloutSample]], list[RolloutSample], dict]:
+    """The step's groups: ``(groups to train on, every sample drawn, accounting)``.
+
+    ``rollout(tasks, round)`` runs one group per task. Without ``dynamic_sampling`` one round of
+    P tasks is the batch, as drawn. With it (DAPO), groups whose rewards are all equal are dropped
+    and rounds of P more tasks are drawn until P groups with reward variance are in hand or
+    ``max_draw_rounds`` rounds have run; the first P such groups (in draw order) are the batch,
+    later ones are surplus (drawn, not trained). Every drawn group is recorded by the sampler.
+    """
+    want = config.prompts_per_step
+    rounds = config.max_draw_rounds if config.dynamic_sampling else 1
+    batch: list[list[RolloutSample]] = []
+    drawn: list[RolloutSample] = []
+    stats = {"groups": 0, "zero_variance_groups": 0, "groups_kept": 0, "groups_surplus": 0,
+             "draw_rounds": 0}
+    for r in range(rounds):
+        tasks = sampler.draw(want)
+        groups = rollout(tasks, r)
+        stats["draw_rounds"] += 1
+        for task, group in zip(tasks, groups):
+            sampler.record(task.id, [s.reward for s in group])
+            drawn.extend(group)
+            stats["groups"] += 1
+            signal = has_signal(group)
+            stats["zero_variance_groups"] += int(not signal)
+            if not config.dynamic_sampling or (signal and len(batch) < want):
+                batch.append(group)
+                stats["groups_kept"] += int(signal)
+            elif signal:
+                stats["groups_surplus"] += 1
+        if len(batch) >= want:
+            break
+    stats["zero_variance_share"] = round(stats["zero_variance_groups"] / stats["groups"],
+                                         4) if stats["groups"] else None
+    return batch, drawn, stats
+
+
+def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
+              tasks_per_call: int = 4) -> dict[str, int]:
+    """Task id -> correct answers in ``samples`` sampled episodes of the current policy (no update).
+
+    The episodes are seeded apart from training's (step -1). A task with ``0 < correct < samples``
+    is one where the policy succeeds sometimes but not always: the tasks whose groups carry signal.
+    """
+    out: dict[str, int] = {}
+    for part in chunks(tasks, max(1, tasks_per_call)):
+        groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
+        for task, group in zip(part, groups):
+            out[task.id] = sum(1 for s in group if s.correct)
+    return out
+
+
+def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge,
+                  config: GRPOConfig, out: Path, log: Callable[[str], None]) -> dict:
+    """The ``prescreen`` curriculum: screen ``prescreen_tasks`` candidates (drawn by the difficulty
+    mix) with
+    ``prescreen_samples`` episodes each, write ``prescreen.jsonl``; returns the kept ``tasks`` and
+    counts."""
+    t0 = time.perf_counter()
+    candidates = TaskSampler(tasks, config.difficulty_mix,
+                             seed=config.seed).draw(min(config.prescreen_tasks, len(tasks)))
+    candidates = list({t.id: t for t in candidates}.values())
+    k = config.prescreen_samples
+    per_call = max(1, (config.rollout_batch or config.batch_trajectories) // k)
+    successes = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call)
+    write_jsonl(out / "prescreen.jsonl", [{"id": t.id, "difficulty": t.difficulty,
+                                           "correct": successes[t.id], "samples": k}
+                                          for t in candidates])
+    kept = prescreened_tasks(candidates, successes, k)
+    levels = sorted({t.difficulty for t in candidates})
+    counts = {lvl: {"screened": sum(1 for t in candidates if t.difficulty == lvl),
+                    "mixed": sum(1 for t in candidates if t.difficulty == lvl
+                                 and 0 < successes[t.id] < k),
+                    "all_correct": sum(1 for t in candidates if t.difficulty == lvl
+                                       and successes[t.id] == k)}
+              for lvl in levels}
+    seconds = round(time.perf_counter() - t0, 2)
+    log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; solved "
+        f"sometimes but not always: {sum(c['mixed'] for c in counts.values())}; training on "
+        f"{len(kept)} tasks")
+    return {"tasks": kept, "samples": k, "by_difficulty": counts, "n_kept": len(kept),
+            "seconds": seconds}
+
+
+def prescreened_tasks(tasks: list, successes: dict[str, int], samples: int) -> list:
+    """The curriculum of a pre-screen: per difficulty, the tasks solved sometimes but not always
+    (``0 < correct < samples``); a difficulty with none keeps all its tasks. File order.
+
+    >>> from types import SimpleNamespace as T
+    >>> tasks = [T(id="a", difficulty="easy"), T(id="b", difficulty="easy"),
+    ...          T(id="c", difficulty="medium")]
+    >>> [t.id for t in prescreened_tasks(tasks, {"a": 4, "b": 2, "c": 0}, 4)]
+    ['b', 'c']
+    """
+    mixed = {t.id for t in tasks if 0 < successes.get(t.id, 0) < samples}
+    levels_with_mixed = {t.difficulty for t in tasks if t.id in mixed}
+    return [t for t in tasks if t.id in mixed or t.difficulty not in levels_with_mixed]
+
+
+def load_policy(init_path: Path, config: GRPOConfig):
+    """``(model, processor)`` ready for the cpu engine, on ``config.device``: vision placeholders
+    never generated, the vision tower frozen (as in SFT and the paper)."""
+    from vsearcher_lite.model.tiny import load_base
+
+    model, processor = load_base(init_path, dtype=config.torch_dtype(),
+                                 device=str(resolve_device(config.device)))
+    suppress_vision_tokens(model, processor.tokenizer)
+    freeze_vision(model)
+    return model, processor
+
+
+RESUME_FILE = "resume.pt"
+
+
+#: Settings that may change between an interrupted run and its resume (how long, where, how it
+#: is shown).
+RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate", "progress",
+               "threads", "device", "report_to")
+
+
+def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSampler,
+                        rows: list[dict], excluded: list[bool], task_ids: list[str],
+                        screened: dict | None, config: GRPOConfig, batch_stats: Any = None) -> Path:
+    """Everything the next step depends on, in ``out/resume.pt`` (written aside, then renamed): the
+    weights, the optimizer, the task sampler, the rows so far, and the rollout backend's statistics
+    (its call count seeds the next batches)."""
+    import torch
+
+    identity = resume_identity(config.to_dict(), RESUME_FREE)
+    state = {"identity": identity, "step": step, "model": model.state_dict(),
+             "optimizer": optimizer.state_dict(), "sampler": sampler.state(), "rows": rows,
+             "excluded": excluded, "task_ids": task_ids, "screened": screened,
+             "torch_rng": torch.get_rng_state(), "batch_stats": batch_stats}
+    tmp = out / f".{RESUME_FILE}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, out / RESUME_FILE)
+    return out / RESUME_FILE
+
+
+def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
+    """The state an interrupted run of the same settings saved, or None (a run without
+    ``save_every`` starts over and removes any). Other settings are refused, naming the first that
+    differs."""
+    import torch
+
+    path = out / RESUME_FILE
+    if not path.exists():
+        return None
+    if not config.save_every:
+        path.unlink()
+        return None
+    state = torch.load(path, weights_only=False)
+    now = resume_identity(config.to_dict(), RESUME_FREE)
+    check_same_settings(path, resume_identity(state["identity"], RESUME_FREE), now)
+    return state
+
+
+def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
+                 log: Callable[[str], None] = print) -> dict:
+    """The cpu engine (see the module docstring)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from vsearcher_lite.model.tiny import save_base
+
+    wall_start = time.perf_counter()
+    threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
+    torch.manual_seed(config.seed)
+    rd = RunDir(run_dir)
+    init_path = resolve_init(run_dir, config)
+    tasks = train_tasks(run_dir, config)
+    pool_seen = check_pool_unseen(run_dir, tasks, config, log)
+    model, processor = load_policy(init_path, config)
+    # made once the tasks and the model have loaded: a bad input leaves no folder
+    out = rd.stage(config.name)
+    ref_model = None
+    if config.beta > 0:
+        ref_model = copy.deepcopy(model).eval()
+        for p in ref_model.parameters():
+            p.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate,
+                                  betas=(config.adam_beta1, config.adam_beta2),
+                                  weight_decay=config.weight_decay)
+    encoder = TrajectoryEncoder(processor)
+    backend = BatchedTransformersChat(model, processor,
+                                      max_batch=config.rollout_batch or config.batch_trajectories,
+                                      max_new_tokens=config.max_tokens)
+    toolbox = rollout_toolbox(run_dir, config)
+    judge = make_judge(config.judge)
+    settings = rollout_settings(config)
+    screened = None
+    resumed = load_training_state(out, config)
+    if resumed is not None:  # the screened tasks of the interrupted run, without screening again
+        screened = resumed["screened"]
+        by_id = {t.id: t for t in tasks}
+        tasks = [by_id[i] for i in resumed["task_ids"]]
+    elif config.curriculum == "prescreen":
+        screened = run_prescreen(tasks, backend, toolbox, settings, judge, config, out, log)
+        tasks = screened.pop("tasks")
+    sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed,
+                          curriculum="mix" if config.curriculum == "prescreen"
+                          else config.curriculum)
+    log(f"[grpo] cpu engine: {len(tasks)} training tasks, start {init_path}; "
+        f"P={config.prompts_per_step} x G={config.generations}, lr {config.learning_rate:g}, "
+        f"mu {config.mu}, beta {config.beta:g}, T {config.temperature:g}; {threads} thread(s)")
+
+    start = None
+    rl_estimate = None
+    if config.evaluate:  # the start first: its time tells how much is left for training
+        start = evaluate_start(run_dir, init_path, model, processor, config, log)
+        if start["seconds_per_task"] is not None:
+            rl_estimate = start["seconds_per_task"] * len(start["tasks"]) * RL_EVAL_SLACK
+    budget_s = training_budget_s(config.minutes, config.total_minutes,
+                                 time.perf_counter() - wall_start,
+                                 rl_estimate or 0.0, SAVE_MARGIN_S)
+    if budget_s is not None:
+        log(f"[grpo] training budget {budget_s:.0f} s "
+            f"(RL evaluation estimated at {rl_estimate or 0:.0f} s)")
+
+    rows: list[dict] = []
+    excluded_flags: list[bool] = []
+    step = 0
+    earlier_s = 0.0
+    if resumed is None:
+        (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
+    else:
+        model.load_state_dict(resumed["model"])
+        optimizer.load_state_dict(resumed["optimizer"])
+        sampler.restore(resumed["sampler"])
+        torch.set_rng_state(resumed["torch_rng"])
+        backend.stats = resumed["batch_stats"] or backend.stats
+        rows, excluded_flags, step = resumed["rows"], resumed["excluded"], resumed["step"]
+        # rollouts of steps after the saved one are sampled again
+        kept = [r for r in JsonlLog(out / "rollouts.jsonl", key="id").records() if r["step"] < step]
+        write_jsonl(out / "rollouts.jsonl", kept)
+        log(f"[grpo] resuming after step {step} from {out / RESUME_FILE}")
+        # the stage's time before the interruption: its training steps and its pre-screen
+        earlier_s = (rows[-1]["seconds"] if rows else 0.0) + ((screened or {}).get("seconds")
+                                                              or 0.0)
+    rollout_log = JsonlLog(out / "rollouts.jsonl", key="id")
+    max_steps = config.max_steps or 10**9
+    stopped_by = "steps"
+    train_start = time.perf_counter()
+    offset_s = rows[-1]["seconds"] if rows else 0.0  # training time before a resume
+    last_step_s = 0.0
+    bar = tqdm(total=config.max_steps, initial=step, desc="grpo", disable=not config.progress,
+               leave=False)
+    while step < max_steps:
+        elapsed = time.perf_counter() - train_start
+        if budget_s is not None and step > 0 and elapsed + last_step_s > budget_s:
+            stopped_by = "time"
+            break
+        t0 = time.perf_counter()
+        timing = RolloutTiming()
+
+        def rollout(tasks, draw_round, step=step, timing=timing):
+            # later rounds number their samples on, so a task drawn twice in a step gets other seeds
+            return rollout_groups(backend, toolbox, tasks, config.generations, settings, judge,
+                                  encoder, step=step,
+                                  first_sample=[draw_round * config.generations] * len(tasks),
+                                  timing=timing)
+
+        groups, drawn, draw_stats = draw_groups(sampler, rollout, config)
+        samples = [s for g in groups for s in g]
+        assign_advantages(groups, config)
+        t1 = time.perf_counter()
+        score = score_samples(model, samples, encoder, config.micro_batch_size, ref_model)
+        update = update_policy(model, optimizer, samples, encoder, config)
+        t2 = time.perf_counter()
+        last_step_s = t2 - t0
+        times = {"rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "step_seconds": t2 - t0,
+                 "seconds": offset_s + t2 - train_start}
+        row = step_row(step, drawn, draw_stats, score, update, times, config.learning_rate)
+        rows.append(row)
+        excluded_flags.extend(s.excluded for s in drawn)
+        for s in drawn:
+            rollout_log.append({"id": f"{step}:{s.task_id}:{s.sample_index}", "step": step,
+                                **s.summary()})
+        atomic_write_text(out / "steps.csv", steps_csv(rows))
+        bar.update(1)
+        bar.set_postfix(reward=row["reward"], fmt_fail=row["format_failure_share"],
+                        trained=row["trained_trajectories"])
+        step += 1
+        if config.save_every and step % config.save_every == 0:
+            save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags,
+                                [t.id for t in tasks], screened, config, backend.stats)
+    bar.close()
+    # training time over every resume (each row carries it; a resume that had no step left adds
+    # none)
+    train_seconds = rows[-1]["seconds"] if rows else time.perf_counter() - train_start
+    log(f"[grpo] {len(rows)} steps in {train_seconds:.1f} s "
+        f"({train_seconds / max(len(rows), 1):.1f} s/step), "
+        f"stopped by {stopped_by}; batching {backend.stats.to_dict()}")
+
+    checkpoint = out / "checkpoint"
+    model.eval()
+    save_base(model, processor, checkpoint)
+    (out / RESUME_FILE).unlink(missing_ok=True)  # the finished run needs no resume
+    del ref_model, optimizer
+    metrics: dict[str, Any] = training_summary(rows, excluded_flags)
+    metrics.update(stopped_by=stopped_by, train_seconds=round(train_seconds, 2),
+                   seconds_per_step=round(train_seconds / max(len(rows), 1), 3), threads=threads,
+                   init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
+                   trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict(),
+                   task_file=str(task_path(run_dir, config)), pool_tasks_in_sft_data=pool_seen,
+                   device=str(next(model.parameters()).device))
+    if screened is not None:
+        metrics["prescreen"] = screened
+    if start is not None:
+        evals = evaluate_rl(run_dir, start, checkpoint, model, processor, config, log)
+        metrics.update(eval_summary(evals))
+        metrics["training_budget_s"] = round(budget_s, 1) if budget_s is not None else None
+    # summed over resumes
+    metrics["seconds"] = round(time.perf_counter() - wall_start + earlier_s, 2)
+    metrics["config"] = config.to_dict()
+    rd.write_metrics(config.name, metrics)
+    write_manifest(run_dir, config.name, config.to_dict(), metrics["seconds"])
+    return metrics

@@ -1,0 +1,200 @@
+"""What a GRPO run starts from and trains on, shared by the cpu and the TRL engine.
+
+The starting checkpoint (``resolve_init``), the training tasks (``train_tasks``: the RL pool
+``RUN_DIR/filter/rl_tasks.jsonl`` or SFT's own tasks, with a warning when SFT already trained
+on some of the pool), the task sampler that draws each step's P tasks (``TaskSampler``), and
+the episodes' settings and toolbox (``rollout_settings``, ``rollout_toolbox``: the tools as the
+SFT data and the evaluation show them).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Callable
+
+from vsearcher_lite.agent.loop import EpisodeLimits
+from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
+from vsearcher_lite.agent.trajectories import TrajectoryConfig, load_tasks
+from vsearcher_lite.rl.config import GRPOConfig
+from vsearcher_lite.rl.rollout import RolloutSettings
+from vsearcher_lite.runio import InputError, read_jsonl
+from vsearcher_lite.tools.factory import make_toolbox
+
+
+def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
+    """The starting checkpoint: ``config.init`` or ``RUN_DIR/sft/checkpoint``; a clear error when
+    missing."""
+    path = Path(config.init) if config.init else Path(run_dir) / "sft" / "checkpoint"
+    if not (path / "config.json").is_file():
+        if config.init:
+            raise InputError(f"{path}: no model here (no config.json); give --init a checkpoint "
+                             "folder")
+        raise InputError(f"{path}: no SFT checkpoint; run `vsearcher-lite sft --run-dir {run_dir}` "
+                         "first (or give --init PATH)")
+    return path
+
+
+def task_path(run_dir: str | Path, config: GRPOConfig) -> Path:
+    """``config.train_file``, else the file of ``config.task_source``: the RL pool or SFT's training
+    tasks."""
+    if config.train_file:
+        return Path(config.train_file)
+    return Path(run_dir) / "filter" / ("rl_tasks.jsonl" if config.task_source == "rl"
+                                       else "train.jsonl")
+
+
+def train_tasks(run_dir: str | Path, config: GRPOConfig) -> list:
+    """The training tasks of the difficulties in ``difficulty_mix`` (file order), from
+    ``task_path``."""
+    path = task_path(run_dir, config)
+    if not path.exists():
+        if not config.train_file and config.task_source == "rl":
+            raise InputError(f"{path}: no RL task pool; run `vsearcher-lite filter --run-dir "
+                             f"{run_dir}` (it writes "
+                             "the pool), or train on SFT's tasks with --task-source sft")
+        raise InputError(f"{path}: no training tasks; run `vsearcher-lite filter` first")
+    wanted = {d for d, w in config.difficulty_mix.items() if w > 0}
+    tasks = [t for t in load_tasks(path) if t.difficulty in wanted]
+    if config.max_train_tasks is not None:
+        tasks = tasks[: config.max_train_tasks]
+    if not tasks:
+        raise InputError(f"{path}: no training tasks of difficulty {', '.join(sorted(wanted))}")
+    return tasks
+
+
+def tasks_in_sft_data(run_dir: str | Path, tasks: list) -> int | None:
+    """How many of ``tasks`` have accepted teacher trajectories
+    (``RUN_DIR/trajectories/accepted.jsonl``, SFT's data); ``None`` when there are none. Non-zero
+    for the RL pool when the SFT data predates the pool."""
+    path = Path(run_dir) / "trajectories" / "accepted.jsonl"
+    if not path.is_file():
+        return None
+    ids = {t.id for t in tasks}
+    return len(ids & {r.get("task_id") for r in read_jsonl(path)})
+
+
+def check_pool_unseen(run_dir: str | Path, tasks: list, config: GRPOConfig,
+                      log: Callable[[str], None]) -> int | None:
+    """For the RL pool: warn when SFT's data holds some of its tasks (an older run folder filtered
+    again)."""
+    if config.train_file or config.task_source != "rl":
+        return None
+    seen = tasks_in_sft_data(run_dir, tasks)
+    if seen:
+        log(f"[grpo] warning: {seen} of the {len(tasks)} RL-pool tasks have SFT trajectories in "
+            f"{Path(run_dir) / 'trajectories' / 'accepted.jsonl'} (made before the pool): run "
+            "`trajectories` and `sft` again for a pool the SFT model has not seen")
+    return seen
+
+
+def mix_counts(n: int, mix: dict[str, float], available: set[str]) -> dict[str, int]:
+    """``n`` draws split over the difficulties by ``mix`` (largest remainder), only those
+    ``available``.
+
+    >>> mix_counts(10, {"easy": 4, "medium": 3, "hard": 3}, {"easy", "medium", "hard"})
+    {'easy': 4, 'medium': 3, 'hard': 3}
+    >>> mix_counts(4, {"easy": 4, "medium": 3, "hard": 3}, {"easy", "medium"})
+    {'easy': 2, 'medium': 2}
+    """
+    weights = {d: float(w) for d, w in mix.items() if w > 0 and d in available}
+    if not weights:
+        raise ValueError(f"no task of the difficulties {sorted(mix)} is available")
+    total = sum(weights.values())
+    exact = {d: n * w / total for d, w in weights.items()}
+    counts = {d: int(v) for d, v in exact.items()}
+    rest = n - sum(counts.values())
+    for d in sorted(exact, key=lambda d: (-(exact[d] - counts[d]), list(weights).index(d)))[:rest]:
+        counts[d] += 1
+    return counts
+
+
+class TaskSampler:
+    """Draws the P tasks of each step.
+
+    ``mix``: each difficulty gets its share of the P draws (``mix_counts``); within a difficulty the
+    tasks come in a seeded shuffled order, reshuffled after each pass. ``variance``: the same
+    shares, but within a difficulty the tasks whose estimated success rate ``p = (s + 1) / (n + 2)``
+    (s successes in n sampled trajectories so far) maximises ``p (1 - p)`` come first, so the
+    groups GRPO sees are the ones most likely to have reward variance (unseen tasks have p = 1/2).
+    """
+
+    def __init__(self, tasks: list, mix: dict[str, float], seed: int = 0, curriculum: str = "mix"):
+        self.rng = random.Random(seed)
+        self.mix = mix
+        self.curriculum = curriculum
+        self.pools: dict[str, list] = {}
+        for t in tasks:
+            self.pools.setdefault(t.difficulty, []).append(t)
+        self.order: dict[str, list] = {}
+        self.successes: dict[str, int] = {}
+        self.trials: dict[str, int] = {}
+
+    def _next_in_order(self, difficulty: str) -> Any:
+        queue = self.order.get(difficulty)
+        if not queue:
+            queue = list(self.pools[difficulty])
+            self.rng.shuffle(queue)
+            self.order[difficulty] = queue
+        return queue.pop()
+
+    def variance_score(self, task_id: str) -> float:
+        p = (self.successes.get(task_id, 0) + 1) / (self.trials.get(task_id, 0) + 2)
+        return p * (1 - p)
+
+    def draw(self, n: int) -> list:
+        counts = mix_counts(n, self.mix, set(self.pools))
+        picked: list = []
+        for difficulty, k in counts.items():
+            if self.curriculum == "variance":
+                pool = list(self.pools[difficulty])
+                self.rng.shuffle(pool)  # random order among equal scores
+                pool.sort(key=lambda t: -self.variance_score(t.id))
+                chosen = pool[:k]
+                while len(chosen) < k:  # fewer tasks than draws: repeat
+                    chosen.append(pool[len(chosen) % len(pool)])
+            else:
+                chosen = [self._next_in_order(difficulty) for _ in range(k)]
+            picked.extend(chosen)
+        return picked
+
+    def record(self, task_id: str, rewards: list[float]) -> None:
+        self.successes[task_id] = self.successes.get(task_id, 0) + sum(1 for r in rewards if r > 0)
+        self.trials[task_id] = self.trials.get(task_id, 0) + len(rewards)
+
+    def state(self) -> dict:
+        """What ``restore`` needs to continue the same sequence of draws (tasks named by id)."""
+        return {"rng": self.rng.getstate(),
+                "order": {d: [t.id for t in q] for d, q in self.order.items()},
+                "successes": dict(self.successes), "trials": dict(self.trials)}
+
+    def restore(self, state: dict) -> None:
+        by_id = {t.id: t for pool in self.pools.values() for t in pool}
+        self.rng.setstate(state["rng"])
+        self.order = {d: [by_id[i] for i in ids] for d, ids in state["order"].items()}
+        self.successes, self.trials = dict(state["successes"]), dict(state["trials"])
+
+
+def rollout_settings(config: GRPOConfig) -> RolloutSettings:
+    limits = EpisodeLimits(max_tool_calls=config.max_tool_calls,
+                           max_context_chars=config.max_context_chars,
+                           wall_clock_s=config.wall_clock_s)
+    return RolloutSettings(limits=limits, temperature=config.temperature, top_p=config.top_p,
+                           max_tokens=config.max_tokens,
+                           prompt_variant=prompt_variant_for(config.profile),
+                           today=SANDBOX_TODAY if config.world == "sandbox" else None,
+                           seed=config.seed,
+                           search_penalty=config.search_penalty, fatal_k=config.fatal_k,
+                           max_prompt_tokens=config.max_prompt_tokens,
+                           max_response_tokens=config.max_response_tokens)
+
+
+def tool_top_k(config: GRPOConfig) -> int:
+    return config.top_k or TrajectoryConfig.for_profile(config.profile).top_k
+
+
+def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
+    """The run's toolbox with the profile's result count and observation style: the tools as the SFT
+    data and the evaluation show them (one toolbox, shared by the episode threads)."""
+    return make_toolbox(run_dir, world=config.world, top_k=tool_top_k(config),
+                        observations=prompt_variant_for(config.profile))

@@ -1,0 +1,190 @@
+"""The cpu engine's update: advantages and masks of one step, log-probabilities, AdamW steps.
+
+``assign_advantages`` group-normalises the rewards and applies the fatal-aware clamp and mask
+and the A.4 exclusions; ``score_samples`` takes the rollout policy's ("old") and the reference
+model's log-probabilities in one no-grad pass; ``update_policy`` makes ``mu`` clipped-ratio
+updates with the k3 KL (``objective.grpo_loss``). torch is imported where it is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vsearcher_lite.rl.config import GRPOConfig
+from vsearcher_lite.rl.objective import (
+    final_advantage,
+    group_advantages,
+    grpo_loss,
+    loss_mask,
+    token_entropy,
+)
+from vsearcher_lite.rl.rollout import RolloutSample, TrajectoryEncoder
+
+
+def assign_advantages(groups: list[list[RolloutSample]], config: GRPOConfig) -> dict:
+    """Set each sample's ``advantage``, ``loss_mask`` and ``in_loss``; returns the step's group
+    statistics.
+
+    Every reward enters its group's baseline; then the fatal-aware clamp and mask (when enabled),
+    the A.4 exclusions, and the zero-variance drop decide what reaches the loss.
+    """
+    zero_variance = 0
+    for group in groups:
+        stats = group_advantages([s.reward for s in group], scale=config.scale_rewards)
+        zero_variance += int(stats.zero_variance)
+        for sample, adv in zip(group, stats.advantages):
+            fatal = sample.fatal if config.fatal_aware else None
+            sample.advantage = final_advantage(adv, fatal=fatal, fatal_aware=config.fatal_aware)
+            policy = sample.encoded.policy_mask if sample.encoded is not None else []
+            mask = loss_mask(policy, excluded=sample.excluded, fatal=fatal,
+                             fatal_aware=config.fatal_aware)
+            if stats.zero_variance and config.drop_zero_variance:
+                mask = [0] * len(mask)
+            sample.loss_mask = mask
+            sample.in_loss = any(mask)
+    return {"zero_variance_groups": zero_variance, "groups": len(groups)}
+
+
+def padded_masks(samples: list[RolloutSample], length: int, attr: str = "loss_mask"):
+    """A ``(B, length)`` tensor of per-sample masks, right-padded with 0."""
+    import torch
+
+    out = torch.zeros(len(samples), length, dtype=torch.long)
+    for i, s in enumerate(samples):
+        m = getattr(s, attr) if attr != "policy_mask" else s.encoded.policy_mask
+        out[i, : len(m)] = torch.tensor(m[:length], dtype=torch.long)
+    return out
+
+
+def model_inputs(batch: dict) -> dict:
+    keep = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
+    return {k: batch[k] for k in keep if k in batch}
+
+
+def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = False):
+    """Log-probabilities of the taken tokens at the masked positions, ``(B, T)`` (0 elsewhere).
+
+    ``positions_mask[b, t] = 1`` asks for ``log p(ids[b, t] | ids[b, :t])``. Only those positions go
+    through the output layer (the policy tokens are a small share of a trajectory), which saves
+    most of the vocabulary projection. With ``with_entropy`` the entropy of each of those
+    next-token distributions is returned too.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in model_inputs(batch).items()}
+    ids = inputs["input_ids"]
+    want = positions_mask.to(device).bool().clone()
+    want[:, 0] = False  # the first token has no prediction
+    source = torch.zeros_like(want)
+    source[:, :-1] = want[:, 1:]  # logits at t-1 predict token t
+    if hasattr(model, "lm_head") and hasattr(model, "model"):
+        hidden = model.model(**inputs, use_cache=False).last_hidden_state
+        logits = model.lm_head(hidden[source])
+    else:
+        logits = model(**inputs, use_cache=False).logits[source]
+    logp_all = torch.log_softmax(logits.float(), dim=-1)
+    taken = ids[want]
+    picked = logp_all.gather(-1, taken.unsqueeze(-1)).squeeze(-1)
+    out = torch.zeros(ids.shape, dtype=picked.dtype, device=picked.device)
+    out = out.masked_scatter(want, picked)
+    if not with_entropy:
+        return out, None
+    ent = token_entropy(logits)
+    ent_out = torch.zeros(ids.shape, dtype=ent.dtype, device=ent.device).masked_scatter(want, ent)
+    return out, ent_out
+
+
+def chunks(items: list, size: int) -> list[list]:
+    """``items`` in consecutive pieces of ``size``.
+
+    >>> chunks([1, 2, 3, 4, 5], 2)
+    [[1, 2], [3, 4], [5]]
+    """
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncoder, micro_batch: int,
+                  ref_model=None) -> dict:
+    """No-grad pass: entropy over every sample's policy tokens; old (and reference) log-probs of the
+    samples in the loss, stored on them as ``old_logp`` / ``ref_logp`` lists aligned with their
+    ids."""
+    import torch
+
+    ent_sum, ent_n = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for part in chunks(samples, micro_batch):
+                batch = encoder.collate([s.example for s in part])
+                length = batch["input_ids"].shape[1]
+                policy = padded_masks(part, length,
+                                      "policy_mask").to(next(model.parameters()).device)
+                logp, ent = token_logps(model, batch, policy, with_entropy=True)
+                ent_sum += float((ent * policy).sum())
+                ent_n += int(policy.sum())
+                ref = None
+                if ref_model is not None and any(s.in_loss for s in part):
+                    ref, _ = token_logps(ref_model, batch, policy)
+                for i, s in enumerate(part):
+                    n = len(s.encoded.input_ids)
+                    s.old_logp = logp[i, :n].tolist()
+                    s.ref_logp = ref[i, :n].tolist() if ref is not None else None
+    finally:
+        model.train(was_training)
+    return {"entropy": ent_sum / ent_n if ent_n else None}
+
+
+def padded_values(rows: list[list[float]], length: int):
+    import torch
+
+    out = torch.zeros(len(rows), length)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r[:length])
+    return out
+
+
+def update_policy(model, optimizer, samples: list[RolloutSample], encoder: TrajectoryEncoder,
+                  config: GRPOConfig) -> dict:
+    """``mu`` optimizer updates on the samples in the loss; returns the logged statistics."""
+    import torch
+
+    trained = [s for s in samples if s.in_loss]
+    if not trained:
+        return {"kl": None, "policy_loss": None, "clip_fraction": None, "grad_norm": None,
+                "trained_tokens": 0}
+    n_tokens = sum(sum(s.loss_mask) for s in trained)
+    normaliser = n_tokens if config.aggregation == "token" else len(trained)
+    stats: dict[str, Any] = {"trained_tokens": int(n_tokens)}
+    model.train()
+    for epoch in range(config.mu):
+        weighted = {"policy_loss": 0.0, "clip_fraction": 0.0, "kl": 0.0}
+        for part in chunks(trained, config.micro_batch_size):
+            batch = encoder.collate([s.example for s in part])
+            length = batch["input_ids"].shape[1]
+            mask = padded_masks(part, length).to(next(model.parameters()).device)
+            logp, _ = token_logps(model, batch, mask)
+            old = padded_values([s.old_logp for s in part], length).to(logp.device)
+            ref = None
+            if config.beta and part[0].ref_logp is not None:
+                ref = padded_values([s.ref_logp for s in part], length).to(logp.device)
+            adv = torch.tensor([s.advantage for s in part], dtype=logp.dtype, device=logp.device)
+            loss, part_stats = grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=config.beta,
+                                         clip_low=config.clip_low, clip_high=config.clip_high,
+                                         aggregation=config.aggregation, n_tokens=normaliser)
+            loss.backward()
+            for key in weighted:
+                if part_stats.get(key) is not None:
+                    weighted[key] += part_stats[key] * part_stats["tokens"]
+        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters()
+                                                    if p.requires_grad], config.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if epoch == 0:
+            stats["kl"] = weighted["kl"] / n_tokens if config.beta else None
+            stats["grad_norm"] = float(grad_norm)
+        stats["policy_loss"] = weighted["policy_loss"] / n_tokens
+        # the last update's (0 when mu = 1)
+        stats["clip_fraction"] = weighted["clip_fraction"] / n_tokens
+    return stats

@@ -1,0 +1,109 @@
+"""The model both trainers train: loaded, frozen where it should be, wrapped in LoRA, saved.
+
+SFT (``training.sft``) and both GRPO engines (``rl``) load the base the same way (``load_model``:
+the config's dtype, 4-bit NF4 for QLoRA), never let it generate a vision placeholder
+(``suppress_vision_tokens``), freeze the vision tower for full fine-tuning (``freeze_vision``,
+as in the paper), train LoRA adapters with the same settings (``lora_config``) and save the
+result as a plain Hugging Face folder (``save_checkpoint``). One module below both stages, so
+the RL stage does not import the SFT stage for them. ``model.tiny`` (which imports transformers)
+is imported where it is used. ``config`` is an ``SFTConfig`` or a
+``GRPOConfig`` (the fields read here are common to both).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vsearcher_lite.runio import replace_dir
+
+
+def load_model(config):
+    """``(model, processor)`` for training: the base in the config's dtype (4-bit NF4 for qlora)."""
+    from vsearcher_lite.model.tiny import load_base
+
+    kwargs: dict[str, Any] = {}
+    if config.method == "qlora":
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=config.torch_dtype())
+    return load_base(config.base, dtype=config.torch_dtype(), **kwargs)
+
+
+def suppress_vision_tokens(model, tokenizer) -> list[int]:
+    """Never generate a vision placeholder (a sampled ``<|image_pad|>`` breaks the next forward
+    pass)."""
+    names = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+             "<|video_pad|>")
+    vocab = tokenizer.get_vocab()
+    ids = sorted({vocab[n] for n in names if n in vocab})
+    model.generation_config.suppress_tokens = ids or None
+    return ids
+
+
+def freeze_vision(model) -> int:
+    """Freeze the vision tower and its projector (merger, deepstack mergers); returns how many
+    parameters were frozen."""
+    visual = model.model.visual
+    n = 0
+    for p in visual.parameters():
+        if p.requires_grad:
+            p.requires_grad_(False)
+            n += p.numel()
+    return n
+
+
+def lora_config(config):
+    from peft import LoraConfig
+
+    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                      lora_dropout=config.lora_dropout,
+                      target_modules=config.lora_target, bias="none", task_type="CAUSAL_LM")
+
+
+def save_checkpoint(trainer, processor, out_dir: Path, config) -> Path:
+    """Save the trained model as a plain Hugging Face folder at ``out_dir``, atomically.
+
+    LoRA / QLoRA: the adapter goes to ``out_dir.parent / "adapter"`` and ``out_dir`` gets the
+    base with the adapter merged (a QLoRA adapter is merged into the base reloaded unquantised,
+    in the config's dtype), so evaluation and GRPO load it like any checkpoint. Full fine-tuning
+    under FSDP / DeepSpeed goes through ``trainer.save_model`` (which gathers the shards); only
+    the main process writes the processor and renames.
+    """
+    from vsearcher_lite.model.tiny import save_base
+
+    model = trainer.model
+    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+        tmp = out_dir.with_name(f".{out_dir.name}.tmp-shared")
+        trainer.save_model(str(tmp))  # every rank takes part in gathering the weights
+        if trainer.is_world_process_zero():
+            processor.save_pretrained(tmp)
+            replace_dir(tmp, out_dir)
+        return out_dir
+    # plain data parallel: every rank holds the same weights
+    if not trainer.is_world_process_zero():
+        return out_dir
+    if hasattr(model, "peft_config"):
+        adapter_dir = out_dir.parent / "adapter"
+        tmp = Path(tempfile.mkdtemp(prefix=".adapter.tmp-", dir=out_dir.parent))
+        model.save_pretrained(tmp)
+        replace_dir(tmp, adapter_dir)
+        if config.method == "qlora":
+            from peft import PeftModel
+
+            base, _ = load_base_unquantised(config)
+            merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+        else:
+            merged = model.merge_and_unload()
+        merged.generation_config = model.generation_config
+        return save_base(merged, processor, out_dir)
+    return save_base(model, processor, out_dir)
+
+
+def load_base_unquantised(config):
+    from vsearcher_lite.model.tiny import load_base
+
+    return load_base(config.base, dtype=config.torch_dtype())

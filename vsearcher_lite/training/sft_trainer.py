@@ -1,0 +1,299 @@
+"""The SFT trainer: TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule.
+
+``run_sft`` (``training.sft``) builds it with ``trl_args``. The pure pieces it rests on are
+here too: the learning-rate multiplier (``schedule_factor``), how far a time-capped run is
+(``run_progress``), what the time budget says after a step (``stop_rule``), and ``loss.csv``
+(``loss_csv``). ``sft_trainer_classes`` defines the two classes on first use, so importing this
+module does not import torch or TRL.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from vsearcher_lite.runio import JsonlLog, csv_text
+from vsearcher_lite.training.config import SFTConfig
+from vsearcher_lite.training.data import IGNORE_INDEX, answer_token_weights, copy_token_weights
+
+LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce",
+               "mean_token_accuracy", "grad_norm")
+
+
+def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0) -> float:
+    """The learning-rate multiplier at ``progress`` in [0, 1]: linear warmup, then cosine to
+    ``min_ratio``.
+
+    >>> schedule_factor(0.05, 0.1), schedule_factor(0.1, 0.1)
+    (0.5, 1.0)
+    >>> round(schedule_factor(0.55, 0.1), 3), schedule_factor(1.0, 0.1, 0.1)
+    (0.5, 0.1)
+    """
+    progress = min(max(progress, 0.0), 1.0)
+    if warmup_ratio > 0 and progress < warmup_ratio:
+        return progress / warmup_ratio
+    rest = (progress - warmup_ratio) / (1.0 - warmup_ratio) if warmup_ratio < 1 else 1.0
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * rest))
+
+
+def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None,
+                 min_steps: int = 0) -> float:
+    """How far training is: the larger of the step share and the time share (when time-capped).
+
+    A run stopped by its time budget then still walks the whole schedule, ending at the low
+    learning rate, whatever the speed of the machine. With a floor of ``min_steps`` (a machine too
+    slow to make that many steps within the budget trains on to the floor), the time share never
+    runs ahead of ``step / min_steps``: the schedule then spans the floor's steps instead.
+
+    >>> run_progress(10, 100, 30.0, 60.0), run_progress(10, 100, 30.0, None)
+    (0.5, 0.1)
+    >>> run_progress(10, 1000, 30.0, 60.0, min_steps=200)
+    0.05
+    >>> run_progress(150, 1000, 90.0, 60.0, min_steps=200)
+    0.75
+    >>> run_progress(150, 1000, 30.0, 60.0, min_steps=100)  # fast enough: the floor changes nothing
+    0.5
+    """
+    share = step / total_steps if total_steps > 0 else 0.0
+    if budget_s:
+        time_share = elapsed_s / budget_s
+        if min_steps > 0:
+            time_share = min(time_share, step / min_steps)
+        share = max(share, time_share)
+    return min(share, 1.0)
+
+
+def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> str:
+    """What the time budget says after ``step`` optimizer steps and ``elapsed_s`` seconds of
+    training:
+    ``"go"`` (within the budget), ``"time"`` (spent: stop) or ``"floor"`` (spent, but fewer than
+    ``min_steps`` steps made: go on).
+
+    The floor keeps a slow machine from handing back a model that has not learned the protocol yet
+    (on a CPU twice as slow as the one the cpu budget was set on, the budget alone left 22 steps and
+    a model that scored 0; docs/results.md).
+
+    >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0)
+    ('go', 'time')
+    >>> stop_rule(10, 61.0, 60.0, min_steps=200)
+    'floor'
+    >>> stop_rule(200, 400.0, 60.0, min_steps=200), stop_rule(5, 9e9, None)
+    ('time', 'go')
+    """
+    if not budget_s or elapsed_s < budget_s:
+        return "go"
+    return "floor" if step < min_steps else "time"
+
+
+def loss_csv(rows: list[dict]) -> str:
+    return csv_text(rows, LOSS_FIELDS)
+
+
+def sft_trainer_classes():
+    import torch
+    import torch.nn.functional as F
+    from transformers import TrainerCallback
+    from trl import SFTTrainer
+
+    class AgentSFTTrainer(SFTTrainer):
+        """TRL's ``SFTTrainer`` with two additions: a weighted loss and a time-aware schedule.
+
+        With ``answer_weight == copy_weight == 1`` the loss is TRL's own (assistant tokens, mean per
+        token). Otherwise each trained token's cross-entropy is multiplied by its weight
+        (``data.answer_token_weights``, then ``data.copy_token_weights`` for the other tokens) and
+        the sum is divided by the number of trained tokens, as TRL does, so weight 1 gives TRL's
+        number exactly.
+        """
+
+        def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
+                     copy_weight: float = 1.0, time_budget_s: float | None = None,
+                     min_steps: int = 0, min_lr_ratio: float = 0.0, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.answer_weight = float(answer_weight)
+            self.copy_weight = float(copy_weight)
+            self.answer_open, self.answer_close = answer_tags
+            self.time_budget_s = time_budget_s
+            self.min_steps = int(min_steps)
+            self.min_lr_ratio = min_lr_ratio
+            self.train_started: float | None = None
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs.get("labels")
+            if labels is None:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            mode = "train" if self.model.training else "eval"
+            model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
+            model_inputs["use_cache"] = False
+            outputs = model(**model_inputs)
+            logits = outputs.logits[:, :-1, :].float()
+            targets = labels[:, 1:]
+            ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                                 ignore_index=IGNORE_INDEX, reduction="none").view_as(targets)
+            # Answer positions are found with a marker weight of 2 so answer_ce is logged at any
+            # answer_weight.
+            marks = [answer_token_weights(row, self.answer_open, self.answer_close, 2.0)
+                     for row in labels.tolist()]
+            marks_t = torch.tensor(marks, dtype=ce.dtype, device=ce.device)[:, 1:]
+            answer = marks_t > 1
+            weights = torch.where(answer, torch.full_like(marks_t, self.answer_weight), marks_t)
+            # copied tokens (names, URLs, the restated question); answers keep theirs
+            if self.copy_weight != 1.0:
+                copies = [copy_token_weights(ids, row, self.copy_weight)
+                          for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
+                copies_t = torch.tensor(copies, dtype=ce.dtype, device=ce.device)[:, 1:]
+                weights = torch.where(answer, weights, copies_t)
+            mask = targets != IGNORE_INDEX
+            n_tokens = (mask.sum() if num_items_in_batch is None
+                        else torch.as_tensor(num_items_in_batch))
+            loss = (ce * weights).sum() / n_tokens.clamp(min=1)
+            with torch.no_grad():
+                n_valid = mask.sum().clamp(min=1)
+                self._metrics[mode]["assistant_ce"].append((ce[mask].sum() / n_valid).item())
+                if bool(answer.any()):
+                    self._metrics[mode]["answer_ce"].append(ce[answer].mean().item())
+                correct = (logits.argmax(-1) == targets) & mask
+                self._metrics[mode]["mean_token_accuracy"].append((correct.sum() / n_valid).item())
+                if mode == "train" and "attention_mask" in inputs:
+                    self._total_train_tokens += int(inputs["attention_mask"].sum().item())
+                    self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+            return (loss, outputs) if return_outputs else loss
+
+        def create_scheduler(self, num_training_steps: int, optimizer=None):
+            if self.lr_scheduler is None:
+                from torch.optim.lr_scheduler import LambdaLR
+
+                warmup = self.args.warmup_steps
+                if warmup >= 1:
+                    warmup = warmup / max(num_training_steps, 1)
+
+                def factor(step: int) -> float:
+                    started = self.train_started
+                    elapsed = time.perf_counter() - started if started else 0.0
+                    progress = run_progress(step + 1, num_training_steps, elapsed,
+                                            self.time_budget_s, self.min_steps)
+                    return schedule_factor(progress, warmup, self.min_lr_ratio)
+
+                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
+                self._created_lr_scheduler = True
+            return self.lr_scheduler
+
+    class LossLog(TrainerCallback):
+        """Collects one row per logged step and stops training when the time budget is spent, but
+        not before ``min_steps`` (``stop_rule``); says so once when the floor outlasts the
+        budget."""
+
+        def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
+                     min_steps: int = 0, log: Callable[[str], None] = print,
+                     rows_log: JsonlLog | None = None):
+            self.trainer_ref = trainer_ref
+            self.budget_s = budget_s
+            self.min_steps = int(min_steps)
+            self.log = log
+            self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
+            self.rows: list[dict] = rows_log.records() if rows_log else []
+            # training time before a resume
+            self.offset_s = self.rows[-1]["seconds"] if self.rows else 0.0
+            self.start = time.perf_counter()
+            self.stopped_by = "steps"
+            self.progress = progress
+            # the step at which the budget ran out below the floor
+            self.over_budget_at: int | None = None
+
+        bar = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.start = time.perf_counter()
+            self.trainer_ref().train_started = self.start
+            if self.progress and state.is_world_process_zero:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps",
+                                leave=False)
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.close()
+
+        def on_step_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.update(1)
+            elapsed = time.perf_counter() - self.start
+            rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
+            if rule == "floor" and self.over_budget_at is None:
+                self.over_budget_at = state.global_step
+                pace = elapsed / max(state.global_step, 1)
+                more_s = pace * (self.min_steps - state.global_step)
+                self.log(f"[sft] the time budget ({self.budget_s:.0f} s) is spent after "
+                         f"{state.global_step} steps ({pace:.2f} s/step on this machine); training "
+                         f"goes on to the floor of {self.min_steps} steps (--min-steps), about "
+                         f"{more_s:.0f} s more")
+            elif rule == "time":
+                control.should_training_stop = True
+                self.stopped_by = "time" if self.over_budget_at is None else "min_steps"
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            logs = logs or {}
+            if "loss" not in logs:
+                return
+            row = {"step": state.global_step,
+                   "seconds": round(self.offset_s + time.perf_counter() - self.start, 2)}
+            for key in LOSS_FIELDS[2:]:
+                value = logs.get(key)
+                row[key] = round(float(value), 5) if value is not None else None
+            self.rows.append(row)
+            if self.rows_log is not None:
+                self.rows_log.append(row)
+            if self.bar is not None:
+                self.bar.set_postfix(loss=row.get("loss"))
+
+    return AgentSFTTrainer, LossLog
+
+
+def one_progress_bar(trainer) -> None:
+    """Remove transformers' own progress display: it adds a table row (in a notebook) or prints a
+    line (in a terminal) for every logged step, hundreds of them at ``logging_steps=1``; the loss
+    log's single bar and ``loss.csv`` replace it."""
+    from transformers.trainer_callback import ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    try:
+        from transformers.utils.notebook import NotebookProgressCallback
+    except ImportError:  # no IPython: no notebook display either
+        return
+    trainer.remove_callback(NotebookProgressCallback)
+
+
+def trl_args(config: SFTConfig, output_dir: Path):
+    """The ``trl.SFTConfig`` of a run."""
+    from trl import SFTConfig as TRLSFTConfig
+
+    bf16 = config.dtype == "bfloat16" and not config.use_cpu
+    return TRLSFTConfig(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.grad_accum,
+        learning_rate=config.learning_rate,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1,
+        lr_scheduler_type="cosine",
+        warmup_steps=config.warmup_ratio,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        # transformers 5's name (the old one warns)
+        activation_checkpointing=config.gradient_checkpointing, assistant_only_loss=True,
+        max_length=None,  # over-long trajectories are dropped before training, never cut mid-turn
+        use_cpu=config.use_cpu,
+        bf16=bf16,
+        logging_steps=config.logging_steps,
+        save_strategy="steps" if config.save_every else "no",
+        save_steps=config.save_every or 500,
+        save_total_limit=1,  # the last checkpoint is all a resume needs
+        report_to=config.report_to or "none",
+        seed=config.seed,
+        data_seed=config.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=not config.progress,
+        remove_unused_columns=False,
+    )
