@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from vsearcher_lite.agent.trajectories import TrajectoryConfig
-from vsearcher_lite.config import EvalConfig, load_profile
+from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.evaluation.comparison import ComparisonConfig
+from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.reference import REFERENCE_COMPARISON, REFERENCE_GRPO, REFERENCE_SFT
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.synthesis.inject import InjectConfig
@@ -158,7 +159,7 @@ def test_runs_saved_with_the_old_flat_settings_still_resume():
     hold the old flat ``eval_*`` fields; evaluation settings do not change what is trained, so
     the resume compares the rest, which is unchanged."""
     from vsearcher_lite.config import resume_identity
-    from vsearcher_lite.rl.trainer import RESUME_FREE as GRPO_FREE
+    from vsearcher_lite.rl.cpu_engine import RESUME_FREE as GRPO_FREE
     from vsearcher_lite.training.sft import RESUME_FREE as SFT_FREE
 
     for profile in ("cpu", "single_gpu"):

@@ -19,8 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from vsearcher_lite.config import load_profile
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
+from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import paired_difference, share
 from vsearcher_lite.runio import (
     InputError,

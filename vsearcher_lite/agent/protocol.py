@@ -64,7 +64,7 @@ def prompt_variant_for(profile: str) -> str:
     """The prompt a profile's stages use (its ``prompt_variant``; the paper's ``"full"`` unless the
     profile says otherwise): every stage asks here, so a model is evaluated with the prompt it was
     trained on."""
-    from vsearcher_lite.config import load_profile
+    from vsearcher_lite.profiles import load_profile
 
     return load_profile(profile).get("prompt_variant", "full")
 

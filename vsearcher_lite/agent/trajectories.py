@@ -57,8 +57,16 @@ from vsearcher_lite.agent.loop import (
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, roles_usage, usage_of
-from vsearcher_lite.config import check_sampling, load_profile, with_overrides
-from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, read_jsonl, write_jsonl
+from vsearcher_lite.config import check_sampling, with_overrides
+from vsearcher_lite.profiles import load_profile
+from vsearcher_lite.runio import (
+    InputError,
+    JsonlLog,
+    RunDir,
+    atomic_write_text,
+    read_jsonl,
+    write_jsonl,
+)
 from vsearcher_lite.synthesis.task import Task, in_level_order
 
 STAGE = "trajectories"

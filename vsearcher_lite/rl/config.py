@@ -17,13 +17,13 @@ from vsearcher_lite.config import (
     check_choices,
     check_positive,
     check_sampling,
-    load_profile,
     option,
     paper_settings,
     run_settings,
     stage_eval_config,
     with_overrides,
 )
+from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name, resolve_device

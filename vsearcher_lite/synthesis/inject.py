@@ -31,11 +31,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from vsearcher_lite.config import load_profile
+from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir
 from vsearcher_lite.synthesis.chain import answer_invariance, is_checkable
 from vsearcher_lite.synthesis.describe import FactIndex
-from vsearcher_lite.synthesis.seeds import DEFAULT_MIX, SeedConfig, ensure_seeds, seed_from_record, split_counts
+from vsearcher_lite.synthesis.seeds import (
+    DEFAULT_MIX,
+    SeedConfig,
+    ensure_seeds,
+    seed_from_record,
+    split_counts,
+)
 from vsearcher_lite.synthesis.task import (
     DIFFICULTY_ROUNDS,
     EXAM_ROUNDS,

@@ -16,7 +16,6 @@ from vsearcher_lite.config import (
     check_at_least_one,
     check_choices,
     check_positive,
-    load_profile,
     option,
     paper_differences,
     paper_settings,
@@ -25,6 +24,7 @@ from vsearcher_lite.config import (
     stage_eval_config,
     with_overrides,
 )
+from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name, resolve_device
 
