@@ -16,9 +16,12 @@ from the last to the first, then read the seed's page.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text-injection rounds per level
+from vsearcher_lite.runio import InputError, read_jsonl_numbered
+
+DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text rounds per level
 EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
 #: A warm-up level that is not in the paper: the seed's own question with the seed hidden behind its
 #: picture (no text round), so one image search and one page read answer it. The paper's filter
@@ -71,7 +74,7 @@ class Task:
     id: str
     question: str
     answer: str
-    image_path: str | None = None  # the question image: a perturbed copy of the image entity's picture
+    image_path: str | None = None  # a perturbed copy of the image entity's picture
     difficulty: str = "easy"  # easy | medium | hard | exam
     split: str = "train"  # train | heldout | exam
     aliases: list[str] = field(default_factory=list)  # other accepted spellings of the answer
@@ -82,7 +85,7 @@ class Task:
     rounds: list[InjectionRound] = field(default_factory=list)
     image: ImageInjection | None = None
     world: str = "sandbox"
-    filters: dict[str, Any] = field(default_factory=dict)  # filter name -> True when it removes the task
+    filters: dict[str, Any] = field(default_factory=dict)  # filter -> True if it removes the task
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -103,3 +106,18 @@ class Task:
     @property
     def n_rounds(self) -> int:
         return len(self.rounds)
+
+
+def read_tasks(path: str | Path, hint: str | None = None) -> list[Task]:
+    """Tasks from a JSONL file; ``InputError`` names a bad record's line, or, for a missing file,
+    the command that writes it (``hint``)."""
+    path = Path(path)
+    if hint and not path.exists():
+        raise InputError(f"{path} does not exist: run `{hint}` first")
+    tasks = []
+    for number, rec in read_jsonl_numbered(path):
+        try:
+            tasks.append(Task.from_dict(rec))
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{path}:{number}: not a task record ({exc})") from None
+    return tasks
