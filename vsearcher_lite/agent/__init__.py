@@ -1,4 +1,5 @@
-"""The agent (paper 2.2, A.1, A.3): one protocol, the ReAct loop, judges, teachers, rejection sampling.
+"""The agent (paper 2.2, A.1, A.3): one protocol, the ReAct loop, judges, teachers, rejection
+sampling.
 
 Modules, in the order a reader meets them:
 

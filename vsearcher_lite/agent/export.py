@@ -61,12 +61,14 @@ def _parts(message: dict) -> list[dict]:
 
 
 def to_trl_record(traj: Trajectory | dict, *, resolve: bool = True) -> dict:
-    """One TRL ``SFTTrainer`` example: list-of-parts messages with image placeholders, and ``images``."""
+    """One TRL ``SFTTrainer`` example: list-of-parts messages with image placeholders, and
+    ``images``."""
     traj = as_trajectory(traj)
     images = trajectory_images(traj)
     if resolve:
         images = [str(Path(p).resolve()) for p in images]
-    return {"messages": [{"role": m["role"], "content": _parts(m)} for m in traj.messages], "images": images}
+    return {"messages": [{"role": m["role"], "content": _parts(m)} for m in traj.messages],
+            "images": images}
 
 
 def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | None = None) -> dict:
@@ -78,7 +80,8 @@ def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | No
     return {"messages": messages, "images": images}
 
 
-def llamafactory_dataset_info(file_name: str = "trajectory.json", name: str = LLAMAFACTORY_DATASET) -> dict:
+def llamafactory_dataset_info(file_name: str = "trajectory.json",
+                              name: str = LLAMAFACTORY_DATASET) -> dict:
     """The ``dataset_info.json`` entry that makes LLaMA-Factory read the export (upstream C.3)."""
     return {
         name: {

@@ -146,7 +146,8 @@ def loads_strict_json(text: str) -> tuple[Any, str | None]:
     (({'a': 1}, None), 'NaN is not valid JSON')
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys), None
+        return json.loads(text, parse_constant=_reject_constant,
+                          object_pairs_hook=_no_duplicate_keys), None
     except json.JSONDecodeError as exc:
         return None, f"{exc.msg} at character {exc.pos}"
     except RecursionError:
@@ -180,7 +181,8 @@ def parse_tool_call(text: Any) -> ToolCallParse:
     try:
         return _parse_tool_call(text)
     except Exception as exc:  # a safety net; the fuzz test asserts it never fires
-        return ToolCallParse(False, code="internal_error", reason=f"{REASON_CODES['internal_error']} ({type(exc).__name__})")
+        return ToolCallParse(False, code="internal_error",
+                             reason=f"{REASON_CODES['internal_error']} ({type(exc).__name__})")
 
 
 def _parse_tool_call(text: Any) -> ToolCallParse:
@@ -194,22 +196,29 @@ def _parse_tool_call(text: Any) -> ToolCallParse:
         return ToolCallParse(False, code="tool_call_empty", reason=REASON_CODES["tool_call_empty"])
     obj, error = loads_strict_json(payload)
     if error is not None:
-        return ToolCallParse(False, code="tool_call_bad_json", reason=f"{REASON_CODES['tool_call_bad_json']} ({error})")
+        return ToolCallParse(False, code="tool_call_bad_json",
+                             reason=f"{REASON_CODES['tool_call_bad_json']} ({error})")
     if not isinstance(obj, dict):
-        return ToolCallParse(False, code="tool_call_not_object", reason=f"{REASON_CODES['tool_call_not_object']} (got {type(obj).__name__})")
+        return ToolCallParse(False, code="tool_call_not_object",
+                             reason=f"{REASON_CODES['tool_call_not_object']} (got {type(obj).__name__})")
     if "name" not in obj:
-        return ToolCallParse(False, code="tool_call_missing_name", reason=REASON_CODES["tool_call_missing_name"])
+        return ToolCallParse(False, code="tool_call_missing_name",
+                             reason=REASON_CODES["tool_call_missing_name"])
     name = obj["name"]
     if not isinstance(name, str) or not name.strip():
-        return ToolCallParse(False, code="tool_call_bad_name", reason=REASON_CODES["tool_call_bad_name"])
+        return ToolCallParse(False, code="tool_call_bad_name",
+                             reason=REASON_CODES["tool_call_bad_name"])
     if "arguments" not in obj:
-        return ToolCallParse(False, code="tool_call_missing_arguments", reason=REASON_CODES["tool_call_missing_arguments"])
+        return ToolCallParse(False, code="tool_call_missing_arguments",
+                             reason=REASON_CODES["tool_call_missing_arguments"])
     arguments = obj["arguments"]
     if not isinstance(arguments, dict):
-        return ToolCallParse(False, code="tool_call_bad_arguments", reason=f"{REASON_CODES['tool_call_bad_arguments']} (got {type(arguments).__name__})")
+        return ToolCallParse(False, code="tool_call_bad_arguments",
+                             reason=f"{REASON_CODES['tool_call_bad_arguments']} (got {type(arguments).__name__})")
     extra = sorted(str(k) for k in obj if k not in ("name", "arguments"))
     if extra:
-        return ToolCallParse(False, code="tool_call_extra_keys", reason=f"{REASON_CODES['tool_call_extra_keys']}: {', '.join(extra)[:200]}")
+        return ToolCallParse(False, code="tool_call_extra_keys",
+                             reason=f"{REASON_CODES['tool_call_extra_keys']}: {', '.join(extra)[:200]}")
     return ToolCallParse(True, call=ToolCall(name.strip(), arguments))
 
 
@@ -263,7 +272,8 @@ def _check(turn: Any) -> FormatVerdict:
         return _fail("multiple_answers")
     if not any(calls) and not any(answers):
         return _fail("no_action")
-    open_tag, close_tag = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN, ANSWER_CLOSE)
+    open_tag, close_tag = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN,
+                                                                                ANSWER_CLOSE)
     start, end = text.find(open_tag), text.find(close_tag)
     if start < 0:
         return _fail("unclosed_tag", f"{close_tag} without {open_tag}")

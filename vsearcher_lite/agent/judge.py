@@ -28,7 +28,8 @@ from vsearcher_lite.chat import ChatBackend, ChatError
 
 ARTICLES = frozenset({"a", "an", "the"})
 # Words that may surround a number without changing it ("in 1874", "about 1,200", "1874 AD").
-NUMBER_FILLER = frozenset({"in", "the", "year", "about", "approximately", "around", "circa", "ca", "c", "roughly", "some", "ad", "ce"})
+NUMBER_FILLER = frozenset({"in", "the", "year", "about", "approximately", "around", "circa", "ca",
+                           "c", "roughly", "some", "ad", "ce"})
 DEFAULT_REL_TOL = 0.01  # non-year numbers may differ by 1 %
 
 
@@ -49,7 +50,8 @@ class Judge(abc.ABC):
     name: str = "judge"
 
     @abc.abstractmethod
-    def judge(self, question: str, gold: str, prediction: str | None, aliases: Iterable[str] = ()) -> Verdict: ...
+    def judge(self, question: str, gold: str, prediction: str | None,
+              aliases: Iterable[str] = ()) -> Verdict: ...
 
 
 def _strip_accents(text: str) -> str:
@@ -105,7 +107,8 @@ def parse_quantity(text: Any) -> tuple[float, str, bool] | None:
         return None
     if not math.isfinite(value):
         return None
-    rest = [w for w in normalize_answer(_NUMBER.sub(" ", raw, count=1)).split() if w not in NUMBER_FILLER]
+    rest = [w for w in normalize_answer(_NUMBER.sub(" ",
+                                                    raw, count=1)).split() if w not in NUMBER_FILLER]
     return value, " ".join(rest), "." not in token
 
 
@@ -114,7 +117,8 @@ def looks_like_year(value: float, unit: str, is_integer: bool) -> bool:
     return is_integer and not unit and 1000 <= value <= 2999
 
 
-def numbers_match(gold: Any, prediction: Any, rel_tol: float = DEFAULT_REL_TOL) -> tuple[bool, str] | None:
+def numbers_match(gold: Any, prediction: Any,
+                  rel_tol: float = DEFAULT_REL_TOL) -> tuple[bool, str] | None:
     """``(match, why)`` when both sides are numbers, ``None`` when either is not.
 
     >>> numbers_match("1874", "1875")[0], numbers_match("1,234 m", "1230")[0], numbers_match("1,234 m", "1200")[0]
@@ -146,7 +150,8 @@ class MatchJudge(Judge):
     def __init__(self, rel_tol: float = DEFAULT_REL_TOL):
         self.rel_tol = rel_tol
 
-    def judge(self, question: str, gold: str, prediction: str | None, aliases: Iterable[str] = ()) -> Verdict:
+    def judge(self, question: str, gold: str, prediction: str | None,
+              aliases: Iterable[str] = ()) -> Verdict:
         if prediction is None or not str(prediction).strip():
             return Verdict(False, "no answer", method=self.name)
         prediction = str(prediction)
@@ -159,10 +164,12 @@ class MatchJudge(Judge):
                 numeric = numbers_match(accepted, variant, self.rel_tol)
                 if numeric is not None:
                     if numeric[0]:
-                        return Verdict(True, f"matches {label} ({numeric[1]})", extracted=variant, method=self.name)
+                        return Verdict(True, f"matches {label} ({numeric[1]})", extracted=variant,
+                                       method=self.name)
                     continue
                 if normalize_answer(variant) and normalize_answer(variant) == normalize_answer(accepted):
-                    return Verdict(True, f"matches {label} after normalisation", extracted=variant, method=self.name)
+                    return Verdict(True, f"matches {label} after normalisation", extracted=variant,
+                                   method=self.name)
         numeric = numbers_match(gold, prediction, self.rel_tol)
         why = numeric[1] if numeric is not None else "no match with the gold answer or its aliases"
         return Verdict(False, why, extracted=prediction, method=self.name)
@@ -232,12 +239,15 @@ class LLMJudge(Judge):
     def prompt(self, question: str, gold: str, prediction: str, aliases: Iterable[str] = ()) -> str:
         aliases = [a for a in aliases if a and str(a).strip()]
         extra = f"\n(also accepted: {'; '.join(aliases)})" if aliases else ""
-        return JUDGE_PROMPT.format(question=question.strip(), response=prediction.strip(), gold=str(gold).strip(), aliases=extra)
+        return JUDGE_PROMPT.format(question=question.strip(), response=prediction.strip(),
+                                   gold=str(gold).strip(), aliases=extra)
 
-    def judge(self, question: str, gold: str, prediction: str | None, aliases: Iterable[str] = ()) -> Verdict:
+    def judge(self, question: str, gold: str, prediction: str | None,
+              aliases: Iterable[str] = ()) -> Verdict:
         if prediction is None or not str(prediction).strip():
             return Verdict(False, "no answer", method=self.name)
-        messages = [{"role": "user", "content": self.prompt(question, gold, str(prediction), aliases)}]
+        messages = [{"role": "user",
+                     "content": self.prompt(question, gold, str(prediction), aliases)}]
         problem = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
             try:
@@ -249,9 +259,12 @@ class LLMJudge(Judge):
             if correct is None:
                 problem = "judge reply had no 'correct: yes|no' line"
                 continue
-            return Verdict(correct, f"LLM judge: correct: {'yes' if correct else 'no'}", extracted=extracted, method=self.name)
+            return Verdict(correct, f"LLM judge: correct: {'yes' if correct else 'no'}",
+                           extracted=extracted, method=self.name)
         self.failures += 1
-        return Verdict(False, f"{problem} after {self.max_attempts} attempt(s); counted as incorrect", method=self.name)
+        return Verdict(False,
+                       f"{problem} after {self.max_attempts} attempt(s); counted as incorrect",
+                       method=self.name)
 
 
 def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:

@@ -47,7 +47,8 @@ from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.base import ToolResult
 from vsearcher_lite.world.model import ImageRef
 
-TERMINATIONS = ("answer", "format_error", "max_tool_calls", "context_exceeded", "timeout", "policy_error")
+TERMINATIONS = ("answer", "format_error", "max_tool_calls", "context_exceeded", "timeout",
+                "policy_error")
 # Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
 TRANSIENT_TERMINATIONS = ("policy_error",)
 
@@ -73,7 +74,8 @@ class EpisodeLimits:
     wall_clock_s: float | None = PAPER_WALL_CLOCK_S
     strict_format: bool = True
     max_format_errors: int = 3  # only used with strict_format=False
-    token_counter: Callable[[list[dict]], int] | None = field(default=None, repr=False, compare=False)
+    token_counter: Callable[[list[dict]], int] | None = field(default=None, repr=False,
+                                                              compare=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -95,7 +97,8 @@ class Sampling:
     extra: dict = field(default_factory=dict)
 
     def to_kwargs(self) -> dict:
-        kwargs = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        kwargs = {"temperature": self.temperature, "top_p": self.top_p,
+                  "max_tokens": self.max_tokens}
         if self.seed is not None:
             kwargs["seed"] = self.seed
         kwargs.update(self.extra)
@@ -131,7 +134,8 @@ class Trajectory:
     error: str | None = None
     policy: str = ""
     sample_index: int = 0
-    meta: dict = field(default_factory=dict)  # gold answer, difficulty, judge verdict ... added by callers
+    # gold answer, difficulty, judge verdict ... added by callers
+    meta: dict = field(default_factory=dict)
 
     @property
     def tool_calls(self) -> list[TurnRecord]:
@@ -193,7 +197,8 @@ def cut_at_stop(text: str, stops=STOP_SEQUENCES) -> str:
 
 
 def replay_mismatches(trajectory: Trajectory, toolbox: Any) -> list[str]:
-    """Re-run every tool call of a trajectory; the calls whose observation differs (empty: it replays).
+    """Re-run every tool call of a trajectory; the calls whose observation differs (empty: it
+    replays).
 
     Compares the observation text and the returned images, which is what the policy saw.
     """
@@ -248,7 +253,8 @@ def run_episode(
             break
         t0 = clock()
         try:
-            reply = policy.chat(list(messages), **sampling_kwargs)  # a copy: later turns must not leak into what it saw
+            # a copy: later turns must not leak into what it saw
+            reply = policy.chat(list(messages), **sampling_kwargs)
         except Exception as exc:  # any backend failure ends this episode, not the whole run
             termination, error = "policy_error", f"{type(exc).__name__}: {exc}"
             break
@@ -258,7 +264,8 @@ def run_episode(
             break
         text = cut_at_stop(reply).strip()
         verdict = strict_format_check(text)
-        record = TurnRecord(index=len(turns), text=text, verdict=verdict.to_dict(), policy_seconds=round(policy_seconds, 4))
+        record = TurnRecord(index=len(turns), text=text, verdict=verdict.to_dict(),
+                            policy_seconds=round(policy_seconds, 4))
         turns.append(record)
         messages.append({"role": "assistant", "content": text})
 
@@ -279,7 +286,8 @@ def run_episode(
             break
         record.tool, record.arguments = verdict.call.name, verdict.call.arguments
         t0 = clock()
-        result = toolbox.call(verdict.call.name, verdict.call.arguments, question_image=question_image)
+        result = toolbox.call(verdict.call.name, verdict.call.arguments,
+                              question_image=question_image)
         record.tool_seconds = round(clock() - t0, 4)
         record.observation = result.to_dict()
         n_calls += 1

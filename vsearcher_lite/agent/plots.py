@@ -62,7 +62,8 @@ def tool_call_histogram(rows: list[dict], *, accepted_only: bool = False):
     for level, counter in counts.items():
         total = sum(counter.values())
         xs = sorted(counter)
-        fig.add_bar(x=xs, y=[counter[x] / total for x in xs], name=f"{level} (n={total})", marker_color=LEVEL_COLOURS.get(level))
+        fig.add_bar(x=xs, y=[counter[x] / total for x in xs], name=f"{level} (n={total})",
+                    marker_color=LEVEL_COLOURS.get(level))
     which = "accepted trajectories" if accepted_only else "all trajectories"
     fig.update_layout(
         title=f"Tool calls per trajectory by difficulty ({which})",
@@ -79,8 +80,10 @@ def termination_bars(rows: list[dict]):
     import plotly.graph_objects as go
 
     counts = Counter(r["termination"] for r in rows)
-    fig = go.Figure(go.Bar(x=list(TERMINATIONS), y=[counts.get(t, 0) for t in TERMINATIONS], marker_color="#5b6dcd"))
-    fig.update_layout(title="How trajectories ended", xaxis_title="termination reason", yaxis_title="trajectories")
+    fig = go.Figure(go.Bar(x=list(TERMINATIONS), y=[counts.get(t, 0) for t in TERMINATIONS],
+                           marker_color="#5b6dcd"))
+    fig.update_layout(title="How trajectories ended", xaxis_title="termination reason",
+                      yaxis_title="trajectories")
     return fig
 
 
@@ -112,7 +115,8 @@ def acceptance_bars(rows: list[dict]):
             textposition="outside",
         )
     )
-    fig.update_layout(title="Acceptance rate by difficulty", xaxis_title="difficulty", yaxis_title="accepted share",
+    fig.update_layout(title="Acceptance rate by difficulty", xaxis_title="difficulty",
+                      yaxis_title="accepted share",
                       yaxis_tickformat=".0%", yaxis_range=[0, 1.1])
     return fig
 
@@ -137,7 +141,8 @@ def viewer_steps(traj: Trajectory | dict) -> list[dict]:
             title = "user: the question"
         else:
             title = "tool response"
-        steps.append({"title": title, "text": content_with_placeholders(m, "[image]"), "images": message_images(m)})
+        steps.append({"title": title, "text": content_with_placeholders(m, "[image]"),
+                      "images": message_images(m)})
     if steps:
         steps[-1]["title"] += f"  (end: {traj.termination}; prediction: {traj.prediction!r})"
     return steps

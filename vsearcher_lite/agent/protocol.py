@@ -15,8 +15,8 @@ user turn holding ``<tool_response>\\n...\\n</tool_response>`` renders to exactl
 ``tool`` message would.
 
 The tool block lives in the system message text (not in the chat template's ``tools=``
-argument): TRL's vision collator does not pass ``tools=`` to the template, and rendering it here makes training and rollout
-prompts identical whatever the backend.
+argument): TRL's vision collator does not pass ``tools=`` to the template, and rendering it here
+makes training and rollout prompts identical whatever the backend.
 
 Two variants come from the same code: ``full`` (the default, every profile that runs a real
 model) and ``compact`` for the cpu profile's tiny model, whose context is short: a two-line
@@ -118,7 +118,8 @@ def format_tool_call(name: str, arguments: dict | None = None) -> str:
     return f"{TOOL_CALL_OPEN}\n{payload}\n{TOOL_CALL_CLOSE}"
 
 
-def format_assistant_turn(think: str, *, tool_call: tuple[str, dict] | None = None, answer: str | None = None) -> str:
+def format_assistant_turn(think: str, *, tool_call: tuple[str, dict] | None = None,
+                          answer: str | None = None) -> str:
     """A well-formed assistant turn: the reasoning, then one tool call or the answer.
 
     >>> format_assistant_turn("Easy.", answer="Paris")
@@ -177,7 +178,8 @@ def _compact_prompt(today: str, specs: list[ToolSpec]) -> str:
     return f"You are a search agent: think, then call one tool or answer.\nTools: {tools}. Date: {today}"
 
 
-def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full", tools: Iterable[ToolSpec] | None = None) -> str:
+def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full",
+                  tools: Iterable[ToolSpec] | None = None) -> str:
     """The one system prompt of the agent.
 
     ``variant`` is ``"full"`` (the paper's setting: role, workflow, rules, JSON schemas) or

@@ -21,8 +21,8 @@ restate     a question about "the <kind> shown in the image" (or a fact-based de
 
 Result lists, page extracts and URLs are laid out with the toolbox's own formatting functions,
 so the base model has read text shaped like a tool's output. There is no chat template, no
-``<tool_call>``/``<tool_response>``/``<answer>`` markup and no agent trajectory anywhere: teaching the
-protocol is SFT's job, and the notebooks show SFT doing it.
+``<tool_call>``/``<tool_response>``/``<answer>`` markup and no agent trajectory anywhere: teaching
+the protocol is SFT's job, and the notebooks show SFT doing it.
 
 **No default-world names.** Names are built from random syllable roots, so another seed can
 produce a root of the default world ("Pejund"). Before any text is written, such roots are
@@ -114,7 +114,8 @@ def code_vocabulary() -> frozenset:
 
 
 def name_roots(names: Iterable[str]) -> set[str]:
-    """The lowercase syllable roots in ``names`` (words that are not generator vocabulary or numbers).
+    """The lowercase syllable roots in ``names`` (words that are not generator vocabulary or
+    numbers).
 
     >>> sorted(name_roots(["Pejund Cathedral", "the Gest River", "Battle of 1432"]))
     ['gest', 'pejund']
@@ -150,7 +151,8 @@ def _fresh_root(rng: random.Random, taken: set[str], styled: bool = False) -> st
 
 def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
                   name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
-    r"""The document with every name root replaced by a freshly drawn one, the same within the document.
+    r"""The document with every name root replaced by a freshly drawn one, the same within the
+    document.
 
     Why: the corpus comes from a fixed set of worlds, so over hours of training the model sees each
     name hundreds of times and can "copy" a name it has memorised; the probes (and the agent) must
@@ -215,7 +217,8 @@ def rename_roots(drafts: list, forbidden: set[str], seed: int) -> dict[str, str]
         new_facts = []
         for f in d.facts:
             value = substitute_words(f.value, mapping) if f.kind == "text" and isinstance(f.value, str) else f.value
-            new_facts.append(Fact(f.subject, f.relation, value, f.kind, f.label, substitute_words(f.value_label, mapping)))
+            new_facts.append(Fact(f.subject, f.relation, value, f.kind, f.label,
+                                  substitute_words(f.value_label, mapping)))
         d.facts = new_facts
     return mapping
 
@@ -247,7 +250,8 @@ class ForbiddenNames:
 
 
 @functools.lru_cache(maxsize=4)
-def default_world_names(seed: int = DEFAULT_WORLD_SEED, n_entities: int = DEFAULT_WORLD_ENTITIES) -> tuple[str, ...]:
+def default_world_names(seed: int = DEFAULT_WORLD_SEED,
+                        n_entities: int = DEFAULT_WORLD_ENTITIES) -> tuple[str, ...]:
     """Every entity name and alias of the default (evaluation) world, without building it on disk."""
     world = generate_world(n_entities, seed)
     return tuple(sorted({n for d in world.drafts for n in [d.name, *d.aliases] if n}))
@@ -305,7 +309,8 @@ def _fact_noun(f: Fact, by_id: dict) -> str:
     return target.kind if target is not None and target.kind else "one"
 
 
-def build_source_world(seed: int, n_entities: int, forbidden_roots: set[str] | None = None) -> SourceWorld:
+def build_source_world(seed: int, n_entities: int,
+                       forbidden_roots: set[str] | None = None) -> SourceWorld:
     """Generate a world's entities and pages in memory (no images, no SQLite).
 
     ``forbidden_roots`` (the default world's name roots) are renamed away first.
@@ -329,7 +334,8 @@ def build_source_world(seed: int, n_entities: int, forbidden_roots: set[str] | N
             value = by_id[f.value].name if f.kind == "entity" and f.value in by_id else f.value_text()
             if value and value in text:  # only facts the page states can be copied from it
                 facts.append(SourceFact(f.relation, f.label, f.kind, value, _fact_noun(f, by_id)))
-        entities.append(SourceEntity(d.id, d.name, d.ref(), d.type, d.kind, d.name, article_url(d.name),
+        entities.append(SourceEntity(d.id, d.name, d.ref(), d.type, d.kind, d.name,
+                                     article_url(d.name),
                                      list(written.paragraphs), facts))
     sec = SecondaryWriter(drafts, seed)
     secondary = sec.lists() + sec.news(max(6, int(0.12 * n_entities))) + sec.travel(max(4, int(0.05 * n_entities)))
@@ -348,7 +354,8 @@ def _sentences(text: str) -> list[str]:
     return split_sentences(text)
 
 
-def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random, words: int = 22) -> str:
+def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random,
+                words: int = 22) -> str:
     """A search-engine style snippet: about ``words`` words of the article around ``value``.
 
     It imitates the sandbox text search (a window of the page, "…" where it was cut).
@@ -401,7 +408,8 @@ def doc_repeat(world: SourceWorld, rng: random.Random) -> Doc:
     body = sep.join(items)
     lead = rng.choice(("List: ", "Items: ", "", "Names: " if style == "name" else "Values: "))
     again = rng.choice(("\nAgain: ", "\nRepeat: ", "\n| ", "\nOnce more: "))
-    return Doc("repeat", [(f"{lead}{body}{again}", ""), (body, "repeat"), ("\n", "")], {"n_items": n})
+    return Doc("repeat", [(f"{lead}{body}{again}", ""), (body, "repeat"), ("\n", "")],
+               {"n_items": n})
 
 
 def doc_kv(world: SourceWorld, rng: random.Random) -> Doc:
@@ -433,14 +441,18 @@ def doc_pick(world: SourceWorld, rng: random.Random) -> Doc:
     hits = [SearchHit(x.url, x.title, "") for x in entities]
     listing = format_image_hits(hits) if rng.random() < 0.5 else "\n".join(
         f"{i}. {x.title} ({x.kind})" for i, x in enumerate(entities, start=1))
-    question = rng.choice((f"The {e.kind} in this list is ", f"Which one is the {e.kind}? ", f"The {e.kind}: "))
-    return Doc("pick", [(f"{listing}\n{question}", ""), (e.title, "answer"), ("\n", "")], {"kind": e.kind})
+    question = rng.choice((f"The {e.kind} in this list is ", f"Which one is the {e.kind}? ",
+                           f"The {e.kind}: "))
+    return Doc("pick", [(f"{listing}\n{question}", ""), (e.title, "answer"), ("\n", "")],
+               {"kind": e.kind})
 
 
-def _question_for(entity: SourceEntity, fact: SourceFact, rng: random.Random, subject: str | None = None) -> str:
+def _question_for(entity: SourceEntity, fact: SourceFact, rng: random.Random,
+                  subject: str | None = None) -> str:
     phrases = phrases_for(fact.relation, fact.kind, fact.label)
     template = rng.choice(phrases.questions)
-    text = template.format(subject=entity.ref if subject is None else subject, value_noun=fact.value_noun,
+    text = template.format(subject=entity.ref if subject is None else subject,
+                           value_noun=fact.value_noun,
                            value_type=fact.value_noun)
     return _capitalised(text)
 
@@ -474,11 +486,14 @@ def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
     asked = rng.choice(e.facts)
     links = [f for f in e.facts if f.kind == "entity" and f is not asked and f.value in by_name]
     image = lambda kind: f"the {kind} {rng.choice(IMAGE_WORDS)}"  # noqa: E731
-    steps: list[tuple[str, str]] = []  # (description as the question has it, the name it stands for)
+    # (description as the question has it, the name it stands for)
+    steps: list[tuple[str, str]] = []
     if links and rng.random() < 0.5:
         link = rng.choice(links)
         inner = by_name[link.value]
-        outer = describe(e.kind, [Constraint(link.relation, OUT, link.value, "entity", link.value, link.label)], rng)
+        outer = describe(e.kind,
+                         [Constraint(link.relation, OUT, link.value, "entity",
+                                     link.value, link.label)], rng)
         if link.value not in outer:
             return doc_repeat(world, rng)
         inner_desc = image(inner.kind)
@@ -492,11 +507,13 @@ def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
     current = question
     for description, name in steps:
         current = current.replace(description, name, 1)
-        segs += [(f"{_capitalised(description)} is {name}.\nQ: ", ""), (current, "answer"), ("\n", "")]
+        segs += [(f"{_capitalised(description)} is {name}.\nQ: ", ""),
+                 (current, "answer"), ("\n", "")]
     return Doc("restate", segs, {"levels": len(steps), "relation": asked.relation})
 
 
-def _restate(question: str, answer: str, rng: random.Random, restate: bool) -> list[tuple[str, str]]:
+def _restate(question: str, answer: str, rng: random.Random,
+             restate: bool) -> list[tuple[str, str]]:
     """``Q: ...\\nA: <answer>`` and, when ``restate``, a plain ``Answer: <answer>`` line after it."""
     segs = [(f"Q: {question}\nA: ", ""), (answer, "answer"), ("\n", "")]
     if restate:
@@ -504,7 +521,8 @@ def _restate(question: str, answer: str, rng: random.Random, restate: bool) -> l
     return segs
 
 
-def _lookup_question(target: SourceEntity, index: int, fact: SourceFact | None, snippet: str, rng: random.Random,
+def _lookup_question(target: SourceEntity, index: int, fact: SourceFact | None, snippet: str,
+                     rng: random.Random,
                      restate: bool) -> tuple[list[tuple[str, str]], str]:
     """Segments asking for one entry of a result list: the fact its snippet states, its URL or
     its title; and the mode used."""
@@ -534,7 +552,8 @@ def doc_lookup(world: SourceWorld, rng: random.Random, restate_share: float = 0.
     segs: list[tuple[str, str]] = [(format_text_hits(query, hits) + "\n", "")]
     modes = []
     for i in asked:
-        q, mode = _lookup_question(entities[i], i, facts[i], hits[i].snippet, rng, rng.random() < restate_share)
+        q, mode = _lookup_question(entities[i], i, facts[i], hits[i].snippet, rng,
+                                   rng.random() < restate_share)
         segs += q
         modes.append(mode)
     return Doc("lookup", segs, {"mode": modes[0], "modes": modes})
@@ -555,11 +574,13 @@ def doc_pageqa(world: SourceWorld, rng: random.Random, restate_share: float = 0.
     segs = [("\n\n".join(pages) + "\n", "")]
     facts = rng.sample(target.facts, min(len(target.facts), rng.randint(1, 2)))
     for fact in facts:
-        segs += _restate(_question_for(target, fact, rng), fact.value, rng, rng.random() < restate_share)
+        segs += _restate(_question_for(target, fact, rng), fact.value, rng,
+                         rng.random() < restate_share)
     return Doc("pageqa", segs, {"relation": facts[0].relation})
 
 
-WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pick, "lookup": doc_lookup,
+WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pick,
+           "lookup": doc_lookup,
            "pageqa": doc_pageqa, "restate": doc_restate}
 
 
@@ -578,7 +599,8 @@ class Corpus:
     """Documents from several source worlds, none of them naming an entity of the default world."""
 
     def __init__(self, world_seeds: Iterable[int] = CORPUS_WORLD_SEEDS, n_entities: int = 600, *,
-                 exclude_seed: int | None = DEFAULT_WORLD_SEED, exclude_entities: int = DEFAULT_WORLD_ENTITIES,
+                 exclude_seed: int | None = DEFAULT_WORLD_SEED,
+                 exclude_entities: int = DEFAULT_WORLD_ENTITIES,
                  restate_share: float = 0.5, fresh_names: bool = False):
         self.world_seeds = tuple(world_seeds)
         if exclude_seed is not None and exclude_seed in self.world_seeds:
@@ -627,6 +649,7 @@ class Corpus:
         return texts
 
 
-def probe_world(seed: int = DEFAULT_WORLD_SEED, n_entities: int = DEFAULT_WORLD_ENTITIES) -> SourceWorld:
+def probe_world(seed: int = DEFAULT_WORLD_SEED,
+                n_entities: int = DEFAULT_WORLD_ENTITIES) -> SourceWorld:
     """The evaluation world as a source of probe documents (its names never occur in the corpus)."""
     return build_source_world(seed, n_entities)

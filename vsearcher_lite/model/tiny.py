@@ -1,10 +1,10 @@
 """The cpu profile's tiny Qwen3-VL: its config, an image-only processor, building, saving, loading.
 
 The model is an ordinary ``Qwen3VLForConditionalGeneration`` built from the hand-written config
-below (hidden 256, 4 layers, 8 heads of 32, vision tower of depth 2; about 5M parameters). It is saved as an ordinary Hugging Face folder, so
-``AutoModelForImageTextToText.from_pretrained(dir)`` and ``AutoProcessor.from_pretrained(dir)``
-load it, and the same loading code (``load_base``) takes a real Qwen3-VL checkpoint or hub id in
-the GPU profiles.
+below (hidden 256, 4 layers, 8 heads of 32, vision tower of depth 2; about 5M parameters). It is
+saved as an ordinary Hugging Face folder, so ``AutoModelForImageTextToText.from_pretrained(dir)``
+and ``AutoProcessor.from_pretrained(dir)`` load it, and the same loading code (``load_base``) takes
+a real Qwen3-VL checkpoint or hub id in the GPU profiles.
 
 Three things differ from a stock Qwen3-VL folder, each for a measured reason:
 
@@ -19,7 +19,8 @@ Three things differ from a stock Qwen3-VL folder, each for a measured reason:
   comparison: only then does it swap in its training template (assistant-only loss) and its
   tool-call parser.
 - **``suppress_tokens``** for the vision placeholders in ``generation_config``: a weak model that
-  samples ``<|image_pad|>`` breaks the next forward pass (image features and tokens no longer match).
+  samples ``<|image_pad|>`` breaks the next forward pass (image features and tokens no longer
+  match).
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ def _processor_class():
             self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
             self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
             self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
-            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+            ProcessorMixin.__init__(self, image_processor, tokenizer,
+                                    chat_template=chat_template, **kwargs)
             self.vision_start_token = "<|vision_start|>"
             self.vision_end_token = "<|vision_end|>"
             self.vision_start_token_id = tokenizer.convert_tokens_to_ids(self.vision_start_token)
@@ -191,7 +193,8 @@ def tiny_config(tokenizer, text: dict | None = None, vision: dict | None = None)
 
 
 def generation_defaults(model, tokenizer) -> None:
-    """Stop at ``<|im_end|>`` (or ``<|endoftext|>``), pad with ``<|endoftext|>``, never emit vision tokens."""
+    """Stop at ``<|im_end|>`` (or ``<|endoftext|>``), pad with ``<|endoftext|>``, never emit vision
+    tokens."""
     gc = model.generation_config
     gc.eos_token_id = [token_id(tokenizer, EOS_TOKEN), token_id(tokenizer, PAD_TOKEN)]
     gc.pad_token_id = token_id(tokenizer, PAD_TOKEN)
@@ -203,8 +206,10 @@ def generation_defaults(model, tokenizer) -> None:
     gc.top_k = None
 
 
-def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None, vision: dict | None = None):
-    """A freshly initialised tiny ``Qwen3VLForConditionalGeneration`` (fp32), deterministic in ``seed``."""
+def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None,
+                     vision: dict | None = None):
+    """A freshly initialised tiny ``Qwen3VLForConditionalGeneration`` (fp32), deterministic in
+    ``seed``."""
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
@@ -233,8 +238,10 @@ MARKUP_CUES: dict[str, str] = {
 }
 
 
-def init_unseen_token_embeddings(model, tokenizer, cues: dict[str, str] | None = None) -> dict[str, list[int]]:
-    """Set each token in ``cues`` to the mean embedding of its cue text's tokens; returns the cue ids used.
+def init_unseen_token_embeddings(model, tokenizer,
+                                 cues: dict[str, str] | None = None) -> dict[str, list[int]]:
+    """Set each token in ``cues`` to the mean embedding of its cue text's tokens; returns the cue
+    ids used.
 
     For SFT from the pretrained base: the chat and agent markup tokens were never seen in
     pretraining, so their (tied) embeddings are still random. Starting ``<answer>`` where
@@ -263,7 +270,8 @@ def count_parameters(model) -> dict[str, int]:
     return {"total": int(total), "vision": int(vision), "text": int(total - vision)}
 
 
-def save_base(model, processor, out_dir: str | os.PathLike, extra_files: dict[str, str] | None = None) -> Path:
+def save_base(model, processor, out_dir: str | os.PathLike,
+              extra_files: dict[str, str] | None = None) -> Path:
     """Save model (safetensors) + processor + tokenizer into ``out_dir`` atomically.
 
     Everything is written into a temporary sibling folder that replaces ``out_dir`` at the end,
@@ -293,9 +301,11 @@ def default_base_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "tiny_base"
 
 
-def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None = None, dtype: Any = None,
+def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None = None,
+              dtype: Any = None,
               **kwargs: Any):
-    """``(model, processor)`` for the shipped tiny base (``None``), a local checkpoint folder or a hub id.
+    """``(model, processor)`` for the shipped tiny base (``None``), a local checkpoint folder or a
+    hub id.
 
     The ordinary code path: ``AutoModelForImageTextToText`` and ``AutoProcessor``. A folder saved
     with ``Qwen3VLImageOnlyProcessor`` finds it because importing this module registers it. A

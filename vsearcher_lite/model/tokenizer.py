@@ -1,4 +1,5 @@
-"""The tiny base model's tokenizer: byte-level BPE trained here, deterministic, built so copying is easy.
+"""The tiny base model's tokenizer: byte-level BPE trained here, deterministic, built so copying is
+easy.
 
 Why it is not Qwen's tokenizer:
 
@@ -41,7 +42,8 @@ SPECIAL_TOKENS = (
     "<|video_pad|>",
 )
 #: Placeholders the model must never generate on its own (``suppress_tokens``).
-VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+                 "<|video_pad|>")
 #: The agent protocol's tags (``vsearcher_lite.agent.protocol``): added, not special.
 MARKUP_TOKENS = (
     "<think>",
@@ -65,7 +67,8 @@ PRE_TOKENIZER_PATTERN = r"\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+"
 DEFAULT_VOCAB_SIZE = 2048  # BPE vocabulary before the added tokens
 
 
-def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2):
+def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
+                    min_frequency: int = 2):
     """Train the tokenizer on ``texts`` and wrap it for transformers.
 
     Deterministic: the same texts in the same order give the same vocabulary. Returns a

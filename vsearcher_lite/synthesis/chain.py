@@ -31,7 +31,8 @@ NO_ANSWER = "<no single value>"
 @dataclass
 class ChainSolution:
     answers: set[str]  # folded answer texts over every seed candidate
-    candidates: dict[str, set[str]] = field(default_factory=dict)  # hidden entity id -> ids that fit
+    # hidden entity id -> ids that fit
+    candidates: dict[str, set[str]] = field(default_factory=dict)
 
 
 def is_checkable(task: Task) -> bool:
@@ -53,7 +54,8 @@ def solve_chain(task: Task, index: FactIndex, *, image_known: bool = True) -> Ch
             options[img.entity_id] = index.candidates(etype, [noun] if noun is not None else [])
     for rnd in reversed(task.rounds):
         constraints = [Constraint.from_dict(c) for c in rnd.constraints]
-        options[rnd.entity_id] = index.candidates(rnd.entity_type, constraints, value_options=options)
+        options[rnd.entity_id] = index.candidates(rnd.entity_type, constraints,
+                                                  value_options=options)
     seeds = options.get(task.seed_id, {task.seed_id})
     answers = set()
     for s in seeds:
@@ -77,10 +79,12 @@ def answer_invariance(task: Task, index: FactIndex) -> InvarianceResult:
         found = solution.candidates.get(rnd.entity_id, set())
         if found != {rnd.entity_id}:
             return InvarianceResult(
-                False, f"round {rnd.round}: the description fits {len(found)} entities, not only {rnd.entity}"
+                False,
+                f"round {rnd.round}: the description fits {len(found)} entities, not only {rnd.entity}"
             )
     if solution.answers != {fold(task.answer)}:
-        return InvarianceResult(False, f"the chain gives {sorted(solution.answers)}, not {task.answer!r}")
+        return InvarianceResult(False,
+                                f"the chain gives {sorted(solution.answers)}, not {task.answer!r}")
     return InvarianceResult(True)
 
 

@@ -139,7 +139,8 @@ class FactIndex:
         return None
 
     def noun_of(self, entity_id: str) -> str:
-        """How a description names the entity's kind: its ``instance_of``/``occupation``, else its type."""
+        """How a description names the entity's kind: its ``instance_of``/``occupation``, else its
+        type."""
         c = self.noun_constraint(entity_id)
         return str(c.value_text) if c is not None else self.type_of(entity_id).replace("_", " ")
 
@@ -152,7 +153,8 @@ class FactIndex:
         return f"the {entity.name}" if the else entity.name
 
     def constraints_of(self, entity_id: str) -> list[Constraint]:
-        """Every constraint a fact puts on the entity, outgoing first, in a stable order (cached: do not modify)."""
+        """Every constraint a fact puts on the entity, outgoing first, in a stable order (cached: do
+        not modify)."""
         cached = self._constraints.get(entity_id)
         if cached is not None:
             return cached
@@ -166,7 +168,8 @@ class FactIndex:
         return found
 
     def matching(self, c: Constraint, value_options: Iterable[str] | None = None) -> set[str]:
-        """Entities that satisfy ``c``; ``value_options`` replaces an entity value by several candidates.
+        """Entities that satisfy ``c``; ``value_options`` replaces an entity value by several
+        candidates.
 
         The returned set may be the index's own: callers must not modify it.
         """
@@ -286,87 +289,126 @@ P = RelationPhrases
 # by a whole description, and words after it would pile up at the end of the question.
 PHRASES: dict[str, RelationPhrases] = {
     # places
-    "located_in": P(("Which {value_noun} is home to {subject}?", "In which {value_noun} can one find {subject}?"),
+    "located_in": P(("Which {value_noun} is home to {subject}?",
+                     "In which {value_noun} can one find {subject}?"),
                     ("located in {value}", "that lies in {value}", "that stands in {value}"),
                     ("that is home to {subject}", "that contains {subject}")),
-    "capital": P(("What is the capital of {subject}?", "Which {value_noun} is the capital of {subject}?"),
-                 ("whose capital is {value}",), ("that is the capital of {subject}", "that serves as the capital of {subject}")),
-    "borders": P(("Which {value_noun} borders {subject}?",), ("that borders {value}", "bordering {value}"),
+    "capital": P(("What is the capital of {subject}?",
+                  "Which {value_noun} is the capital of {subject}?"),
+                 ("whose capital is {value}",),
+                 ("that is the capital of {subject}", "that serves as the capital of {subject}")),
+    "borders": P(("Which {value_noun} borders {subject}?",),
+                 ("that borders {value}", "bordering {value}"),
                  ("that borders {subject}", "bordering {subject}")),
-    "twinned_with": P(("Which {value_noun} is twinned with {subject}?",), ("twinned with {value}", "that is twinned with {value}"),
+    "twinned_with": P(("Which {value_noun} is twinned with {subject}?",),
+                      ("twinned with {value}", "that is twinned with {value}"),
                       ("twinned with {subject}", "that is twinned with {subject}")),
     "flows_through": P(("Which {value_noun} lies on the course of {subject}?",),
                        ("that flows through {value}", "flowing through {value}"),
                        ("that lies on {subject}", "on the course of {subject}")),
-    "source": P(("Which {value_noun} is the source of {subject}?",), ("that rises on {value}", "whose source is on {value}"),
+    "source": P(("Which {value_noun} is the source of {subject}?",),
+                ("that rises on {value}", "whose source is on {value}"),
                 ("that is the source of {subject}", "on which rises {subject}")),
-    "flows_into": P(("Which {value_noun} receives the waters of {subject}?",), ("that flows into {value}", "that empties into {value}"),
+    "flows_into": P(("Which {value_noun} receives the waters of {subject}?",),
+                    ("that flows into {value}", "that empties into {value}"),
                     ("fed by {subject}", "that receives the waters of {subject}")),
     "headquartered_in": P(("Which {value_noun} hosts the headquarters of {subject}?",),
                           ("headquartered in {value}", "based in {value}"),
-                          ("that hosts the headquarters of {subject}", "that is home to {subject}")),
-    "held_in": P(("Which {value_noun} hosted {subject}?",), ("held in {value}", "that took place in {value}"),
+                          ("that hosts the headquarters of {subject}",
+                           "that is home to {subject}")),
+    "held_in": P(("Which {value_noun} hosted {subject}?",),
+                 ("held in {value}", "that took place in {value}"),
                  ("that hosted {subject}", "that was the venue of {subject}")),
-    "kept_in": P(("Which {value_noun} holds {subject}?",), ("kept in {value}", "held in the collection of {value}"),
+    "kept_in": P(("Which {value_noun} holds {subject}?",),
+                 ("kept in {value}", "held in the collection of {value}"),
                  ("that holds {subject}", "whose collection includes {subject}")),
-    "native_to": P(("Which {value_noun} is home to {subject}?",), ("native to {value}", "that is native to {value}"),
+    "native_to": P(("Which {value_noun} is home to {subject}?",),
+                   ("native to {value}", "that is native to {value}"),
                    ("that is home to {subject}",)),
-    "home_port": P(("What is the home port of {subject}?",), ("whose home port is {value}", "registered in {value}"),
+    "home_port": P(("What is the home port of {subject}?",),
+                   ("whose home port is {value}", "registered in {value}"),
                    ("that is the home port of {subject}",)),
-    "crosses": P(("Which {value_noun} is crossed by {subject}?",), ("that crosses {value}", "spanning {value}"),
+    "crosses": P(("Which {value_noun} is crossed by {subject}?",),
+                 ("that crosses {value}", "spanning {value}"),
                  ("crossed by {subject}", "spanned by {subject}")),
     "depicts": P(("What is depicted in {subject}?",), ("depicting {value}", "that depicts {value}"),
                  ("depicted in {subject}", "portrayed in {subject}")),
     # people
-    "born_in": P(("What was the birthplace of {subject}?", "Which {value_noun} was the birthplace of {subject}?"),
+    "born_in": P(("What was the birthplace of {subject}?",
+                  "Which {value_noun} was the birthplace of {subject}?"),
                  ("born in {value}",), ("that was the birthplace of {subject}",)),
-    "died_in": P(("Which {value_noun} was the place of death of {subject}?",), ("who died in {value}",),
+    "died_in": P(("Which {value_noun} was the place of death of {subject}?",),
+                 ("who died in {value}",),
                  ("that was the place of death of {subject}",)),
-    "educated_at": P(("Which {value_noun} educated {subject}?",), ("educated at {value}", "who studied at {value}"),
+    "educated_at": P(("Which {value_noun} educated {subject}?",),
+                     ("educated at {value}", "who studied at {value}"),
                      ("that educated {subject}", "attended by {subject}")),
-    "member_of": P(("Which {value_noun} had among its members {subject}?",), ("who was a member of {value}",),
+    "member_of": P(("Which {value_noun} had among its members {subject}?",),
+                   ("who was a member of {value}",),
                    ("whose members included {subject}",)),
-    "founded_by": P(("Who founded {subject}?", "Which {value_noun} founded {subject}?"), ("founded by {value}",),
+    "founded_by": P(("Who founded {subject}?", "Which {value_noun} founded {subject}?"),
+                    ("founded by {value}",),
                     ("who founded {subject}", "who established {subject}")),
-    "designed_by": P(("Who designed {subject}?", "Which {value_noun} designed {subject}?"), ("designed by {value}",),
+    "designed_by": P(("Who designed {subject}?", "Which {value_noun} designed {subject}?"),
+                     ("designed by {value}",),
                      ("who designed {subject}", "responsible for the design of {subject}")),
     "first_ascended_by": P(("Who made the first ascent of {subject}?",),
                            ("first climbed by {value}", "whose first ascent was made by {value}"),
-                           ("who made the first ascent of {subject}", "who first climbed {subject}")),
-    "created_by": P(("Who created {subject}?", "Which {value_noun} made {subject}?"), ("created by {value}", "made by {value}"),
+                           ("who made the first ascent of {subject}",
+                            "who first climbed {subject}")),
+    "created_by": P(("Who created {subject}?", "Which {value_noun} made {subject}?"),
+                    ("created by {value}", "made by {value}"),
                     ("who created {subject}", "who made {subject}")),
-    "led_by": P(("Who led {subject}?",), ("led by {value}",), ("who led {subject}", "who was the leader of {subject}")),
+    "led_by": P(("Who led {subject}?",), ("led by {value}",),
+                ("who led {subject}", "who was the leader of {subject}")),
     "described_by": P(("Who first described {subject}?",), ("first described by {value}",),
                       ("who first described {subject}",)),
-    "named_after": P(("Which {value_noun} is honoured in the name of {subject}?",), ("named after {value}",),
+    "named_after": P(("Which {value_noun} is honoured in the name of {subject}?",),
+                     ("named after {value}",),
                      ("honoured in the name of {subject}",)),
     # organisations
-    "commissioned_by": P(("Which {value_noun} commissioned {subject}?",), ("commissioned by {value}",),
+    "commissioned_by": P(("Which {value_noun} commissioned {subject}?",),
+                         ("commissioned by {value}",),
                          ("that commissioned {subject}",)),
-    "organised_by": P(("Which {value_noun} organised {subject}?",), ("organised by {value}",), ("that organised {subject}",)),
-    "built_by": P(("Which {value_noun} built {subject}?",), ("built by {value}",), ("that built {subject}",)),
+    "organised_by": P(("Which {value_noun} organised {subject}?",), ("organised by {value}",),
+                      ("that organised {subject}",)),
+    "built_by": P(("Which {value_noun} built {subject}?",), ("built by {value}",),
+                  ("that built {subject}",)),
     # years
-    "year_established": P(("What is the year of establishment of {subject}?",), ("established in {value}", "that was established in {value}")),
-    "year_founded": P(("What is the founding year of {subject}?", "In what year was the founding of {subject}?"),
+    "year_established": P(("What is the year of establishment of {subject}?",),
+                          ("established in {value}", "that was established in {value}")),
+    "year_founded": P(("What is the founding year of {subject}?",
+                       "In what year was the founding of {subject}?"),
                       ("founded in {value}", "that was founded in {value}")),
-    "year_built": P(("In what year was the construction of {subject} completed?", "What is the completion year of {subject}?"),
+    "year_built": P(("In what year was the construction of {subject} completed?",
+                     "What is the completion year of {subject}?"),
                     ("built in {value}", "completed in {value}")),
-    "year_born": P(("What is the birth year of {subject}?",), ("born in {value}", "who was born in {value}")),
+    "year_born": P(("What is the birth year of {subject}?",),
+                   ("born in {value}", "who was born in {value}")),
     "year_died": P(("What is the year of death of {subject}?",), ("who died in {value}",)),
-    "year_created": P(("What year is given for the creation of {subject}?",), ("created in {value}", "made in {value}")),
-    "year_held": P(("What year saw {subject}?", "In what year did the event take place that is known as {subject}?"),
+    "year_created": P(("What year is given for the creation of {subject}?",),
+                      ("created in {value}", "made in {value}")),
+    "year_held": P(("What year saw {subject}?",
+                    "In what year did the event take place that is known as {subject}?"),
                    ("held in {value}", "that took place in {value}")),
-    "year_described": P(("What is the year of the first description of {subject}?",), ("first described in {value}",)),
-    "year_launched": P(("What is the launch year of {subject}?",), ("launched in {value}", "that was launched in {value}")),
-    "first_ascent_year": P(("In what year was the first ascent of {subject}?",), ("first climbed in {value}",)),
+    "year_described": P(("What is the year of the first description of {subject}?",),
+                        ("first described in {value}",)),
+    "year_launched": P(("What is the launch year of {subject}?",),
+                       ("launched in {value}", "that was launched in {value}")),
+    "first_ascent_year": P(("In what year was the first ascent of {subject}?",),
+                           ("first climbed in {value}",)),
     # measures
     "population": P(("What is the population of {subject}?",), ("with a population of {value}",)),
     "area": P(("What is the area of {subject}?",), ("covering {value}", "with an area of {value}")),
-    "elevation": P(("What is the elevation of {subject}?",), ("at an elevation of {value}", "that rises to {value}")),
-    "length": P(("What is the length of {subject}?",), ("{value} long", "with a length of {value}")),
-    "height": P(("What is the height of {subject}?",), ("{value} tall", "with a height of {value}")),
+    "elevation": P(("What is the elevation of {subject}?",),
+                   ("at an elevation of {value}", "that rises to {value}")),
+    "length": P(("What is the length of {subject}?",),
+                ("{value} long", "with a length of {value}")),
+    "height": P(("What is the height of {subject}?",),
+                ("{value} tall", "with a height of {value}")),
     "depth": P(("What is the maximum depth of {subject}?",), ("with a maximum depth of {value}",)),
-    "participants": P(("How many participants took part in {subject}?",), ("attended by {value} participants",)),
+    "participants": P(("How many participants took part in {subject}?",),
+                      ("attended by {value} participants",)),
     "members": P(("What is the number of members of {subject}?",), ("with {value} members",)),
     "tonnage": P(("What is the gross tonnage of {subject}?",), ("of {value} gross tonnage",)),
     # texts
@@ -412,7 +454,8 @@ def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> 
         return rng.choice(options).format(subject=c.value_text)
     options = ph.out
     if clause:
-        full = tuple(o for o in options if o.split(" ", 1)[0] in ("that", "who", "whose", "which", "where", "with"))
+        full = tuple(o for o in options if o.split(" ", 1)[0] in ("that", "who", "whose", "which",
+                                                                  "where", "with"))
         options = full or options
     return rng.choice(options).format(value=c.value_text)
 

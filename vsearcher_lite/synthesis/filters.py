@@ -3,16 +3,16 @@
 Each filter labels a task ``True`` when it *removes* it (the released code's convention):
 
 ======================================  =========================================  ==========================================
-filter                                   paper / released code                      offline (sandbox) implementation
+filter                                   paper / released code                      offline
+(sandbox) implementation
 ======================================  =========================================  ==========================================
-``answer_in_question``                  the answer appears in the question         normalised whole-word match, any case
-``image_too_simple``                    a VLM judges the image too simple          colour count, edge density, entropy
-``can_be_directly_answered``            a weaker VLM answers from image+question   one-step retrieval shortcut: the top text
-                                                                                   hit for the question is the seed's page or
-                                                                                   shows the answer, or the top image hit is
-                                                                                   the seed's page
-``can_be_directly_answered_with_text``  a weaker LLM answers from the text alone   the chain solved with the image withheld
-                                                                                   still gives exactly one answer
+``answer_in_question``                  the answer appears in the question         normalised
+whole-word match, any case ``image_too_simple``                    a VLM judges the image too simple
+colour count, edge density, entropy ``can_be_directly_answered``            a weaker VLM answers
+from image+question   one-step retrieval shortcut: the top text hit for the question is the seed's
+page or shows the answer, or the top image hit is the seed's page
+``can_be_directly_answered_with_text``  a weaker LLM answers from the text alone   the chain solved
+with the image withheld still gives exactly one answer
 ======================================  =========================================  ==========================================
 
 The LLM/VLM versions (``DirectAnswerLLM``, ``ImageJudgeVLM``) serve live runs; their replies
@@ -25,8 +25,9 @@ Outputs in ``RUN_DIR/filter/``:
 - ``train.jsonl`` (kept training tasks, all levels), ``train_easy.jsonl`` / ``train_medium.jsonl``
   / ``train_hard.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the MM-SearchExam counterpart);
 - ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``), training-side tasks whose seeds no task of
-  ``train.jsonl`` uses (SFT's teacher trajectories come from ``train.jsonl``), so GRPO does not train
-  on tasks the SFT model has memorised; its tasks are left out of ``train.jsonl`` and the level files;
+  ``train.jsonl`` uses (SFT's teacher trajectories come from ``train.jsonl``), so GRPO does not
+  train on tasks the SFT model has memorised; its tasks are left out of ``train.jsonl`` and the
+  level files;
 - ``funnel.csv`` (tasks left after each filter, per difficulty) and ``metrics.json``.
 """
 
@@ -103,7 +104,8 @@ class ComplexityThresholds:
 
 
 def image_measures(path: str | Path) -> dict:
-    """Colour count, colour entropy and edge density of an image file (``world.images.image_complexity``)."""
+    """Colour count, colour entropy and edge density of an image file
+    (``world.images.image_complexity``)."""
     from PIL import Image
 
     from vsearcher_lite.world.images import image_complexity
@@ -205,7 +207,8 @@ class TextOnlyChain(TaskFilter):
         widest = max((len(solution.candidates.get(r.entity_id, ())) for r in task.rounds), default=1)
         unique = solution.answers == {fold(task.answer)}
         removes = unique and widest <= self.max_candidates
-        return FilterLabel(removes, f"{len(solution.answers)} possible answers, widest step {widest} candidates")
+        return FilterLabel(removes,
+                           f"{len(solution.answers)} possible answers, widest step {widest} candidates")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +255,8 @@ class DirectAnswerLLM(TaskFilter):
                 continue
             prediction = clean_line_reply(reply)
             verdict = self.judge.judge(task.question, task.answer, prediction, aliases=task.aliases)
-            return FilterLabel(bool(verdict.correct), {"prediction": prediction, "judge": verdict.reason})
+            return FilterLabel(bool(verdict.correct),
+                               {"prediction": prediction, "judge": verdict.reason})
         return FilterLabel(None, f"chat failed: {last}")
 
 
@@ -284,7 +288,9 @@ class ImageJudgeVLM(TaskFilter):
     def label(self, task: Task) -> FilterLabel:
         if not task.image_path:
             return FilterLabel(True, "no question image")
-        messages = [{"role": "user", "content": [{"type": "text", "text": IMAGE_SIMPLE_PROMPT}, image_part(task.image_path)]}]
+        messages = [{"role": "user",
+                     "content": [{"type": "text", "text": IMAGE_SIMPLE_PROMPT},
+                                 image_part(task.image_path)]}]
         last = ""
         for _ in range(self.max_attempts):
             try:
@@ -312,7 +318,8 @@ class FilterConfig:
     thresholds: ComplexityThresholds = field(default_factory=ComplexityThresholds)
     short_circuit: bool = False  # skip later filters once one removes the task (saves LLM calls)
     rl_tasks: int = 1000  # RL pool: at most this many tasks (paper A.4: 1K RL tasks); 0: no pool
-    rl_max_share: float = 1 / 3  # ... from at most this share of the training seeds (SFT keeps the rest)
+    # ... from at most this share of the training seeds (SFT keeps the rest)
+    rl_max_share: float = 1 / 3
     seed: int = 0
     progress: bool = True
 
@@ -323,7 +330,8 @@ class FilterConfig:
             raise InputError(f"rl_max_share (--rl-max-share) must be in [0, 1), got {self.rl_max_share}")
 
 
-def offline_filters(source, index: FactIndex, backends: dict, thresholds: ComplexityThresholds) -> list[TaskFilter]:
+def offline_filters(source, index: FactIndex, backends: dict,
+                    thresholds: ComplexityThresholds) -> list[TaskFilter]:
     def seed_url(seed_id: str) -> str:
         return source.page(seed_id).url
 
@@ -361,7 +369,8 @@ def label_task(task: Task, filters: list[TaskFilter], short_circuit: bool = Fals
             continue
         try:
             lab = f.label(task)
-        except Exception as exc:  # a backend failure marks the task unverified, it does not end the run
+        # a backend failure marks the task unverified, it does not end the run
+        except Exception as exc:
             lab = FilterLabel(None, f"{type(exc).__name__}: {exc}")
         task.filters[f.name] = lab.removes
         if lab.detail:
@@ -456,7 +465,8 @@ def run_filter(
     write_jsonl(out / "rl_tasks.jsonl", rl_pool)
     write_jsonl(out / "train.jsonl", by_split["train"])
     for level in (ONEHOP, *DIFFICULTY_ROUNDS):
-        write_jsonl(out / f"train_{level}.jsonl", [r for r in by_split["train"] if r.get("difficulty") == level])
+        write_jsonl(out / f"train_{level}.jsonl",
+                    [r for r in by_split["train"] if r.get("difficulty") == level])
     write_jsonl(out / "heldout.jsonl", by_split["heldout"])
     write_jsonl(out / "exam.jsonl", by_split["exam"])
     atomic_write_text(out / "funnel.csv", rows_to_csv(funnel_rows(labeled)))
@@ -479,14 +489,16 @@ def run_filter(
     return metrics
 
 
-def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """``(SFT training tasks, RL pool)``: every kept training task of a seeded random set of training seeds
+def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
+                  seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """``(SFT training tasks, RL pool)``: every kept training task of a seeded random set of
+    training seeds
     goes to the RL pool, the rest stays for SFT, both in file order.
 
-    Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks or
-    ``max_share`` of the training seeds, whichever comes first (``FilterConfig`` checks both ranges). Taking whole seeds keeps the pool
-    disjoint from SFT's tasks by seed, the way the held-out split is kept apart from training; the
-    pool's levels are those of the training split.
+    Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks
+    or ``max_share`` of the training seeds, whichever comes first (``FilterConfig`` checks both
+    ranges). Taking whole seeds keeps the pool disjoint from SFT's tasks by seed, the way the
+    held-out split is kept apart from training; the pool's levels are those of the training split.
 
     >>> train = [{"id": f"t{i}", "seed_id": f"E{i % 4}"} for i in range(8)]  # 4 seeds, 2 tasks each
     >>> sft, rl = split_rl_pool(train, n_tasks=100, max_share=0.5)
@@ -517,7 +529,8 @@ def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
         "n_by_difficulty": {lvl: by_level.get(lvl, 0) for lvl in LEVELS if by_level.get(lvl, 0)},
         "n_seeds": len(seeds),
         "share_of_training_seeds": round(len(seeds) / max(1, len(seeds | sft_seeds)), 4),
-        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]}) for s in ("train", "heldout", "exam")},
+        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]}) for s in ("train",
+                                                                                       "heldout", "exam")},
         # like held-out tasks, a pool task may picture an entity that some SFT task is about or pictures
         "image_entity_in_sft_tasks": sum(1 for t in pool if (t.get("image") or {}).get("entity_id") in sft_seeds | sft_images),
     }
@@ -530,20 +543,26 @@ def filter_metrics(labeled: list[dict], kept: list[dict]) -> dict:
     for level in LEVELS:
         group = [t for t in labeled if t.get("difficulty") == level]
         r = Counter(first_removal(t) for t in group)
-        per_level[level] = {"n_input": len(group), **{name: r.get(name, 0) for name in FILTER_ORDER},
-                            "unverified": r.get("unverified", 0), "n_kept": sum(1 for t in kept if t.get("difficulty") == level)}
+        per_level[level] = {"n_input": len(group),
+                            **{name: r.get(name, 0) for name in FILTER_ORDER},
+                            "unverified": r.get("unverified", 0),
+                            "n_kept": sum(1 for t in kept if t.get("difficulty") == level)}
     train_seeds = {t["seed_id"] for t in labeled if t.get("split") in ("train", "heldout")}
     exam_seeds = {t["seed_id"] for t in labeled if t.get("split") == "exam"}
     return {
         "n_input": len(labeled),
         "n_kept": len(kept),
-        "n_kept_by_split": {s: sum(1 for t in kept if t.get("split") == s) for s in ("train", "heldout", "exam")},
+        "n_kept_by_split": {s: sum(1 for t in kept if t.get("split") == s) for s in ("train",
+                                                                                     "heldout", "exam")},
         "n_kept_by_difficulty": {lvl: sum(1 for t in kept if t.get("difficulty") == lvl) for lvl in LEVELS},
-        "removed": {name: removed.get(name, 0) for name in FILTER_ORDER},  # by the first filter that fires
+        # by the first filter that fires
+        "removed": {name: removed.get(name, 0) for name in FILTER_ORDER},
         "flagged": flagged,  # each filter on its own
         "unverified": removed.get("unverified", 0),
         "by_difficulty": per_level,
-        "kept_with_answer_in_question": sum(1 for t in kept if mentions_answer(t["question"], t["answer"], t.get("aliases", []))),
+        "kept_with_answer_in_question": sum(1 for t in kept if mentions_answer(t["question"],
+                                                                               t["answer"],
+                                                                               t.get("aliases", []))),
         "exam_seed_overlap_with_training": len(exam_seeds & train_seeds),
         "n_exam": sum(1 for t in kept if t.get("split") == "exam"),
     }

@@ -223,7 +223,8 @@ class LLMWriter(Writer):
                 # Show the model its reply and what was wrong with it, then ask again.
                 messages = messages[:1] + [
                     {"role": "assistant", "content": reply if isinstance(reply, str) else ""},
-                    {"role": "user", "content": f"That reply cannot be used ({exc}). Please answer again, following the instructions exactly."},
+                    {"role": "user",
+                     "content": f"That reply cannot be used ({exc}). Please answer again, following the instructions exactly."},
                 ]
         assert last is not None
         with self._lock:
@@ -277,10 +278,12 @@ class LLMWriter(Writer):
         return self.ask("initial_qa", prompt, parse, ctx)
 
     def pick_entity(self, question: str, ctx: WriteContext) -> str:
-        prompt = PICK_ENTITY_PROMPT.format(question=question, avoid=avoid_note("", sorted(ctx.tried)))
+        prompt = PICK_ENTITY_PROMPT.format(question=question,
+                                           avoid=avoid_note("", sorted(ctx.tried)))
         return self.ask("pick_entity", prompt, lambda r: self._pick(question, ctx, r), ctx)
 
-    def extract_fact(self, entity_id: str, entity: str, page: PageContent, ctx: WriteContext) -> FactChoice:
+    def extract_fact(self, entity_id: str, entity: str, page: PageContent,
+                     ctx: WriteContext) -> FactChoice:
         prompt = EXTRACT_FACT_PROMPT.format(
             entity=entity,
             text=cut_page(page.text, self.max_page_chars),
@@ -302,14 +305,18 @@ class LLMWriter(Writer):
         return self.ask("extract_fact", prompt, parse, ctx)
 
     def rewrite(self, question: str, entity: str, fact: FactChoice, ctx: WriteContext) -> str:
-        prompt = REWRITE_PROMPT.format(question=question, entity=entity, fact=fact.sentence, avoid=avoid_note(ctx.answer))
-        return self.ask("rewrite", prompt, lambda r: self._check_question(r, question, entity, ctx), ctx)
+        prompt = REWRITE_PROMPT.format(question=question, entity=entity, fact=fact.sentence,
+                                       avoid=avoid_note(ctx.answer))
+        return self.ask("rewrite", prompt,
+                        lambda r: self._check_question(r, question, entity, ctx), ctx)
 
     def pick_critical_entity(self, question: str, ctx: WriteContext) -> str:
-        prompt = PICK_CRITICAL_PROMPT.format(question=question, avoid=avoid_note("", sorted(ctx.tried)))
+        prompt = PICK_CRITICAL_PROMPT.format(question=question,
+                                             avoid=avoid_note("", sorted(ctx.tried)))
         return self.ask("pick_critical_entity", prompt, lambda r: self._pick(question, ctx, r), ctx)
 
-    def hide_for_image(self, question: str, entity: str, entity_type: str, ctx: WriteContext) -> str:
+    def hide_for_image(self, question: str, entity: str, entity_type: str,
+                       ctx: WriteContext) -> str:
         noun = entity_type.replace("_", " ") or "thing"
         prompt = HIDE_FOR_IMAGE_PROMPT.format(
             question=question,

@@ -49,13 +49,16 @@ class SeedConfig:
 
     def thresholds(self, source: KnowledgeSource) -> tuple[int, int]:
         return (
-            self.sitelinks_max if self.sitelinks_max is not None else default_threshold(source, "SITELINKS_MAX", 10),
-            self.statements_min if self.statements_min is not None else default_threshold(source, "STATEMENTS_MIN", 20),
+            self.sitelinks_max if self.sitelinks_max is not None else default_threshold(source,
+                                                                                        "SITELINKS_MAX", 10),
+            self.statements_min if self.statements_min is not None else default_threshold(source,
+                                                                                          "STATEMENTS_MIN", 20),
         )
 
 
 def default_threshold(source: KnowledgeSource, name: str, fallback: int) -> int:
-    """The source's ``DEFAULT_<name>`` (an attribute, or a constant of its module), else the paper's value."""
+    """The source's ``DEFAULT_<name>`` (an attribute, or a constant of its module), else the paper's
+    value."""
     import sys
 
     for holder in (source, sys.modules.get(type(source).__module__)):
@@ -96,7 +99,8 @@ def interleave(counts: dict[str, int]) -> list[str]:
     out = []
     for i in range(total):
         # the label furthest behind its share so far goes next
-        k = max(counts, key=lambda k: (counts[k] * (i + 1) / total - taken[k], -list(counts).index(k)))
+        k = max(counts,
+                key=lambda k: (counts[k] * (i + 1) / total - taken[k], -list(counts).index(k)))
         taken[k] += 1
         out.append(k)
     return out
@@ -124,7 +128,8 @@ def select_seeds(source: KnowledgeSource, config: SeedConfig) -> list[Seed]:
     """The source's seeds under the config's thresholds, de-duplicated by id, in the source's order."""
     smax, smin = config.thresholds(source)
     seeds = source.seeds(
-        smax, smin, require_image=config.require_image, exclude_people=config.exclude_people, limit=config.limit
+        smax, smin, require_image=config.require_image, exclude_people=config.exclude_people,
+        limit=config.limit
     )
     unique: dict[str, Seed] = {}
     for s in seeds:
@@ -159,8 +164,10 @@ def rows_to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *, source: KnowledgeSource | None = None) -> dict:
-    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv``, ``metrics.json``."""
+def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
+              source: KnowledgeSource | None = None) -> dict:
+    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv``,
+    ``metrics.json``."""
     from vsearcher_lite.synthesis.sources import open_source
 
     config = config or SeedConfig()
@@ -203,7 +210,8 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *, source: 
 
 
 def read_seeds(run_dir: str | Path) -> list[dict]:
-    """The seed records of a run (each with its ``pool``); ``InputError`` says what to run when missing."""
+    """The seed records of a run (each with its ``pool``); ``InputError`` says what to run when
+    missing."""
     path = Path(run_dir) / "seeds" / "seeds.jsonl"
     if not path.exists():
         raise InputError(f"{path} does not exist: run `vsearcher-lite seeds --run-dir {run_dir}` first")
@@ -227,7 +235,8 @@ def seed_from_record(rec: dict) -> Seed:
     )
 
 
-def ensure_seeds(run_dir: str | Path, config: SeedConfig | None = None, *, source: KnowledgeSource | None = None) -> list[dict]:
+def ensure_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
+                 source: KnowledgeSource | None = None) -> list[dict]:
     """The run's seeds, selecting them with defaults first when the stage has not run."""
     if not (Path(run_dir) / "seeds" / "seeds.jsonl").exists():
         run_seeds(run_dir, config, source=source)

@@ -75,7 +75,8 @@ class FactChoice:
     fact: dict  # the main Fact as a dict (free-text facts: kind "text")
     entity_type: str = ""
     constraints: list[Constraint] = field(default_factory=list)
-    new_mentions: dict[str, str] = field(default_factory=dict)  # names the description introduces -> ids
+    # names the description introduces -> ids
+    new_mentions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,7 +103,8 @@ class Writer(abc.ABC):
     def pick_entity(self, question: str, ctx: WriteContext) -> str: ...
 
     @abc.abstractmethod
-    def extract_fact(self, entity_id: str, entity: str, page: PageContent, ctx: WriteContext) -> FactChoice: ...
+    def extract_fact(self, entity_id: str, entity: str, page: PageContent,
+                     ctx: WriteContext) -> FactChoice: ...
 
     @abc.abstractmethod
     def rewrite(self, question: str, entity: str, fact: FactChoice, ctx: WriteContext) -> str: ...
@@ -111,13 +113,15 @@ class Writer(abc.ABC):
     def pick_critical_entity(self, question: str, ctx: WriteContext) -> str: ...
 
     @abc.abstractmethod
-    def hide_for_image(self, question: str, entity: str, entity_type: str, ctx: WriteContext) -> str:
+    def hide_for_image(self, question: str, entity: str, entity_type: str,
+                       ctx: WriteContext) -> str:
         """``entity_type`` is the noun the image phrase uses ("bridge", "town")."""
 
 
 # ---------------------------------------------------------------------------------------------
 
-IMAGE_PHRASES = ("the {type} shown in the image", "the {type} shown in the image", "the {type} pictured in the image")
+IMAGE_PHRASES = ("the {type} shown in the image", "the {type} shown in the image",
+                 "the {type} pictured in the image")
 MAX_ANSWER_WORDS = 6  # "a single word or a short phrase" (paper 2.1)
 
 
@@ -174,14 +178,16 @@ class RuleWriter(Writer):
         # hides the seed behind it, and later rounds need a name to hide in turn.
         extendable = [f for f in facts if self.can_extend(seed.id, f, ctx)]
         if not extendable:
-            raise WriterError("seed_not_extendable", f"no answer leaves {seed.id} describable by another entity")
+            raise WriterError("seed_not_extendable",
+                              f"no answer leaves {seed.id} describable by another entity")
         facts = extendable
         # Entity and year answers read most like the paper's short, checkable answers.
         weights = [2.0 if f.kind in ("entity", "year") else 1.0 for f in facts]
         fact = ctx.rng.choices(facts, weights=weights, k=1)[0]
         value_noun = self.index.noun_of(str(fact.value)) if fact.kind == "entity" else "one"
         template = ctx.rng.choice(phrases_for(fact.relation, fact.kind, fact.label).questions)
-        question = sentence_case(template.format(subject=self.index.ref_of(seed.id), value_noun=value_noun))
+        question = sentence_case(template.format(subject=self.index.ref_of(seed.id),
+                                                 value_noun=value_noun))
         aliases: list[str] = []
         answer_entity = None
         if fact.kind == "entity":
@@ -191,9 +197,12 @@ class RuleWriter(Writer):
 
     def can_extend(self, seed_id: str, answer: Fact, ctx: WriteContext) -> bool:
         """Would the seed still have a distinctive description naming an entity, with this answer?"""
-        probe_task = dataclasses.replace(ctx.task, answer=answer.value_text(), answer_relation=answer.relation,
-                                         seed_id=seed_id, extra={"answer_entity_id": str(answer.value)} if answer.kind == "entity" else {})
-        probe = WriteContext(probe_task, ctx.rng, used={seed_id} | ({str(answer.value)} if answer.kind == "entity" else set()))
+        probe_task = dataclasses.replace(ctx.task, answer=answer.value_text(),
+                                         answer_relation=answer.relation,
+                                         seed_id=seed_id,
+                                         extra={"answer_entity_id": str(answer.value)} if answer.kind == "entity" else {})
+        probe = WriteContext(probe_task, ctx.rng,
+                             used={seed_id} | ({str(answer.value)} if answer.kind == "entity" else set()))
         return any(any(c.is_entity for c in o) for o in self.distinctive_descriptions(seed_id, probe))
 
     # -- one injection round -----------------------------------------------------------------
@@ -229,7 +238,8 @@ class RuleWriter(Writer):
                     return False
                 new_name = self.index.name_of(value)
                 if f" {hidden_folded} " in f" {fold(new_name)} " or self.names_clash(new_name, others):
-                    return False  # "the town that hosted the Orsk Festival" while hiding Orsk: the name stays
+                    # "the town that hosted the Orsk Festival" while hiding Orsk: the name stays
+                    return False
             text = fold(c.value_text)
             return bool(text) and not (answer and (answer in text or text in answer))
 
@@ -274,7 +284,8 @@ class RuleWriter(Writer):
         noun = self.index.noun_constraint(value)
         kind = self.index.candidates(self.index.type_of(value), [noun] if noun is not None else [])
         base = [self.index.noun_constraint(entity_id)] if self.index.noun_constraint(entity_id) is not None else []
-        fits = self.index.candidates(self.index.type_of(entity_id), base + list(option), value_options={value: kind})
+        fits = self.index.candidates(self.index.type_of(entity_id), base + list(option),
+                                     value_options={value: kind})
         return len(fits) > 1
 
     def successors(self, entity_id: str) -> frozenset:
@@ -341,7 +352,8 @@ class RuleWriter(Writer):
             self._pairs[entity_id] = cached
         return cached
 
-    def distinctive_descriptions(self, entity_id: str, ctx: WriteContext) -> list[tuple[Constraint, ...]]:
+    def distinctive_descriptions(self, entity_id: str,
+                                 ctx: WriteContext) -> list[tuple[Constraint, ...]]:
         """Constraint sets (one, else two) that only ``entity_id`` satisfies among its kind,
         restricted to what this task's question may mention."""
         ok = self.allowed(entity_id, ctx)
@@ -350,7 +362,8 @@ class RuleWriter(Writer):
             return singles
         return [p for p in self.static_pairs(entity_id) if ok(p[0]) and ok(p[1])]
 
-    def extract_fact(self, entity_id: str, entity: str, page: PageContent, ctx: WriteContext) -> FactChoice:
+    def extract_fact(self, entity_id: str, entity: str, page: PageContent,
+                     ctx: WriteContext) -> FactChoice:
         if entity_id not in self.index.entities:
             raise WriterError("page_not_found", f"{entity!r} ({entity_id}) is not in the world")
         options = self.distinctive_descriptions(entity_id, ctx)
@@ -359,7 +372,8 @@ class RuleWriter(Writer):
             # The question must keep a named entity: for the next round and for the image.
             options = [o for o in options if any(c.is_entity for c in o)]
         if not options:
-            raise WriterError("no_distinctive_fact", f"no fact tells {entity!r} apart from other entities")
+            raise WriterError("no_distinctive_fact",
+                              f"no fact tells {entity!r} apart from other entities")
         if ctx.rounds_left == 0 and not any(self.has_image(ctx.mentions[n]) for n in others):
             # Last round: the image injection that follows needs a named entity with a picture,
             # and one that matters: without the picture the description must stop being unique.
@@ -388,7 +402,8 @@ class RuleWriter(Writer):
         noun = self.index.noun_constraint(entity_id)
         main = chosen[0]
         if main.direction == OUT:
-            fact = Fact(entity_id, main.relation, main.value, main.kind, main.label, main.value_text if main.is_entity else "")
+            fact = Fact(entity_id, main.relation, main.value, main.kind, main.label,
+                        main.value_text if main.is_entity else "")
         else:
             fact = Fact(str(main.value), main.relation, entity_id, "entity", main.label, entity)
         new_mentions = {self.index.name_of(str(c.value)): str(c.value) for c in chosen if c.is_entity}
@@ -427,14 +442,16 @@ class RuleWriter(Writer):
         for n in names:
             eid = ctx.mentions[n]
             probe = dataclasses.replace(
-                ctx.task, image=ImageInjection(eid, n, "", "", question, question, self.index.type_of(eid))
+                ctx.task,
+                image=ImageInjection(eid, n, "", "", question, question, self.index.type_of(eid))
             )
             openness = len(text_only_answers(probe, self.index)) if probe.answer_relation else 0
             scored.append((openness, ctx.rng.random(), n))
         scored.sort(reverse=True)
         return scored[0][2]
 
-    def hide_for_image(self, question: str, entity: str, entity_type: str, ctx: WriteContext) -> str:
+    def hide_for_image(self, question: str, entity: str, entity_type: str,
+                       ctx: WriteContext) -> str:
         span = find_name_span(question, entity)
         if span is None:
             raise WriterError("entity_not_in_question", entity)
