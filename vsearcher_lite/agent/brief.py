@@ -34,7 +34,8 @@ class Step:
 
 @dataclass
 class TeacherBrief:
-    """What the heuristic teacher knows: the chain's structure, never the answer or a hidden name."""
+    """What the heuristic teacher knows: the chain's structure, never the answer or a hidden
+    name."""
 
     task_id: str
     question: str
@@ -49,7 +50,7 @@ class TeacherBrief:
     # how the question names the pictured thing ("river" in "the river shown in the image")
     image_noun: str = ""
     image_description: str = ""  # the phrase that stands for it ("the river shown in the image")
-    # the question about the seed with its name as "{seed}" ("What is the area of {seed}?"); "" when unknown
+    # the seed's question with its name as "{seed}" ("What is the area of {seed}?"), or """
     seed_question: str = ""
 
     @classmethod
@@ -74,7 +75,8 @@ class TeacherBrief:
                     clues.append(Clue(c["relation"], c.get("direction", "out"),
                                       c.get("kind", "entity"), text=text, label=c.get("label", "")))
             steps.append(Step(rnd.entity_id, rnd.entity_type, template, clues))
-        seed_name = task.seed_title if task.seed_title and mentions(task.question, task.seed_title) else None
+        named = task.seed_title and mentions(task.question, task.seed_title)
+        seed_name = task.seed_title if named else None
         image_type = image_noun = ""
         if task.image is not None:
             image_noun = _image_noun(task.image.description) if task.image.description else ""

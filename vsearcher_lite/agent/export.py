@@ -71,11 +71,18 @@ def to_trl_record(traj: Trajectory | dict, *, resolve: bool = True) -> dict:
             "images": images}
 
 
+def placeholder_messages(traj: Trajectory) -> list[dict]:
+    """The messages with string contents, each image an ``IMAGE_TOKEN``."""
+    return [{"role": m["role"], "content": content_with_placeholders(m, IMAGE_TOKEN)}
+            for m in traj.messages]
+
+
 def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | None = None) -> dict:
-    """One LLaMA-Factory ShareGPT example; ``image_names`` maps an image path to its exported name."""
+    """One LLaMA-Factory ShareGPT example; ``image_names`` maps an image path to its exported
+    name."""
     traj = as_trajectory(traj)
     names = image_names or {}
-    messages = [{"role": m["role"], "content": content_with_placeholders(m, IMAGE_TOKEN)} for m in traj.messages]
+    messages = placeholder_messages(traj)
     images = [names.get(p, p) for p in trajectory_images(traj)]
     return {"messages": messages, "images": images}
 
@@ -114,7 +121,8 @@ def sharegpt_problems(record: dict) -> list[str]:
     for i, m in enumerate(body):
         expected = "user" if i % 2 == 0 else "assistant"
         if m.get("role") != expected:
-            problems.append(f"message {i + len(messages) - len(body)} has role {m.get('role')!r}, expected {expected!r}")
+            index = i + len(messages) - len(body)
+            problems.append(f"message {index} has role {m.get('role')!r}, expected {expected!r}")
             break
     if not body or len(body) % 2 != 0 or body[-1].get("role") != "assistant":
         problems.append("the conversation does not end on an assistant turn")
@@ -128,7 +136,8 @@ def sharegpt_problems(record: dict) -> list[str]:
 
 
 def to_plain_record(traj: Trajectory | dict) -> dict:
-    """A flat record: scalar fields, tool calls with JSON-string arguments, string-content messages."""
+    """A flat record: scalar fields, tool calls with JSON-string arguments, string-content
+    messages."""
     traj = as_trajectory(traj)
     meta = traj.meta or {}
     return {
@@ -144,9 +153,11 @@ def to_plain_record(traj: Trajectory | dict) -> dict:
         "termination": traj.termination,
         "n_tool_calls": traj.n_tool_calls,
         "tool_calls": [
-            {"name": t.tool, "arguments": json.dumps(t.arguments, ensure_ascii=False, sort_keys=True)} for t in traj.tool_calls
+            {"name": t.tool,
+             "arguments": json.dumps(t.arguments, ensure_ascii=False, sort_keys=True)}
+            for t in traj.tool_calls
         ],
-        "messages": [{"role": m["role"], "content": content_with_placeholders(m, IMAGE_TOKEN)} for m in traj.messages],
+        "messages": placeholder_messages(traj),
         "images": trajectory_images(traj),
     }
 
@@ -154,7 +165,8 @@ def to_plain_record(traj: Trajectory | dict) -> dict:
 def exported_image_name(path: str) -> str:
     """A stable, collision-free file name for an image: a content hash prefix plus its base name."""
     p = Path(path)
-    digest = hashlib.sha256(p.read_bytes()).hexdigest()[:12] if p.exists() else hashlib.sha256(path.encode()).hexdigest()[:12]
+    data = p.read_bytes() if p.exists() else path.encode()
+    digest = hashlib.sha256(data).hexdigest()[:12]
     return f"{digest}_{p.name}"
 
 

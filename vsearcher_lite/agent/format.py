@@ -42,7 +42,8 @@ from vsearcher_lite.agent.protocol import (
 REASON_CODES = {
     "not_text": "the turn is not a string",
     "empty": "the turn is empty",
-    "wrote_tool_response": "the turn writes <tool_response> itself; tool output comes from the environment",
+    "wrote_tool_response": "the turn writes <tool_response> itself; "
+                           "tool output comes from the environment",
     "missing_think": "the turn has no <think>...</think> reasoning",
     "multiple_think": "the turn has more than one <think> or </think> tag",
     "unclosed_think": "a <think> tag is not matched by </think> (or the reverse)",
@@ -160,7 +161,9 @@ def _tool_call_payload(text: str) -> tuple[str | None, FormatVerdict | None]:
     """The text between the first tool-call tags, or the whole text when there are none."""
     start = text.find(TOOL_CALL_OPEN)
     if start < 0:
-        return (None, _fail("unclosed_tag", f"{TOOL_CALL_CLOSE} without {TOOL_CALL_OPEN}")) if TOOL_CALL_CLOSE in text else (text, None)
+        if TOOL_CALL_CLOSE in text:
+            return None, _fail("unclosed_tag", f"{TOOL_CALL_CLOSE} without {TOOL_CALL_OPEN}")
+        return text, None
     start += len(TOOL_CALL_OPEN)
     end = text.find(TOOL_CALL_CLOSE, start)
     if end < 0:
@@ -173,7 +176,8 @@ def parse_tool_call(text: Any) -> ToolCallParse:
 
     Never raises; a failure carries a ``code`` from ``REASON_CODES``.
 
-    >>> parse_tool_call('<tool_call>{"name": "visit", "arguments": {"url": "u", "goal": "g"}}</tool_call>').call
+    >>> call = '{"name": "visit", "arguments": {"url": "u", "goal": "g"}}'
+    >>> parse_tool_call(f"<tool_call>{call}</tool_call>").call
     ToolCall(name='visit', arguments={'url': 'u', 'goal': 'g'})
     >>> parse_tool_call('{"name": "visit"}').code
     'tool_call_missing_arguments'
@@ -185,47 +189,45 @@ def parse_tool_call(text: Any) -> ToolCallParse:
                              reason=f"{REASON_CODES['internal_error']} ({type(exc).__name__})")
 
 
+def _bad(code: str, detail: str = "") -> ToolCallParse:
+    return ToolCallParse(False, code=code, reason=REASON_CODES[code] + detail)
+
+
 def _parse_tool_call(text: Any) -> ToolCallParse:
     if not isinstance(text, str):
-        return ToolCallParse(False, code="not_text", reason=REASON_CODES["not_text"])
+        return _bad("not_text")
     payload, problem = _tool_call_payload(text)
     if problem is not None:
         return ToolCallParse(False, code=problem.code, reason=problem.reason)
     payload = payload.strip()
     if not payload:
-        return ToolCallParse(False, code="tool_call_empty", reason=REASON_CODES["tool_call_empty"])
+        return _bad("tool_call_empty")
     obj, error = loads_strict_json(payload)
     if error is not None:
-        return ToolCallParse(False, code="tool_call_bad_json",
-                             reason=f"{REASON_CODES['tool_call_bad_json']} ({error})")
+        return _bad("tool_call_bad_json", f" ({error})")
     if not isinstance(obj, dict):
-        return ToolCallParse(False, code="tool_call_not_object",
-                             reason=f"{REASON_CODES['tool_call_not_object']} (got {type(obj).__name__})")
+        return _bad("tool_call_not_object", f" (got {type(obj).__name__})")
     if "name" not in obj:
-        return ToolCallParse(False, code="tool_call_missing_name",
-                             reason=REASON_CODES["tool_call_missing_name"])
+        return _bad("tool_call_missing_name")
     name = obj["name"]
     if not isinstance(name, str) or not name.strip():
-        return ToolCallParse(False, code="tool_call_bad_name",
-                             reason=REASON_CODES["tool_call_bad_name"])
+        return _bad("tool_call_bad_name")
     if "arguments" not in obj:
-        return ToolCallParse(False, code="tool_call_missing_arguments",
-                             reason=REASON_CODES["tool_call_missing_arguments"])
+        return _bad("tool_call_missing_arguments")
     arguments = obj["arguments"]
     if not isinstance(arguments, dict):
-        return ToolCallParse(False, code="tool_call_bad_arguments",
-                             reason=f"{REASON_CODES['tool_call_bad_arguments']} (got {type(arguments).__name__})")
+        return _bad("tool_call_bad_arguments", f" (got {type(arguments).__name__})")
     extra = sorted(str(k) for k in obj if k not in ("name", "arguments"))
     if extra:
-        return ToolCallParse(False, code="tool_call_extra_keys",
-                             reason=f"{REASON_CODES['tool_call_extra_keys']}: {', '.join(extra)[:200]}")
+        return _bad("tool_call_extra_keys", f": {', '.join(extra)[:200]}")
     return ToolCallParse(True, call=ToolCall(name.strip(), arguments))
 
 
 def strict_format_check(turn: Any) -> FormatVerdict:
     """Check one assistant turn against the protocol; never raises.
 
-    >>> strict_format_check('<think>Look it up.</think><tool_call>{"name": "text_search", "arguments": {"query": "x"}}</tool_call>').kind
+    >>> call = '{"name": "text_search", "arguments": {"query": "x"}}'
+    >>> strict_format_check(f"<think>Look it up.</think><tool_call>{call}</tool_call>").kind
     'tool_call'
     >>> str(strict_format_check("<think>Done.</think><answer>Paris</answer><answer>Rome</answer>"))
     'multiple_answers: the turn has more than one answer'

@@ -22,6 +22,7 @@ import math
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 from vsearcher_lite.chat import ChatBackend, ChatError
@@ -107,8 +108,8 @@ def parse_quantity(text: Any) -> tuple[float, str, bool] | None:
         return None
     if not math.isfinite(value):
         return None
-    rest = [w for w in normalize_answer(_NUMBER.sub(" ",
-                                                    raw, count=1)).split() if w not in NUMBER_FILLER]
+    words = normalize_answer(_NUMBER.sub(" ", raw, count=1)).split()
+    rest = [w for w in words if w not in NUMBER_FILLER]
     return value, " ".join(rest), "." not in token
 
 
@@ -121,8 +122,9 @@ def numbers_match(gold: Any, prediction: Any,
                   rel_tol: float = DEFAULT_REL_TOL) -> tuple[bool, str] | None:
     """``(match, why)`` when both sides are numbers, ``None`` when either is not.
 
-    >>> numbers_match("1874", "1875")[0], numbers_match("1,234 m", "1230")[0], numbers_match("1,234 m", "1200")[0]
-    (False, True, False)
+    >>> [numbers_match(g, p)[0] for g, p in [("1874", "1875"), ("1,234 m", "1230"),
+    ...                                      ("1,234 m", "1200")]]
+    [False, True, False]
     """
     g, p = parse_quantity(gold), parse_quantity(prediction)
     if g is None or p is None:
@@ -141,8 +143,10 @@ class MatchJudge(Judge):
     """The offline judge: normalised match with aliases and numeric tolerance.
 
     >>> j = MatchJudge()
-    >>> j.judge("q", "Zanura River", "the zanura river").correct, j.judge("q", "1874", "1875").correct
-    (True, False)
+    >>> j.judge("q", "Zanura River", "the zanura river").correct
+    True
+    >>> j.judge("q", "1874", "1875").correct
+    False
     """
 
     name = "match"
@@ -167,7 +171,8 @@ class MatchJudge(Judge):
                         return Verdict(True, f"matches {label} ({numeric[1]})", extracted=variant,
                                        method=self.name)
                     continue
-                if normalize_answer(variant) and normalize_answer(variant) == normalize_answer(accepted):
+                normal = normalize_answer(variant)
+                if normal and normal == normalize_answer(accepted):
                     return Verdict(True, f"matches {label} after normalisation", extracted=variant,
                                    method=self.name)
         numeric = numbers_match(gold, prediction, self.rel_tol)
@@ -175,21 +180,8 @@ class MatchJudge(Judge):
         return Verdict(False, why, extracted=prediction, method=self.name)
 
 
-JUDGE_PROMPT = """You grade answers to research questions. Your only job is to decide whether the response's final answer means the same thing as the correct answer. Do not try to answer the question yourself, and do not judge whether the correct answer is right.
-
-Question:
-{question}
-
-Response:
-{response}
-
-Correct answer:
-{gold}{aliases}
-
-Write exactly three lines:
-extracted_final_answer: the final answer as the response states it, copied word for word, or None if it gives no answer
-reasoning: one or two sentences comparing only the extracted answer with the correct answer. Spelling variants, letter case, word order of a name, and numbers that differ by a very small margin still count as the same answer; a different entity, a different year, or an answer that hedges between several options does not.
-correct: yes if the extracted answer matches the correct answer, otherwise no"""
+#: The LLM judge's prompt (shipped as package data: its lines are the prompt's own).
+JUDGE_PROMPT = Path(__file__).with_name("judge_prompt.txt").read_text(encoding="utf-8")
 
 
 _VERDICT_LINE = re.compile(r"(?<![a-z_])correct_*\s*[:：=]\s*[\"'\[_]*\s*(yes|no)\b", re.IGNORECASE)
@@ -268,7 +260,8 @@ class LLMJudge(Judge):
 
 
 def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:
-    """A judge from a spec: ``"match"``, ``"llm:<chat spec>"`` (any ``make_chat`` spec), or a Judge."""
+    """A judge from a spec: ``"match"``, ``"llm:<chat spec>"`` (any ``make_chat`` spec) or a
+    Judge."""
     if isinstance(spec, Judge):
         return spec
     if spec is None or spec == "match":
@@ -278,6 +271,7 @@ def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:
 
         make_chat = getattr(chat_module, "make_chat", None)
         if make_chat is None:
-            raise ValueError("LLM judges need vsearcher_lite.chat.make_chat, which is not available")
+            raise ValueError("LLM judges need vsearcher_lite.chat.make_chat, "
+                             "which is not available")
         return LLMJudge(make_chat(spec[len("llm:") :]), **kwargs)
     raise ValueError(f"unknown judge {spec!r}: use 'match' or 'llm:<chat spec>'")

@@ -36,8 +36,8 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.protocol import (
-    STOP_SEQUENCES,
     SANDBOX_TODAY,
+    STOP_SEQUENCES,
     error_message,
     initial_messages,
     tool_message,
@@ -49,7 +49,7 @@ from vsearcher_lite.world.model import ImageRef
 
 TERMINATIONS = ("answer", "format_error", "max_tool_calls", "context_exceeded", "timeout",
                 "policy_error")
-# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
+# Terminations a rerun tries again: the policy could not answer (a server down, a failed call).
 TRANSIENT_TERMINATIONS = ("policy_error",)
 
 PAPER_MAX_TOOL_CALLS = 30  # paper A.3 and A.4
@@ -153,7 +153,8 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trajectory":
-        missing = [k for k in ("task_id", "question", "messages", "turns", "termination") if k not in d]
+        required = ("task_id", "question", "messages", "turns", "termination")
+        missing = [k for k in required if k not in d]
         if missing:
             raise KeyError(f"trajectory record is missing field(s): {', '.join(missing)}")
         known = set(cls.__dataclass_fields__)
@@ -178,7 +179,8 @@ def context_size(messages: list[dict], limits: EpisodeLimits) -> tuple[int, int 
         chars += len(message_text(m))
         content = m.get("content")
         if isinstance(content, list):
-            chars += IMAGE_CONTEXT_CHARS * sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image")
+            images = sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image")
+            chars += IMAGE_CONTEXT_CHARS * images
     return chars, limits.max_context_chars, "characters"
 
 
@@ -230,7 +232,8 @@ def run_episode(
     sample_index: int = 0,
     clock: Callable[[], float] = time.monotonic,
 ) -> Trajectory:
-    """Run one episode of ``policy`` on ``task`` with ``toolbox`` (anything with ``Toolbox.call``)."""
+    """Run one episode of ``policy`` on ``task`` with ``toolbox`` (anything with
+    ``Toolbox.call``)."""
     task = as_task(task)
     limits = limits or EpisodeLimits()
     sampling = sampling or Sampling()
@@ -249,7 +252,8 @@ def run_episode(
             break
         size, budget, unit = context_size(messages, limits)
         if budget is not None and size > budget:
-            termination, error = "context_exceeded", f"context is {size} {unit}, over the budget of {budget}"
+            termination = "context_exceeded"
+            error = f"context is {size} {unit}, over the budget of {budget}"
             break
         t0 = clock()
         try:
@@ -260,7 +264,8 @@ def run_episode(
             break
         policy_seconds = clock() - t0
         if not isinstance(reply, str):
-            termination, error = "policy_error", f"the policy returned {type(reply).__name__}, not text"
+            termination = "policy_error"
+            error = f"the policy returned {type(reply).__name__}, not text"
             break
         text = cut_at_stop(reply).strip()
         verdict = strict_format_check(text)
@@ -274,7 +279,8 @@ def run_episode(
             if limits.strict_format or format_errors > limits.max_format_errors:
                 termination, error = "format_error", str(verdict)
                 break
-            feedback = f"your last reply broke the format ({verdict}). Reply with <think>...</think> followed by one <tool_call> or one <answer>."
+            feedback = (f"your last reply broke the format ({verdict}). Reply with "
+                        "<think>...</think> followed by one <tool_call> or one <answer>.")
             record.observation = ToolResult.error("format", feedback).to_dict()
             messages.append(error_message(feedback))
             continue
@@ -282,7 +288,9 @@ def run_episode(
             termination, prediction = "answer", verdict.answer
             break
         if n_calls >= limits.max_tool_calls:
-            termination, error = "max_tool_calls", f"the policy asked for call {n_calls + 1}; the limit is {limits.max_tool_calls}"
+            termination = "max_tool_calls"
+            error = (f"the policy asked for call {n_calls + 1}; "
+                     f"the limit is {limits.max_tool_calls}")
             break
         record.tool, record.arguments = verdict.call.name, verdict.call.arguments
         t0 = clock()

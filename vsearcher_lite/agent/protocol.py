@@ -64,7 +64,7 @@ PROFILE_PROMPT_VARIANT = {"cpu": "compact", "single_gpu": "full", "multi_gpu": "
 
 
 def prompt_variant_for(profile: str) -> str:
-    """``"compact"`` for the cpu profile's tiny model, ``"full"`` (the paper's setting) otherwise."""
+    """``"compact"`` for the cpu profile's tiny model, else ``"full"`` (the paper's setting)."""
     return PROFILE_PROMPT_VARIANT.get(profile, "full")
 
 
@@ -137,25 +137,28 @@ def _full_prompt(today: str, schemas: list[dict]) -> str:
     example_call = format_tool_call("text_search", {"query": "year the Zanura bridge was built"})
     return "\n".join(
         [
-            "You are a research agent that answers hard questions about images and the world by searching the web.",
-            "The question may come with an image. Search, read and reason until you are sure, then answer.",
+            "You are a research agent that answers hard questions about images and the world "
+            "by searching the web.",
+            "The question may come with an image. Search, read and reason until you are sure, "
+            "then answer.",
             "",
             "# How you work",
             "Every reply you write has two parts, in this order:",
-            f"1. Your reasoning inside {THINK_OPEN}{THINK_CLOSE}: what you know so far, what the last tool "
-            "output told you, and what to do next.",
+            f"1. Your reasoning inside {THINK_OPEN}{THINK_CLOSE}: what you know so far, "
+            "what the last tool output told you, and what to do next.",
             "2. Exactly one of the following:",
-            f"   - one tool call inside {TOOL_CALL_OPEN}{TOOL_CALL_CLOSE}, as a JSON object with the keys "
-            '"name" and "arguments";',
-            f"   - your final answer inside {ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, a name, "
-            "a number or a short phrase, with no explanation.",
+            f"   - one tool call inside {TOOL_CALL_OPEN}{TOOL_CALL_CLOSE}, as a JSON object "
+            'with the keys "name" and "arguments";',
+            f"   - your final answer inside {ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, "
+            "a name, a number or a short phrase, with no explanation.",
             f"After a tool call, stop. The tool's output comes back to you inside "
             f"{TOOL_RESPONSE_OPEN}{TOOL_RESPONSE_CLOSE}; never write that tag yourself.",
             "",
             "# Rules",
             "- Call at most one tool per reply.",
             "- Never put a tool call and an answer in the same reply.",
-            "- Close every tag you open; write nothing after the closing tag of the tool call or the answer.",
+            "- Close every tag you open; write nothing after the closing tag of the tool call "
+            "or the answer.",
             "- Facts come from tool outputs, not from memory: the pages you find are the evidence.",
             "",
             "# Tools",
@@ -175,7 +178,8 @@ def _compact_prompt(today: str, specs: list[ToolSpec]) -> str:
     # with its tokenizer (one token per space) the earlier one-line spelling of the turn format
     # cost 108 tokens; this one is about 60. The turn format itself is learned from the examples.
     tools = ", ".join(tool_signature(s) for s in specs)
-    return f"You are a search agent: think, then call one tool or answer.\nTools: {tools}. Date: {today}"
+    return ("You are a search agent: think, then call one tool or answer.\n"
+            f"Tools: {tools}. Date: {today}")
 
 
 def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full",
@@ -188,11 +192,12 @@ def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full",
 
     >>> "Today's date: 2025-09-01" in system_prompt("2025-09-01")
     True
-    >>> system_prompt("2025-09-01", variant="compact").endswith("Tools: text_search(query), image_search(), visit(url, goal). Date: 2025-09-01")
-    True
+    >>> system_prompt("2025-09-01", variant="compact").splitlines()[-1]
+    'Tools: text_search(query), image_search(), visit(url, goal). Date: 2025-09-01'
     """
     if variant not in PROMPT_VARIANTS:
-        raise ValueError(f"unknown prompt variant {variant!r}; choose one of {', '.join(PROMPT_VARIANTS)}")
+        known = ", ".join(PROMPT_VARIANTS)
+        raise ValueError(f"unknown prompt variant {variant!r}; choose one of {known}")
     specs = list(TOOL_SPECS.values()) if tools is None else list(tools)
     date = resolve_today(today)
     if variant == "compact":
@@ -249,8 +254,8 @@ def error_message(message: str) -> dict:
 
 
 #: How the compact variant marks the question (and how its teacher marks a restated one): the
-#: pretraining corpus's ``restate`` documents ask with "Q: ", so the tiny model's copy of the question
-#: finds the same cue in an episode.
+#: pretraining corpus's ``restate`` documents ask with "Q: ", so the tiny model's copy of the
+#: question finds the same cue in an episode.
 COMPACT_QUESTION_CUE = "Q: "
 
 
@@ -282,7 +287,8 @@ def message_images(message: dict) -> list[str]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [str(p.get("image")) for p in content if isinstance(p, dict) and p.get("type") == "image"]
+    return [str(p.get("image")) for p in content
+            if isinstance(p, dict) and p.get("type") == "image"]
 
 
 def is_tool_response(message: dict) -> bool:
@@ -301,7 +307,8 @@ def is_tool_response(message: dict) -> bool:
 def content_with_placeholders(message: dict, placeholder: str = "<image>") -> str:
     """One string for a message, with ``placeholder`` where each image was (ShareGPT style).
 
-    >>> content_with_placeholders({"role": "user", "content": [image_part("a.png"), text_part("Who?")]})
+    >>> parts = [image_part("a.png"), text_part("Who?")]
+    >>> content_with_placeholders({"role": "user", "content": parts})
     '<image>Who?'
     """
     content: Any = message.get("content", "")

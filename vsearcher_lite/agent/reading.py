@@ -185,7 +185,8 @@ def _clean_value(text: str) -> str:
 def read_values(text: str, relation: str, subject_names: Iterable[str]) -> list[str]:
     """The values a page states for ``relation`` of its subject, in order of appearance.
 
-    >>> read_values("Orsk Bridge was designed by Ilsa Maren and completed in 1874.", "year_built", ["Orsk Bridge"])
+    >>> page = "Orsk Bridge was designed by Ilsa Maren and completed in 1874."
+    >>> read_values(page, "year_built", ["Orsk Bridge"])
     ['1874']
     """
     subject = _subject_pattern(subject_names)
@@ -216,14 +217,16 @@ def split_names(text: str) -> list[str]:
 
 def mentions(text: str, name: str) -> bool:
     """Whether ``text`` names ``name`` as a whole word sequence (case-insensitive)."""
-    return bool(name) and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text, re.I) is not None
+    pattern = r"(?<!\w)" + re.escape(name) + r"(?!\w)"
+    return bool(name) and re.search(pattern, text, re.I) is not None
 
 
 def kind_match(hit: Hit, noun: str) -> bool:
     """Whether a result looks like an entity of the wanted kind ("bridge", "port town")."""
     if not noun:
         return True
-    return mentions(hit.title, noun) or mentions(hit.snippet, f"is a {noun}") or mentions(hit.snippet, f"is an {noun}")
+    return (mentions(hit.title, noun) or mentions(hit.snippet, f"is a {noun}")
+            or mentions(hit.snippet, f"is an {noun}"))
 
 
 def kind_evidence(text: str, name: str, noun: str) -> int:
@@ -261,7 +264,8 @@ def read_inbound(text: str, relation: str, subject_names: Iterable[str]) -> list
     except ImportError:
         return []
     templates = []
-    for template in list(prose.INBOUND.get(relation, ())) + list(prose.INBOUND_ONE.get(relation, ())):
+    inbound = list(prose.INBOUND.get(relation, ())) + list(prose.INBOUND_ONE.get(relation, ()))
+    for template in inbound:
         # the verb agrees with the list: "A flows through X", "A and B flow through X"
         for verb, forms in INBOUND_VERBS.items():
             if verb in template:

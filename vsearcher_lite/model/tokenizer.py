@@ -75,7 +75,16 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
     ``PreTrainedTokenizerFast`` with ``eos = <|im_end|>``, ``pad = <|endoftext|>`` and left padding
     (batched generation needs the prompt ends aligned).
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     raw = Tokenizer(models.BPE())

@@ -21,14 +21,6 @@ from collections import Counter
 from typing import Callable
 
 from vsearcher_lite.chat import ChatBackend, ChatError
-from vsearcher_lite.synthesis.writer import (
-    MAX_ANSWER_WORDS,
-    FactChoice,
-    InitialQA,
-    WriteContext,
-    Writer,
-    WriterError,
-)
 from vsearcher_lite.synthesis.text import (
     clean_line_reply,
     contains_name,
@@ -37,6 +29,14 @@ from vsearcher_lite.synthesis.text import (
     fold,
     mentions_answer,
     strip_code_fences,
+)
+from vsearcher_lite.synthesis.writer import (
+    MAX_ANSWER_WORDS,
+    FactChoice,
+    InitialQA,
+    WriteContext,
+    Writer,
+    WriterError,
 )
 from vsearcher_lite.world.model import Fact, PageContent, Seed
 

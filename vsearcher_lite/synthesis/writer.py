@@ -42,7 +42,14 @@ from vsearcher_lite.synthesis.describe import (
     phrases_for,
 )
 from vsearcher_lite.synthesis.task import ImageInjection, Task
-from vsearcher_lite.synthesis.text import contains_name, find_name_span, fold, mentions_answer, replace_name, sentence_case
+from vsearcher_lite.synthesis.text import (
+    contains_name,
+    find_name_span,
+    fold,
+    mentions_answer,
+    replace_name,
+    sentence_case,
+)
 from vsearcher_lite.world.model import Fact, KnowledgeSource, PageContent, Seed
 
 
