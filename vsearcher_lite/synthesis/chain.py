@@ -80,7 +80,8 @@ def answer_invariance(task: Task, index: FactIndex) -> InvarianceResult:
         if found != {rnd.entity_id}:
             return InvarianceResult(
                 False,
-                f"round {rnd.round}: the description fits {len(found)} entities, not only {rnd.entity}"
+                f"round {rnd.round}: the description fits {len(found)} entities, "
+                f"not only {rnd.entity}"
             )
     if solution.answers != {fold(task.answer)}:
         return InvarianceResult(False,
@@ -89,5 +90,6 @@ def answer_invariance(task: Task, index: FactIndex) -> InvarianceResult:
 
 
 def text_only_answers(task: Task, index: FactIndex) -> set[str]:
-    """The answers the text alone allows (image withheld); one answer means the image is not needed."""
+    """The answers the text alone allows (image withheld); one answer means the image is not
+    needed."""
     return solve_chain(task, index, image_known=False).answers

@@ -56,7 +56,8 @@ class Constraint:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Constraint":
-        return cls(**{k: d[k] for k in ("relation", "direction", "value", "kind", "value_text", "label") if k in d})
+        keys = ("relation", "direction", "value", "kind", "value_text", "label")
+        return cls(**{k: d[k] for k in keys if k in d})
 
     @classmethod
     def from_fact(cls, fact: Fact, hidden: str, name_of=None) -> "Constraint":
@@ -118,9 +119,11 @@ class FactIndex:
         elif hasattr(source, "all_entities"):
             entities = list(source.all_entities())
         else:
-            raise TypeError(f"{type(source).__name__} cannot list its entities, so it cannot be indexed")
+            raise TypeError(f"{type(source).__name__} cannot list its entities, "
+                            "so it cannot be indexed")
         bulk = getattr(source, "all_facts", None)
-        facts = list(bulk()) if bulk is not None else [f for e in entities for f in source.facts(e.id)]
+        facts = (list(bulk()) if bulk is not None
+                 else [f for e in entities for f in source.facts(e.id)])
         return cls(entities, facts)
 
     # -- lookups -----------------------------------------------------------------------------
@@ -228,8 +231,10 @@ class FactIndex:
 def takes_article(entity: Entity) -> bool:
     """Whether running text puts "the" before a name, for sources that do not say.
 
-    >>> takes_article(Entity("E1", "Velna River", "river")), takes_article(Entity("E2", "Orsk", "settlement"))
-    (True, False)
+    >>> takes_article(Entity("E1", "Velna River", "river"))
+    True
+    >>> takes_article(Entity("E2", "Orsk", "settlement"))
+    False
     """
     if entity.type in ("river", "building", "event", "vessel"):
         return True
@@ -248,8 +253,10 @@ class RelationPhrases:
 
     - ``questions``: initial questions asking for the value, with ``{subject}`` (the seed's name)
       and ``{value_type}`` (the type of an entity answer);
-    - ``out``: predicates describing the subject by its value (``{value}``), e.g. "designed by {value}";
-    - ``inward``: predicates describing the value by the subject (``{subject}``), e.g. "who designed {subject}".
+    - ``out``: predicates describing the subject by its value (``{value}``), e.g. "designed by
+      {value}";
+    - ``inward``: predicates describing the value by the subject (``{subject}``), e.g. "who
+      designed {subject}".
 
     Every predicate must read well after "the <type>" and after "and".
     """
@@ -445,7 +452,8 @@ class Description:
 def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> str:
     """The English predicate for one constraint (``clause=True`` prefers a relative clause).
 
-    >>> constraint_predicate(Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren"), random.Random(0), clause=False)
+    >>> c = Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren")
+    >>> constraint_predicate(c, random.Random(0), clause=False)
     'designed by Ilsa Maren'
     """
     ph = phrases_for(c.relation, c.kind, c.label)
@@ -463,12 +471,14 @@ def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> 
 def describe(noun: str, constraints: Iterable[Constraint], rng: random.Random) -> str:
     """Word a description: "the <noun> <predicate>[ and <predicate>]".
 
-    >>> describe("bridge", [Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren")], random.Random(0))
+    >>> c = Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren")
+    >>> describe("bridge", [c], random.Random(0))
     'the bridge designed by Ilsa Maren'
     """
-    preds = [constraint_predicate(c, rng, clause=False) for c in constraints if c.relation not in NOUN_RELATIONS]
+    worded = [c for c in constraints if c.relation not in NOUN_RELATIONS]
+    preds = [constraint_predicate(c, rng, clause=False) for c in worded]
     if len(preds) > 1:
-        preds = [constraint_predicate(c, rng, clause=True) for c in constraints if c.relation not in NOUN_RELATIONS]
+        preds = [constraint_predicate(c, rng, clause=True) for c in worded]
     return f"the {noun.replace('_', ' ')} " + " and ".join(preds)
 
 

@@ -1,19 +1,15 @@
 """Stage `filter`: the paper's four filters, the kept task files and the exam (paper 2.1, 2.4, A.2).
 
-Each filter labels a task ``True`` when it *removes* it (the released code's convention):
+Each filter labels a task ``True`` when it *removes* it (the released code's convention). The
+paper's filter, then the offline (sandbox) one:
 
-======================================  =========================================  ==========================================
-filter                                   paper / released code                      offline
-(sandbox) implementation
-======================================  =========================================  ==========================================
-``answer_in_question``                  the answer appears in the question         normalised
-whole-word match, any case ``image_too_simple``                    a VLM judges the image too simple
-colour count, edge density, entropy ``can_be_directly_answered``            a weaker VLM answers
-from image+question   one-step retrieval shortcut: the top text hit for the question is the seed's
-page or shows the answer, or the top image hit is the seed's page
-``can_be_directly_answered_with_text``  a weaker LLM answers from the text alone   the chain solved
-with the image withheld still gives exactly one answer
-======================================  =========================================  ==========================================
+- ``answer_in_question``: the answer appears in the question; a normalised whole-word match.
+- ``image_too_simple``: a VLM judges the image too simple; colour count, edge density, entropy.
+- ``can_be_directly_answered``: a weaker VLM answers from image and question; a one-step
+  retrieval shortcut (the top text hit for the question is the seed's page or shows the
+  answer, or the top image hit is the seed's page).
+- ``can_be_directly_answered_with_text``: a weaker LLM answers from the text alone; the chain
+  solved with the image withheld still gives exactly one answer.
 
 The LLM/VLM versions (``DirectAnswerLLM``, ``ImageJudgeVLM``) serve live runs; their replies
 are graded by the judge role (``agent.judge``). A filter that cannot reach a verdict (a chat
@@ -24,10 +20,9 @@ Outputs in ``RUN_DIR/filter/``:
 - ``labeled.jsonl``: every task with ``filters`` (name -> removes?) and the details (resumable);
 - ``train.jsonl`` (kept training tasks, all levels), ``train_easy.jsonl`` / ``train_medium.jsonl``
   / ``train_hard.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the MM-SearchExam counterpart);
-- ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``), training-side tasks whose seeds no task of
-  ``train.jsonl`` uses (SFT's teacher trajectories come from ``train.jsonl``), so GRPO does not
-  train on tasks the SFT model has memorised; its tasks are left out of ``train.jsonl`` and the
-  level files;
+- ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``): training-side tasks whose seeds no
+  task of ``train.jsonl`` (SFT's source) uses, so GRPO does not train on tasks the SFT model has
+  memorised; they are left out of ``train.jsonl`` and the level files;
 - ``funnel.csv`` (tasks left after each filter, per difficulty) and ``metrics.json``.
 """
 
@@ -46,7 +41,7 @@ from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
 from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
-from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer
+from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer, read_prompts
 
 FILTER_ORDER = (
     "answer_in_question",
@@ -204,23 +199,21 @@ class TextOnlyChain(TaskFilter):
         if not is_checkable(task) or task.image is None:
             return FilterLabel(None, "the task has no structured chain to solve")
         solution = solve_chain(task, self.index, image_known=False)
-        widest = max((len(solution.candidates.get(r.entity_id, ())) for r in task.rounds), default=1)
+        widths = [len(solution.candidates.get(r.entity_id, ())) for r in task.rounds]
+        widest = max(widths, default=1)
         unique = solution.answers == {fold(task.answer)}
         removes = unique and widest <= self.max_candidates
-        return FilterLabel(removes,
-                           f"{len(solution.answers)} possible answers, widest step {widest} candidates")
+        why = f"{len(solution.answers)} possible answers, widest step {widest} candidates"
+        return FilterLabel(removes, why)
 
 
 # ---------------------------------------------------------------------------------------------
 # LLM / VLM filters (live runs)
 
-DIRECT_ANSWER_PROMPT = """Answer the question below immediately, from what you already know{image_note}. Do not explain and do not search: reply with the answer alone, as a short phrase. If you do not know, give your best guess.
-
-Question: {question}"""
-
-IMAGE_SIMPLE_PROMPT = """Look at this image. Is it a simple image that carries little information, such as a national flag, a logo on a plain background or an image that is mostly easy-to-read text? Or is it a complex, information-rich image (a photograph of a place, a building, a landscape, an artwork...)?
-
-Reply with one word: "yes" if it is simple, "no" if it is complex."""
+#: The LLM filters' prompts (package data: a prompt's lines are its own).
+PROMPTS = read_prompts(Path(__file__).with_name("filter_prompts.txt"))
+DIRECT_ANSWER_PROMPT = PROMPTS["DIRECT_ANSWER_PROMPT"]
+IMAGE_SIMPLE_PROMPT = PROMPTS["IMAGE_SIMPLE_PROMPT"]
 
 
 def image_part(path: str) -> dict:
@@ -235,7 +228,7 @@ class DirectAnswerLLM(TaskFilter):
         self.judge = judge
         self.with_image = with_image
         self.max_attempts = max_attempts
-        self.name = "can_be_directly_answered" if with_image else "can_be_directly_answered_with_text"
+        self.name = "can_be_directly_answered" + ("" if with_image else "_with_text")
 
     def label(self, task: Task) -> FilterLabel:
         note = " and the image" if self.with_image else ""
@@ -327,7 +320,8 @@ class FilterConfig:
         if self.rl_tasks < 0:
             raise InputError(f"rl_tasks (--rl-tasks) must not be negative, got {self.rl_tasks}")
         if not 0 <= self.rl_max_share < 1:
-            raise InputError(f"rl_max_share (--rl-max-share) must be in [0, 1), got {self.rl_max_share}")
+            raise InputError("rl_max_share (--rl-max-share) must be in [0, 1), "
+                             f"got {self.rl_max_share}")
 
 
 def offline_filters(source, index: FactIndex, backends: dict,
@@ -348,7 +342,8 @@ def llm_filters(config: FilterConfig) -> list[TaskFilter]:
     from vsearcher_lite.chat import make_chat
 
     if config.chat is None and config.vlm is None:
-        raise InputError("LLM filters need a chat backend: pass --filter-chat (and --filter-vlm for the image filters)")
+        raise InputError("LLM filters need a chat backend: pass --filter-chat "
+                         "(and --filter-vlm for the image filters)")
     llm = make_chat(config.chat if config.chat is not None else config.vlm)
     vlm = make_chat(config.vlm) if config.vlm is not None else llm
     judge = make_judge(config.judge)
@@ -381,11 +376,12 @@ def label_task(task: Task, filters: list[TaskFilter], short_circuit: bool = Fals
 
 def is_kept(task: dict) -> bool:
     labels = task.get("filters", {})
-    return all(labels.get(name) is False for name in FILTER_ORDER if name in labels) and bool(labels)
+    return bool(labels) and all(labels.get(n) is False for n in FILTER_ORDER if n in labels)
 
 
 def first_removal(task: dict) -> str | None:
-    """The first filter (in ``FILTER_ORDER``) that removes the task, ``"unverified"``, or ``None``."""
+    """The first filter (in ``FILTER_ORDER``) that removes the task, ``"unverified"`` or
+    ``None``."""
     labels = task.get("filters", {})
     for name in FILTER_ORDER:
         if labels.get(name) is True:
@@ -442,9 +438,12 @@ def run_filter(
         else:
             index = index_for(source)
             if index is None:
-                raise InputError("offline filters need the sandbox world; use --filter-mode llm with chat backends for live runs")
+                raise InputError("offline filters need the sandbox world; use --filter-mode llm "
+                                 "with chat backends for live runs")
             world_obj = getattr(source, "world", None)  # SandboxKnowledge keeps its SandboxWorld
-            backends = world_obj.backends() if world_obj is not None else open_sandbox(run_dir).backends()
+            if world_obj is None:
+                world_obj = open_sandbox(run_dir)
+            backends = world_obj.backends()
             filters = offline_filters(source, index, backends, config.thresholds)
     out = rd.stage("filter")
     log = JsonlLog(out / "labeled.jsonl")
@@ -481,7 +480,8 @@ def run_filter(
         labeled_this_run=len(todo),
     )
     roles = {f.name: f for f in filters}
-    roles.update({f"{f.name}.judge": f.judge for f in filters if getattr(f, "judge", None) is not None})
+    roles.update({f"{f.name}.judge": f.judge for f in filters
+                  if getattr(f, "judge", None) is not None})
     usage = roles_usage(roles)
     if usage:
         metrics["chat_usage"] = usage
@@ -515,7 +515,8 @@ def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
             break
         chosen.add(seed_id)
         total += per_seed[seed_id]
-    return [t for t in train if t["seed_id"] not in chosen], [t for t in train if t["seed_id"] in chosen]
+    return ([t for t in train if t["seed_id"] not in chosen],
+            [t for t in train if t["seed_id"] in chosen])
 
 
 def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
@@ -524,20 +525,22 @@ def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
     sft_seeds = {t["seed_id"] for t in by_split["train"]}
     sft_images = {(t.get("image") or {}).get("entity_id") for t in by_split["train"]} - {None}
     by_level = Counter(t.get("difficulty") for t in pool)
+    pictured = [(t.get("image") or {}).get("entity_id") for t in pool]
     return {
         "n_tasks": len(pool),
         "n_by_difficulty": {lvl: by_level.get(lvl, 0) for lvl in LEVELS if by_level.get(lvl, 0)},
         "n_seeds": len(seeds),
         "share_of_training_seeds": round(len(seeds) / max(1, len(seeds | sft_seeds)), 4),
-        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]}) for s in ("train",
-                                                                                       "heldout", "exam")},
-        # like held-out tasks, a pool task may picture an entity that some SFT task is about or pictures
-        "image_entity_in_sft_tasks": sum(1 for t in pool if (t.get("image") or {}).get("entity_id") in sft_seeds | sft_images),
+        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]})
+                         for s in ("train", "heldout", "exam")},
+        # like a held-out task, a pool task may picture an entity an SFT task is about or pictures
+        "image_entity_in_sft_tasks": sum(1 for e in pictured if e in sft_seeds | sft_images),
     }
 
 
 def filter_metrics(labeled: list[dict], kept: list[dict]) -> dict:
-    flagged = {name: sum(1 for t in labeled if t.get("filters", {}).get(name) is True) for name in FILTER_ORDER}
+    flagged = {name: sum(1 for t in labeled if t.get("filters", {}).get(name) is True)
+               for name in FILTER_ORDER}
     removed = Counter(first_removal(t) for t in labeled)
     per_level = {}
     for level in LEVELS:
@@ -552,17 +555,17 @@ def filter_metrics(labeled: list[dict], kept: list[dict]) -> dict:
     return {
         "n_input": len(labeled),
         "n_kept": len(kept),
-        "n_kept_by_split": {s: sum(1 for t in kept if t.get("split") == s) for s in ("train",
-                                                                                     "heldout", "exam")},
-        "n_kept_by_difficulty": {lvl: sum(1 for t in kept if t.get("difficulty") == lvl) for lvl in LEVELS},
+        "n_kept_by_split": {s: sum(1 for t in kept if t.get("split") == s)
+                            for s in ("train", "heldout", "exam")},
+        "n_kept_by_difficulty": {lvl: sum(1 for t in kept if t.get("difficulty") == lvl)
+                                 for lvl in LEVELS},
         # by the first filter that fires
         "removed": {name: removed.get(name, 0) for name in FILTER_ORDER},
         "flagged": flagged,  # each filter on its own
         "unverified": removed.get("unverified", 0),
         "by_difficulty": per_level,
-        "kept_with_answer_in_question": sum(1 for t in kept if mentions_answer(t["question"],
-                                                                               t["answer"],
-                                                                               t.get("aliases", []))),
+        "kept_with_answer_in_question": sum(
+            1 for t in kept if mentions_answer(t["question"], t["answer"], t.get("aliases", []))),
         "exam_seed_overlap_with_training": len(exam_seeds & train_seeds),
         "n_exam": sum(1 for t in kept if t.get("split") == "exam"),
     }

@@ -66,11 +66,12 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *,
     rows = list(rows)
     if len(rows) > max_points:
         rows = rng.sample(rows, max_points)
+    others = [r for r in rows if not r["selected"] and not r["is_person"]]
     groups = {
         "selected seeds": [r for r in rows if r["selected"]],
         "people (excluded)": [r for r in rows if not r["selected"] and r["is_person"]],
-        "no image (excluded)": [r for r in rows if not r["selected"] and not r["is_person"] and not r["has_image"]],
-        "other entities": [r for r in rows if not r["selected"] and not r["is_person"] and r["has_image"]],
+        "no image (excluded)": [r for r in others if not r["has_image"]],
+        "other entities": [r for r in others if r["has_image"]],
     }
     colours = {"selected seeds": "#c0392b", "people (excluded)": "#9aa5b1",
                "no image (excluded)": "#d5dbe0",
@@ -105,7 +106,8 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *,
     fig.add_shape(type="rect", x0=x0, x1=x1, y0=statements_min - 0.5, y1=top + 1,
                   line=dict(color="#c0392b", dash="dash"), fillcolor="rgba(192,57,43,0.07)")
     fig.update_layout(
-        title=f"Seeds: sitelinks <= {sitelinks_max} and statements >= {statements_min} (paper 2.1, A.2)",
+        title=f"Seeds: sitelinks <= {sitelinks_max} and statements >= {statements_min} "
+              "(paper 2.1, A.2)",
         xaxis=xaxis, yaxis_title="statements (how well documented)", height=480,
     )
     return fig
@@ -161,11 +163,11 @@ def highlight(text: str, phrase: str, colour: str = "#fde2a7") -> str:
 
 
 def round_html(task: dict, index: int) -> str:
-    """One step of a task's story: step 0 is the initial QA, then one step per round, then the
-    image."""
+    """One step of a task's story: 0 is the initial QA, then one per round, then the image."""
     rounds = task.get("rounds", [])
     if index == 0:
-        return (f"<b>Initial question</b> (about the seed <i>{html.escape(task.get('seed_title', ''))}</i>)<br>"
+        seed = html.escape(task.get("seed_title", ""))
+        return (f"<b>Initial question</b> (about the seed <i>{seed}</i>)<br>"
                 f"{html.escape(task.get('initial_question') or task['question'])}<br>"
                 f"<b>Answer:</b> {html.escape(task['answer'])}")
     if index <= len(rounds):
@@ -209,22 +211,26 @@ def image_data_url(path: str | Path, max_side: int = 240) -> str:
 
 
 def task_cards_html(tasks: Iterable[dict], *, show_source: bool = True) -> str:
-    """Tasks as cards: the question image (and the entity's own picture), the question, the answer."""
+    """Tasks as cards: the question image (and the entity's own picture), question and answer."""
     cards = []
     for t in tasks:
         img = t.get("image") or {}
         pictures = []
         if t.get("image_path") and Path(t["image_path"]).is_file():
-            pictures.append(f'<figure style="margin:0 8px 0 0"><img src="{image_data_url(t["image_path"])}"><figcaption>'
-                            f"question image</figcaption></figure>")
+            pictures.append('<figure style="margin:0 8px 0 0">'
+                            f'<img src="{image_data_url(t["image_path"])}"><figcaption>'
+                            "question image</figcaption></figure>")
         source = img.get("source_image")
         if show_source and source and Path(source).is_file():
-            pictures.append(f'<figure style="margin:0"><img src="{image_data_url(source)}"><figcaption>'
-                            f"{html.escape(img.get('entity', ''))} (the entity's own picture)</figcaption></figure>")
+            entity = html.escape(img.get("entity", ""))
+            pictures.append(f'<figure style="margin:0"><img src="{image_data_url(source)}">'
+                            f"<figcaption>{entity} (the entity's own picture)</figcaption>"
+                            "</figure>")
         cards.append(
             '<div style="border:1px solid #ccd;border-radius:6px;padding:8px;margin:6px 0">'
             f'<div style="display:flex">{"".join(pictures)}</div>'
-            f"<p><b>{html.escape(t['id'])}</b> ({t.get('difficulty')}): {highlight(t['question'], img.get('description', ''))}</p>"
+            f"<p><b>{html.escape(t['id'])}</b> ({t.get('difficulty')}): "
+            f"{highlight(t['question'], img.get('description', ''))}</p>"
             f"<p><b>Answer:</b> {html.escape(t['answer'])}</p></div>"
         )
     return "\n".join(cards)
@@ -253,11 +259,12 @@ def complexity_scatter(labeled: list[dict]):
     """Colour entropy against colour count of the question images; the too-simple ones marked."""
     import plotly.graph_objects as go
 
+    measured = [t for t in labeled if isinstance(
+        t.get("extra", {}).get("filter_details", {}).get("image_too_simple"), dict)]
     fig = go.Figure()
     for simple, name, colour in ((True, "too simple (removed)", "#c0392b"),
                                  (False, "kept by this filter", "#5b6dcd")):
-        group = [t for t in labeled if t.get("filters", {}).get("image_too_simple") is simple
-                 and isinstance(t.get("extra", {}).get("filter_details", {}).get("image_too_simple"), dict)]
+        group = [t for t in measured if t.get("filters", {}).get("image_too_simple") is simple]
         details = [t["extra"]["filter_details"]["image_too_simple"] for t in group]
         fig.add_trace(go.Scatter(x=[d["colours"] for d in details],
                                  y=[d["entropy"] for d in details], mode="markers",

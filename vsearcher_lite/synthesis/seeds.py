@@ -48,12 +48,12 @@ class SeedConfig:
     seed: int = 0
 
     def thresholds(self, source: KnowledgeSource) -> tuple[int, int]:
-        return (
-            self.sitelinks_max if self.sitelinks_max is not None else default_threshold(source,
-                                                                                        "SITELINKS_MAX", 10),
-            self.statements_min if self.statements_min is not None else default_threshold(source,
-                                                                                          "STATEMENTS_MIN", 20),
-        )
+        sitelinks, statements = self.sitelinks_max, self.statements_min
+        if sitelinks is None:
+            sitelinks = default_threshold(source, "SITELINKS_MAX", 10)
+        if statements is None:
+            statements = default_threshold(source, "STATEMENTS_MIN", 20)
+        return sitelinks, statements
 
 
 def default_threshold(source: KnowledgeSource, name: str, fallback: int) -> int:
@@ -110,8 +110,9 @@ def assign_pools(seeds: list[Seed], config: SeedConfig) -> dict[str, str]:
     """Seed id -> pool. Deterministic for ``config.seed``; every seed in exactly one pool."""
     shares = (config.exam_share, config.heldout_share)
     if any(not 0 <= x < 1 for x in shares) or sum(shares) >= 1:
-        raise InputError(f"exam_share and heldout_share must each be in [0, 1) and leave seeds for training "
-                         f"(sum below 1), got {config.exam_share} and {config.heldout_share}")
+        raise InputError("exam_share and heldout_share must each be in [0, 1) and leave seeds "
+                         f"for training (sum below 1), got {config.exam_share} and "
+                         f"{config.heldout_share}")
     order = sorted(seeds, key=lambda s: s.id)
     random.Random(f"vsearcher-seeds:{config.seed}").shuffle(order)
     n = len(order)
@@ -120,12 +121,14 @@ def assign_pools(seeds: list[Seed], config: SeedConfig) -> dict[str, str]:
     if n >= 3:  # every pool non-empty when there is anything to split
         n_exam, n_heldout = max(1, n_exam), max(1, n_heldout)
     n_train = max(0, n - n_exam - n_heldout)
-    labels = ["exam"] * n_exam + ["heldout"] * n_heldout + interleave(split_counts(n_train, config.mix))
+    train = interleave(split_counts(n_train, config.mix))
+    labels = ["exam"] * n_exam + ["heldout"] * n_heldout + train
     return {s.id: pool for s, pool in zip(order, labels)}
 
 
 def select_seeds(source: KnowledgeSource, config: SeedConfig) -> list[Seed]:
-    """The source's seeds under the config's thresholds, de-duplicated by id, in the source's order."""
+    """The source's seeds under the config's thresholds, de-duplicated by id, in the source's
+    order."""
     smax, smin = config.thresholds(source)
     seeds = source.seeds(
         smax, smin, require_image=config.require_image, exclude_people=config.exclude_people,
@@ -214,14 +217,16 @@ def read_seeds(run_dir: str | Path) -> list[dict]:
     missing."""
     path = Path(run_dir) / "seeds" / "seeds.jsonl"
     if not path.exists():
-        raise InputError(f"{path} does not exist: run `vsearcher-lite seeds --run-dir {run_dir}` first")
+        raise InputError(f"{path} does not exist: "
+                         f"run `vsearcher-lite seeds --run-dir {run_dir}` first")
     records = list(read_jsonl(path))
     for number, rec in enumerate(records, start=1):
         missing = [k for k in ("id", "title", "pool") if k not in rec]
         if missing:
             raise InputError(f"{path}:{number}: seed record is missing {', '.join(missing)}")
         if rec["pool"] not in POOLS:
-            raise InputError(f"{path}:{number}: unknown pool {rec['pool']!r} (expected one of {', '.join(POOLS)})")
+            raise InputError(f"{path}:{number}: unknown pool {rec['pool']!r} "
+                             f"(expected one of {', '.join(POOLS)})")
     return records
 
 

@@ -54,7 +54,8 @@ from vsearcher_lite.world.model import Fact, KnowledgeSource, PageContent, Seed
 
 
 class WriterError(RuntimeError):
-    """An operation could not produce a valid result; ``reason`` is a short key counted in metrics."""
+    """An operation could not produce a valid result; ``reason`` is a short key counted in
+    metrics."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -170,7 +171,8 @@ class RuleWriter(Writer):
                 continue
             if mentions_answer(self.index.ref_of(seed_id), text):
                 continue  # "Where is the Orsk Harbour Company based?" - "Orsk" gives itself away
-            if f.kind == "entity" and (str(f.value) == seed_id or str(f.value) not in self.index.entities):
+            value = str(f.value)
+            if f.kind == "entity" and (value == seed_id or value not in self.index.entities):
                 continue
             out.append(f)
         return out
@@ -203,14 +205,16 @@ class RuleWriter(Writer):
         return InitialQA(question, fact.value_text(), fact.relation, aliases, answer_entity)
 
     def can_extend(self, seed_id: str, answer: Fact, ctx: WriteContext) -> bool:
-        """Would the seed still have a distinctive description naming an entity, with this answer?"""
-        probe_task = dataclasses.replace(ctx.task, answer=answer.value_text(),
-                                         answer_relation=answer.relation,
-                                         seed_id=seed_id,
-                                         extra={"answer_entity_id": str(answer.value)} if answer.kind == "entity" else {})
-        probe = WriteContext(probe_task, ctx.rng,
-                             used={seed_id} | ({str(answer.value)} if answer.kind == "entity" else set()))
-        return any(any(c.is_entity for c in o) for o in self.distinctive_descriptions(seed_id, probe))
+        """Would the seed still have a distinctive description naming an entity, with this
+        answer?"""
+        is_entity = answer.kind == "entity"
+        probe_task = dataclasses.replace(
+            ctx.task, answer=answer.value_text(), answer_relation=answer.relation, seed_id=seed_id,
+            extra={"answer_entity_id": str(answer.value)} if is_entity else {})
+        used = {seed_id} | ({str(answer.value)} if is_entity else set())
+        probe = WriteContext(probe_task, ctx.rng, used=used)
+        options = self.distinctive_descriptions(seed_id, probe)
+        return any(any(c.is_entity for c in o) for o in options)
 
     # -- one injection round -----------------------------------------------------------------
     def pick_entity(self, question: str, ctx: WriteContext) -> str:
@@ -244,7 +248,8 @@ class RuleWriter(Writer):
                 if value in used or value == answer_entity:
                     return False
                 new_name = self.index.name_of(value)
-                if f" {hidden_folded} " in f" {fold(new_name)} " or self.names_clash(new_name, others):
+                inside = f" {hidden_folded} " in f" {fold(new_name)} "
+                if inside or self.names_clash(new_name, others):
                     # "the town that hosted the Orsk Festival" while hiding Orsk: the name stays
                     return False
             text = fold(c.value_text)
@@ -255,7 +260,8 @@ class RuleWriter(Writer):
     def usable_constraints(self, entity_id: str, ctx: WriteContext) -> list[Constraint]:
         """The entity's constraints that this task's question may use (see ``allowed``)."""
         ok = self.allowed(entity_id, ctx)
-        return [c for c in self.index.constraints_of(entity_id) if c.relation not in NOUN_RELATIONS and ok(c)]
+        return [c for c in self.index.constraints_of(entity_id)
+                if c.relation not in NOUN_RELATIONS and ok(c)]
 
     @staticmethod
     def names_clash(name: str, others: list[str]) -> bool:
@@ -263,8 +269,8 @@ class RuleWriter(Writer):
 
         Two such names in one question would make "replace the name" ambiguous.
 
-        >>> RuleWriter.names_clash("Orsk Festival", ["Orsk"]), RuleWriter.names_clash("Orskmere", ["Orsk"])
-        (True, False)
+        >>> [RuleWriter.names_clash(n, ["Orsk"]) for n in ("Orsk Festival", "Orskmere")]
+        [True, False]
         """
         a = f" {fold(name)} "
         for o in others:
@@ -290,7 +296,8 @@ class RuleWriter(Writer):
         value = str(c.value)
         noun = self.index.noun_constraint(value)
         kind = self.index.candidates(self.index.type_of(value), [noun] if noun is not None else [])
-        base = [self.index.noun_constraint(entity_id)] if self.index.noun_constraint(entity_id) is not None else []
+        own_noun = self.index.noun_constraint(entity_id)
+        base = [own_noun] if own_noun is not None else []
         fits = self.index.candidates(self.index.type_of(entity_id), base + list(option),
                                      value_options={value: kind})
         return len(fits) > 1
@@ -303,9 +310,8 @@ class RuleWriter(Writer):
         found = self._successors.get(entity_id)
         if found is None:
             probe = WriteContext(Task(id="probe", question="", answer=""), random.Random(0))
-            found = frozenset(
-                str(c.value) for o in self.distinctive_descriptions(entity_id, probe) for c in o if c.is_entity
-            )
+            options = self.distinctive_descriptions(entity_id, probe)
+            found = frozenset(str(c.value) for o in options for c in o if c.is_entity)
             self._successors[entity_id] = found
         return found
 
@@ -320,7 +326,11 @@ class RuleWriter(Writer):
         out = [c for c in self.index.constraints_of(entity_id) if c.direction == OUT]
         inbound = [c for c in self.index.constraints_of(entity_id) if c.direction != OUT]
         if len(inbound) > self.MAX_INBOUND:
-            inbound.sort(key=lambda c: hashlib.blake2b(f"{entity_id}|{c.relation}|{c.value}".encode(), digest_size=8).digest())
+            def key(c: Constraint) -> bytes:
+                text = f"{entity_id}|{c.relation}|{c.value}"
+                return hashlib.blake2b(text.encode(), digest_size=8).digest()
+
+            inbound.sort(key=key)
             inbound = inbound[: self.MAX_INBOUND]
         return out + inbound
 
@@ -337,9 +347,11 @@ class RuleWriter(Writer):
             base = [noun] if noun is not None else []
             singles, rest = [], []
             for c in self.considered_constraints(entity_id):
-                if c.relation in NOUN_RELATIONS or (c.is_entity and str(c.value) not in self.index.entities):
+                unknown = c.is_entity and str(c.value) not in self.index.entities
+                if c.relation in NOUN_RELATIONS or unknown:
                     continue
-                (singles if self.index.candidates(etype, base + [c]) == {entity_id} else rest).append(c)
+                alone = self.index.candidates(etype, base + [c]) == {entity_id}
+                (singles if alone else rest).append(c)
             cached = self._singles[entity_id] = (singles, rest)
         return cached
 
@@ -413,7 +425,8 @@ class RuleWriter(Writer):
                         main.value_text if main.is_entity else "")
         else:
             fact = Fact(str(main.value), main.relation, entity_id, "entity", main.label, entity)
-        new_mentions = {self.index.name_of(str(c.value)): str(c.value) for c in chosen if c.is_entity}
+        new_mentions = {self.index.name_of(str(c.value)): str(c.value)
+                        for c in chosen if c.is_entity}
         return FactChoice(
             entity_id=entity_id,
             entity=entity,
