@@ -8,14 +8,11 @@ import re
 
 import pytest
 
-from vsearcher_lite.model.corpus import (
-    DOC_KINDS,
-    Corpus,
-    Doc,
+from vsearcher_lite.model.corpus import DOC_KINDS, Corpus, Doc, refresh_names
+from vsearcher_lite.model.worlds import (
     ForbiddenNames,
     default_world_names,
     name_roots,
-    refresh_names,
     rename_roots,
     substitute_words,
 )

@@ -109,7 +109,8 @@ def _processor_class():
 
         def __call__(self, images=None, text=None, videos=None, **kwargs):
             if videos is not None:
-                raise ValueError("this processor reads images only (no video processor: torchvision is not installed)")
+                raise ValueError("this processor reads images only "
+                                 "(no video processor: torchvision is not installed)")
             out = super().__call__(images=images, text=text, **kwargs)
             import numpy as np
             import torch
@@ -120,9 +121,8 @@ def _processor_class():
             return out
 
         def _adjust_assistant_masks_indices(self, processed_dict, generation_indices):
-            # transformers walks the offset tensor one element at a time, most of SFT's collate time;
-            # the same walk over nested lists gives the same masks (tests/test_sft.py) several times
-            # faster (benchmarks/sft_collate.py; docs/results.md).
+            # transformers walks the offset tensor one element at a time; the same walk over
+            # nested lists gives the same masks several times faster (docs/results.md)
             offsets = processed_dict.get("offset_mapping")
             if hasattr(offsets, "tolist"):
                 processed_dict["offset_mapping"] = offsets.tolist()
@@ -173,7 +173,7 @@ def build_processor(tokenizer, image_processor: dict | None = None):
 
 
 def tiny_config(tokenizer, text: dict | None = None, vision: dict | None = None):
-    """The ``Qwen3VLConfig`` of the tiny model for ``tokenizer`` (vocabulary and token ids from it)."""
+    """The tiny model's ``Qwen3VLConfig`` for ``tokenizer`` (vocabulary and token ids from it)."""
     from transformers import Qwen3VLConfig
 
     text_cfg = copy.deepcopy({**TEXT_CONFIG, **(text or {})})
@@ -223,7 +223,7 @@ def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None,
 
 
 #: Plain-text cues for the tokens pretraining never shows: each markup token starts from the
-#: embedding of its cue, so a short SFT does not start from random markup (without them it answered a constant year).
+#: embedding of its cue, so a short SFT does not start from random markup.
 MARKUP_CUES: dict[str, str] = {
     "<answer>": "Answer: ",
     "</answer>": "\n",
@@ -318,8 +318,8 @@ def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None
     source = str(default_base_dir() if path_or_id is None else path_or_id)
     looks_local = os.path.sep in source or source.startswith(".") or Path(source).exists()
     if looks_local and not (Path(source) / "config.json").is_file():
-        raise InputError(f"{source}: no model here (no config.json); run `vsearcher-lite pretrain --out {source}` "
-                         "or give a hub id")
+        raise InputError(f"{source}: no model here (no config.json); "
+                         f"run `vsearcher-lite pretrain --out {source}` or give a hub id")
     if dtype is not None:
         kwargs["dtype"] = dtype
     try:

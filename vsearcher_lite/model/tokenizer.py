@@ -1,5 +1,4 @@
-"""The tiny base model's tokenizer: byte-level BPE trained here, deterministic, built so copying is
-easy.
+"""The tiny base model's tokenizer: byte-level BPE trained here, deterministic, easy to copy with.
 
 Why it is not Qwen's tokenizer:
 
@@ -102,9 +101,10 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
         show_progress=False,
     )
     raw.train_from_iterator(texts, trainer)
-    raw.add_tokens([AddedToken(t, single_word=False, normalized=False, special=False) for t in MARKUP_TOKENS])
+    plain = dict(normalized=False, special=False)
+    raw.add_tokens([AddedToken(t, single_word=False, **plain) for t in MARKUP_TOKENS])
     # single_word: "1874" matches only as a whole number, never inside "18745" or "x1874".
-    raw.add_tokens([AddedToken(y, single_word=True, normalized=False, special=False) for y in YEAR_TOKENS])
+    raw.add_tokens([AddedToken(y, single_word=True, **plain) for y in YEAR_TOKENS])
     tok = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         eos_token=EOS_TOKEN,
@@ -113,7 +113,8 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
         model_max_length=4096,
         clean_up_tokenization_spaces=False,
     )
-    tok.add_special_tokens({"additional_special_tokens": [t for t in SPECIAL_TOKENS if t not in (EOS_TOKEN, PAD_TOKEN)]},
+    extra = [t for t in SPECIAL_TOKENS if t not in (EOS_TOKEN, PAD_TOKEN)]
+    tok.add_special_tokens({"additional_special_tokens": extra},
                            replace_extra_special_tokens=False)
     return tok
 
