@@ -85,14 +85,8 @@ class AnswerInQuestion(TaskFilter):
 
 @dataclass
 class ComplexityThresholds:
-    """An image is too simple when its colours carry little information.
-
-    Calibrated on the sandbox's pictures after the question perturbation (crop, resize, JPEG):
-    over 800 of them, colour entropy was at most 2.2 bits for 95% of the deliberately simple
-    ones (flags, text cards) and at least 4.0 bits for 95% of the rich ones; edge density did
-    not separate them. The line sits between: 3.0 bits. A picture with a handful of colours is
-    simple whatever its entropy.
-    """
+    """An image is too simple when its colours carry little information: low colour entropy
+    (calibrated on perturbed sandbox pictures; docs/results.md) or a handful of colours."""
 
     max_entropy: float = 3.0  # bits of colour entropy (16 levels per channel)
     max_colours: int = 8  # distinct colours
