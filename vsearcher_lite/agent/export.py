@@ -1,22 +1,16 @@
 """Exports of accepted trajectories for supervised fine-tuning (paper 2.2, A.3).
 
-Three files, all from the same ``Trajectory`` records:
+Three files from the same ``Trajectory`` records:
 
-- **TRL** (``sft_trl.jsonl``): what TRL's ``SFTTrainer`` takes for a vision-language model:
-  ``{"messages": [...], "images": [...]}``. Every ``content`` is a list of parts
-  (``{"type": "text", "text": ...}`` or an image placeholder ``{"type": "image"}``), so one
-  Arrow column holds every message (a column cannot mix strings and lists); TRL's
-  ``prepare_multimodal_messages`` fills the placeholders from ``images`` in order. ``images``
-  holds absolute file paths: cast the column with ``datasets.Image()`` (or open them) before
-  training. The tool block is already in the system text (see ``protocol``), so no ``tools``
-  column is needed.
-- **LLaMA-Factory ShareGPT** (``llamafactory/trajectory.json`` + ``dataset_info.json``): what the
-  paper trained with. String contents with one ``<image>`` token where
-  each image was, a sample-level ``images`` list of files copied next to the data (LLaMA-Factory
-  opens them relative to its dataset folder), and the ``trajectory`` dataset entry its yaml names.
-  ``sharegpt_problems`` checks what its ShareGPT loader requires.
-- **Plain JSONL** (``trajectories.jsonl``): flat fields plus string-content messages, readable by
-  ``datasets.load_dataset("json", data_files=...)`` with no custom features.
+- **TRL** (``sft_trl.jsonl``): ``{"messages", "images"}`` for ``SFTTrainer``; every content is a
+  list of parts (text, or an ``{"type": "image"}`` placeholder filled from ``images`` in order),
+  so one Arrow column holds every message. ``images`` are absolute paths; the tool block is in
+  the system text, so no ``tools`` column is needed.
+- **LLaMA-Factory ShareGPT** (``llamafactory/``), what the paper trained with: string contents
+  with an ``<image>`` token per image, the images copied beside the data, and the
+  ``dataset_info.json`` entry; ``sharegpt_problems`` checks what its loader requires.
+- **Plain JSONL** (``trajectories.jsonl``): flat fields and string-content messages for
+  ``datasets.load_dataset("json", ...)``.
 """
 
 from __future__ import annotations

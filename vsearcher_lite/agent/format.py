@@ -1,23 +1,15 @@
 """Strict format checking of assistant turns (paper appendix A.3).
 
-A turn passes when, after leading and trailing whitespace:
+A turn passes when, whitespace aside: it starts with ``<think>`` and holds exactly one
+``<think>...</think>``; then comes exactly one ``<tool_call>...</tool_call>`` or
+``<answer>...</answer>`` and nothing after it; every tag is closed and ``<tool_response>`` is
+never written (the environment writes it); a tool call is one JSON object with exactly ``name``
+(a non-empty string) and ``arguments`` (an object); an answer is not empty. Tags count inside
+the reasoning too, as the paper counts them. Whether the tool exists or its arguments fit is
+not a format question: the toolbox answers with an error observation.
 
-1. it starts with ``<think>`` and holds exactly one ``<think>`` and one ``</think>``;
-2. after ``</think>`` (whitespace aside) comes exactly one of ``<tool_call>...</tool_call>`` or
-   ``<answer>...</answer>``, never both, and nothing follows its closing tag;
-3. every tag it opens is closed, and it never writes ``<tool_response>`` (the environment does);
-4. a tool call holds one JSON object with exactly the keys ``name`` (a non-empty string) and
-   ``arguments`` (an object); an answer is not empty.
-
-Tags count wherever they appear, inside the reasoning too: the paper counts tags, and a model
-that writes ``<answer>`` inside its thoughts has not learned the format.
-
-Whether the named tool exists, or its arguments fit its schema, is *not* a format question:
-the toolbox answers those with an error observation the agent can recover from.
-
-``strict_format_check`` and ``parse_tool_call`` are pure and never raise, whatever they are
-given (they are fuzzed with mutated turns in ``tests/test_format_fuzz.py``). Each failure has a
-stable ``code`` (see ``REASON_CODES``) and a sentence saying what is wrong.
+``strict_format_check`` and ``parse_tool_call`` are pure and never raise (they are fuzzed);
+each failure has a stable ``code`` (``REASON_CODES``) and a sentence.
 """
 
 from __future__ import annotations

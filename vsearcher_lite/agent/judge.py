@@ -1,18 +1,14 @@
 """Judges: is a predicted answer the gold answer? One interface for every stage that asks.
 
-``Judge.judge(question, gold, prediction, aliases=()) -> Verdict(correct, reason)`` serves the
-filters, rejection sampling, the GRPO reward and evaluation.
+``Judge.judge(question, gold, prediction, aliases=()) -> Verdict`` serves the filters,
+rejection sampling, the GRPO reward and evaluation.
 
-- ``MatchJudge`` (offline, the sandbox default): normalised match. Case, accents, punctuation,
-  articles, whitespace and unicode forms are ignored; ``aliases`` are accepted spellings; a
-  parenthetical qualifier in the prediction ("Zanura (river)") may be dropped; numbers compare
-  as numbers ("1,234" == "1234 m"), years exactly, other numbers within a relative margin.
-- ``LLMJudge(chat)`` (live runs, the paper's choice): an LLM-as-a-judge prompt in the
-  HLE/BrowseComp style, written for this project. The judge extracts the final answer from the
-  response, compares it with the gold answer only (it must not solve the question itself) and
-  ends with ``correct: yes`` or ``correct: no``. Replies are parsed robustly (any case, markdown
-  bold, extra lines); a reply without a verdict line is retried, and after the last attempt the
-  answer counts as incorrect with the reason saying why.
+- ``MatchJudge`` (offline, the sandbox default): a normalised match (case, accents,
+  punctuation, articles, whitespace ignored; aliases accepted; a parenthetical qualifier may be
+  dropped); numbers compare as numbers, years exactly, others within a relative margin.
+- ``LLMJudge(chat)`` (live runs, the paper's choice): an HLE/BrowseComp-style prompt that
+  extracts the final answer, compares it with the gold answer only and ends with
+  ``correct: yes|no``; replies are parsed leniently, and one without a verdict is retried.
 """
 
 from __future__ import annotations

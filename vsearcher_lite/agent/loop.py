@@ -2,29 +2,17 @@
 
 ``run_episode(policy, toolbox, task, limits=..., sampling=..., today=...) -> Trajectory``
 
-Each step: the policy (any ``ChatBackend``: an OpenAI-compatible server, a local transformers
-model, the heuristic teacher) writes one assistant turn, generation stopping before
-``<tool_response>``; the turn is format-checked; a tool call is executed (exactly one per turn)
-and its result comes back as a ``<tool_response>`` user turn with the tool's images. An unknown
-tool, arguments that do not fit the schema, or a failing tool come back as an explicit error
-observation, never as a silently missing turn (the released loop dropped them).
+Each step the policy (any ``ChatBackend``) writes one assistant turn, generation stopping
+before ``<tool_response>``; the turn is format-checked; its one tool call is executed and the
+result comes back as a ``<tool_response>`` user turn with the tool's images. An unknown tool,
+bad arguments or a failing tool come back as an explicit error observation.
 
-Every trajectory ends with exactly one termination reason (``TERMINATIONS``):
-
-- ``answer``: the policy gave an ``<answer>``;
-- ``format_error``: a turn failed the strict format check (paper A.3: the rollout ends at once);
-  with ``strict_format=False`` the policy is told what was wrong and may try again, up to
-  ``max_format_errors`` times;
-- ``max_tool_calls``: the policy asked for a tool call after ``max_tool_calls`` were made
-  (paper: 30); the extra call is not executed;
-- ``context_exceeded``: the conversation outgrew the context budget before a policy call;
-- ``timeout``: the wall-clock budget ran out (checked between steps: a policy call in flight is
-  not interrupted, so the backend's own request timeout bounds the overshoot);
-- ``policy_error``: the policy raised (a chat backend that failed after its retries).
-
-The ``Trajectory`` holds the chat messages (what SFT trains on), one record per assistant turn
-(its verdict, its tool call and the observation), the prediction, timings and the reason; it
-round-trips through JSON.
+Every trajectory ends with one termination reason (``TERMINATIONS``): ``answer``;
+``format_error`` (the rollout ends at once, or with ``strict_format=False`` after
+``max_format_errors`` corrected tries); ``max_tool_calls`` (the extra call is not run);
+``context_exceeded``; ``timeout`` (checked between steps); ``policy_error`` (the backend
+raised). The ``Trajectory`` holds the chat messages (what SFT trains on), a record per
+assistant turn, the prediction, timings and the reason, and round-trips through JSON.
 """
 
 from __future__ import annotations

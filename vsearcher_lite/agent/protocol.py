@@ -1,28 +1,18 @@
 """The agent protocol, defined once (paper sections 2.2 and B).
 
-Everything the model sees comes from this module: the system prompt, the first user message
-(question text and question image), and how a tool result comes back as a turn. Teacher
-trajectories, SFT data, GRPO rollouts and evaluation all call these functions, so they all
-show the model the same words and the same tool schemas.
+Everything the model sees comes from here: the system prompt, the first user message
+(question text and image) and how a tool result comes back, so teacher trajectories, SFT data,
+GRPO rollouts and evaluation show the model the same words and tool schemas.
 
-An assistant turn is ``<think>...</think>`` followed by exactly one of
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` or ``<answer>...</answer>``.
-Tool output comes back in a user turn as ``<tool_response>...</tool_response>``; the images a
-tool returns (image search) travel as image parts inside that turn. Tool responses are *user*
-turns, not the OpenAI ``tool`` role, because an OpenAI-compatible server rejects ``tool``
-messages that do not answer a structured ``tool_calls`` entry; with Qwen's chat template a
-user turn holding ``<tool_response>\\n...\\n</tool_response>`` renders to exactly the tokens a
-``tool`` message would.
+An assistant turn is ``<think>...</think>`` then one ``<tool_call>{"name", "arguments"}
+</tool_call>`` or ``<answer>...</answer>``. Tool output comes back in a *user* turn as
+``<tool_response>...</tool_response>`` with the tool's images inside (an OpenAI-compatible
+server rejects ``tool`` messages without structured ``tool_calls``; with Qwen's template the
+tokens are the same). The tool block is in the system text, since TRL's vision collator does
+not pass ``tools=`` to the template.
 
-The tool block lives in the system message text (not in the chat template's ``tools=``
-argument): TRL's vision collator does not pass ``tools=`` to the template, and rendering it here
-makes training and rollout prompts identical whatever the backend.
-
-Two variants come from the same code: ``full`` (the default, every profile that runs a real
-model) and ``compact`` for the cpu profile's tiny model, whose context is short: a two-line
-role and workflow and one line per tool instead of the JSON schemas. The compact prompt is a
-documented deviation from the paper (a short prompt and short
-episodes are what make a few-million-parameter model learnable in CPU minutes).
+Two variants: ``full`` (every profile with a real model) and ``compact`` for the cpu profile's
+tiny model, with a two-line role and one line per tool (a documented deviation from the paper).
 """
 
 from __future__ import annotations

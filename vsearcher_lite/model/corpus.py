@@ -1,37 +1,24 @@
 """Pretraining documents for the tiny base: reading and copying, never the agent protocol.
 
-Every document is plain text made from sandbox worlds whose seeds are *not* the default world's
-(seed 0 is the world the agent is evaluated in; its facts must not be memorised). Six kinds,
-after the pretraining recipe of ``pretrain.py``:
+Plain text from sandbox worlds other than the evaluation world (``worlds``), in seven kinds:
 
-==========  ==================================================================================
-kind        what it teaches
 ==========  ==================================================================================
 page        language modelling of an article, a list, a news item or a travel note
-repeat      a list of names, years or words, then the same list again (pure induction copying)
-kv          "Name: value" lines, then the value recalled for some of the names (key -> value)
-pick        a result list, then which entry is the <kind> asked for (reading titles by type)
-lookup      a search-result list as the search tool prints it, then a fact, a name or a URL
-            copied from one entry
+repeat      a list of names, years or words, then the same list again (induction copying)
+kv          "Name: value" lines, then the value recalled for some of the names
+pick        a result list, then which entry is the <kind> asked for
+lookup      a search-result list, then a fact, a name or a URL copied from one entry
 pageqa      one to three pages as the visit tool prints them, a question, the answer copied
-            from the page; half of them restate it as "Answer: X"
-restate     a question about "the <kind> shown in the image" (or a fact-based description of
-            it), what that description names, then the question asked again with the name
+restate     a question about "the <kind> shown in the image" (or a description), what that
+            names, then the question asked again with the name
 ==========  ==================================================================================
 
-Result lists, page extracts and URLs are laid out with the toolbox's own formatting functions,
-so the base model has read text shaped like a tool's output. There is no chat template, no
-``<tool_call>``/``<tool_response>``/``<answer>`` markup and no agent trajectory anywhere: teaching
-the protocol is SFT's job, and the notebooks show SFT doing it.
+Result lists and pages use the toolbox's own formatting, so the model reads text shaped like a
+tool's output; no chat template, tool markup or trajectory appears (that is SFT's job).
 
-Names of the default (evaluation) world never occur in the corpus (``worlds``), so the probes
-run on names the model never saw.
-
-A document is a list of segments ``(text, role)``; ``role`` marks the tokens that are copies
-("repeat", "recall", "answer") so that training can log their loss separately (the induction
-transition shows in the loss on the repeat half) and the probes know what to generate.
-Segments are tokenized one by one; every boundary is placed where the tokenizer splits anyway
-(before a word, after a space or a newline), so the ids equal those of the joined text.
+A document is a list of segments ``(text, role)``; ``role`` marks copy tokens ("repeat",
+"recall", "answer") so training logs their loss apart and the probes know what to generate.
+Segment boundaries fall where the tokenizer splits anyway, so the ids equal the joined text's.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """The cpu profile's tiny Qwen3-VL: its config, an image-only processor, building, saving, loading.
 
-The model is an ordinary ``Qwen3VLForConditionalGeneration`` built from the hand-written config
-below (hidden 256, 4 layers, 8 heads of 32, vision tower of depth 2; about 5M parameters). It is
-saved as an ordinary Hugging Face folder, so ``AutoModelForImageTextToText.from_pretrained(dir)``
-and ``AutoProcessor.from_pretrained(dir)`` load it, and the same loading code (``load_base``) takes
-a real Qwen3-VL checkpoint or hub id in the GPU profiles.
+An ordinary ``Qwen3VLForConditionalGeneration`` (hidden 256, 4 layers, 8 heads of 32, a vision
+tower of depth 2: about 5M parameters) saved as an ordinary Hugging Face folder, so the
+``Auto*`` classes and ``load_base`` load it as they load a real Qwen3-VL. Three differences:
 
-Three things differ from a stock Qwen3-VL folder, each for a measured reason:
-
-- **No video processor.** ``Qwen3VLProcessor`` needs one and every video processor needs
-  torchvision, which has no CPU wheel here. ``Qwen3VLImageOnlyProcessor`` leaves it out (the
-  processor's parts are read from its ``__init__`` signature) and returns torch tensors for
-  ``pixel_values`` and ``image_grid_thw`` even when called without ``return_tensors`` (TRL calls
-  it that way, and the PIL image processor would otherwise give numpy arrays). It is registered
-  with ``AutoProcessor`` when this module is imported (``import vsearcher_lite.model.tiny``; the
-  local chat backend imports it before it loads a folder).
-- **TRL's own ``qwen3_vl.jinja`` chat template, byte for byte.** TRL recognises templates by exact
-  comparison: only then does it swap in its training template (assistant-only loss) and its
-  tool-call parser.
-- **``suppress_tokens``** for the vision placeholders in ``generation_config``: a weak model that
-  samples ``<|image_pad|>`` breaks the next forward pass (image features and tokens no longer
-  match).
+- **No video processor** (every one needs torchvision, which has no CPU wheel here):
+  ``Qwen3VLImageOnlyProcessor`` leaves it out, returns torch tensors even without
+  ``return_tensors`` (TRL calls it so) and is registered with ``AutoProcessor`` on import.
+- **TRL's own ``qwen3_vl.jinja`` chat template, byte for byte**: TRL recognises templates by
+  exact comparison before it swaps in its training template and tool-call parser.
+- **``suppress_tokens``** for the vision placeholders: a weak model that samples
+  ``<|image_pad|>`` breaks the next forward pass.
 """
 
 from __future__ import annotations

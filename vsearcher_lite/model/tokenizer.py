@@ -1,22 +1,14 @@
 """The tiny base model's tokenizer: byte-level BPE trained here, deterministic, easy to copy with.
 
-Why it is not Qwen's tokenizer:
-
 - **A name tokenizes the same everywhere.** Qwen's pre-tokenizer glues a leading space or quote
-  to the word after it, so ``Zanura`` becomes `` Zanura`` in a result list and ``"Zanura`` inside a
-  JSON query: copying a name then needs a mapping between two spellings. Here the pre-tokenizer
-  splits text into runs of letters, single digits, runs of other symbols and runs of whitespace,
-  so a word never absorbs its neighbours.
-- **A year is one token.** Every year 1000..2030 is an added token that only matches a whole
-  number (``single_word``), so copying a year is copying one token, and "18745" is never read as
-  "1874" + "5".
-- **The chat and agent markup are single tokens.** Qwen's chat and vision tokens are special
-  tokens; the agent tags (``<think>``, ``<tool_call>``, ``<answer>`` ...) are added as *non*-special
-  tokens, as Qwen does, so ``decode(..., skip_special_tokens=True)`` keeps them (the agent's
-  format check and TRL's tool-call parser read them).
+  to a word, so a name has two spellings (in a result list and in a JSON query); here text
+  splits into runs of letters, single digits, other symbols and whitespace.
+- **A year is one token.** Every year 1000..2030 is an added token matching only a whole
+  number, so "18745" is never "1874" + "5".
+- **The agent markup are single, non-special tokens** (as in Qwen), so decoding with
+  ``skip_special_tokens=True`` keeps them for the format check and TRL's tool-call parser.
 
-The vocabulary is small (a few thousand merges plus the years) because the sandbox's language
-is small; a small vocabulary also keeps the embedding matrix, most of a tiny model, small.
+The vocabulary is small, as the sandbox's language is, which keeps the embedding small too.
 """
 
 from __future__ import annotations

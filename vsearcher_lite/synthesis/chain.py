@@ -1,20 +1,14 @@
 """Re-solving a synthesized question through its recorded chain (sandbox only).
 
-The released code froze the answer after the initial QA and never checked it again (upstream
-digest, section A.5). Here every round of a rule-written task records the constraints of its
-description, so a finished question can be solved the way an ideal searcher would, using the
-world's facts instead of the recorded entity ids:
+Every round of a rule-written task records the constraints of its description, so a finished
+question can be solved as an ideal searcher would, from the world's facts: the image entity is
+known from the image (or, withheld, could be any entity of its type); rounds are undone from
+the last to the first, each description matched against the whole world; the seed's answer
+relation is read off every seed candidate.
 
-1. the image entity is known from the image (or, with the image withheld, it could be any
-   entity of its type);
-2. rounds are undone from the last to the first: each description is matched against the whole
-   world, with the entities hidden by later rounds standing for the sets found for them;
-3. the seed's answer relation is read off every seed candidate.
-
-``answer_invariance`` asks that every round resolve to exactly its recorded entity and that
-the answer set is exactly the task's answer. ``text_only_answers`` is the same solve with the
-image withheld: when it still yields one answer, the text alone pins the answer down, and the
-text-only filter removes the task.
+``answer_invariance`` asks that every round resolve to exactly its recorded entity and the
+answers be exactly the task's answer. ``text_only_answers`` is the same solve with the image
+withheld: one answer means the text alone pins the answer down.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Descriptions that identify an entity: the building block of a text-injection round.
 
-A round hides a named entity behind a *description*: its type plus one or two facts about it,
-for example "the bridge designed by Ilsa Maren" or "the architect who designed the Velmora
-Bridge". In the sandbox every fact is structured, so a description is a list of
-``Constraint`` s that can be checked against the whole world:
+A round hides a named entity behind its type plus one or two facts ("the bridge designed by
+Ilsa Maren"). In the sandbox a description is a list of ``Constraint`` s checkable against the
+whole world: ``direction="out"`` when the hidden entity is the fact's subject, ``"in"`` when it
+is the fact's value.
 
-- ``direction="out"``: the hidden entity is the fact's subject (``hidden --designed_by--> value``);
-- ``direction="in"``: the hidden entity is the fact's value (``value --designed_by--> hidden``),
-  where ``value`` is then the fact's subject.
-
-``FactIndex`` holds every fact of a world in dictionaries, so "which entities of this type
-satisfy these constraints?" is a few set intersections. The rule writer uses it to pick
-*distinctive* descriptions (exactly one entity fits), and the invariance check and the
-text-only filter use it to re-solve a finished question.
-
-The English wording of a constraint comes from ``RelationPhrases``: several templates per
-relation and direction, so that questions do not all read alike.
+``FactIndex`` holds a world's facts in dictionaries, so "which entities of this type satisfy
+these constraints?" is a few set intersections: the rule writer picks *distinctive*
+descriptions with it, and the invariance check and text-only filter re-solve questions.
+``RelationPhrases`` words a constraint, several templates per relation and direction.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The LLM writer: the six writer operations as prompts to any chat backend.
+"""The LLM writer: the six writer operations as prompts to any chat backend (paper A.2).
 
-The paper used Qwen2.5-72B-Instruct behind vLLM for all of them (appendix A.2). The prompts
-below are this project's own. Differences from the released code, on purpose:
-
-- every reply is validated: JSON for the initial QA (code fences and surrounding prose are
-  tolerated), the picked entity must occur in the question word for word, a rewrite must drop
-  the hidden name and must not reveal the answer, the image rewrite must say "in the image";
-- an invalid reply is retried (up to ``max_attempts`` replies per operation) with a short note
-  saying what was wrong; a failed chat call is retried too; what still fails raises
-  ``WriterError`` with a counted reason;
-- a long page is cut *before* the instructions are appended, so the instructions and the
-  entity's name are never the part that is lost.
+The prompts (``writer_prompts.txt``) are this project's own. Every reply is validated (JSON for
+the initial QA, the picked entity in the question word for word, a rewrite without the hidden
+name or the answer, an image rewrite saying "in the image"); an invalid reply or a failed call
+is retried up to ``max_attempts`` times with a note on what was wrong, and what still fails
+raises a counted ``WriterError``. A long page is cut before the instructions are appended.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """The task record: one synthesized question, with how it was built.
 
 A task is what synthesis writes, filtering labels, the teacher solves, SFT and GRPO train on,
-and evaluation scores. Its benchmark-facing fields are the same as MM-SearchExam's
-(``question``, ``image_path``, ``answer``); the rest records every injection round, which the
-released code did not keep, so a student can step through how a
+and evaluation scores. Its benchmark fields are MM-SearchExam's (``question``, ``image_path``,
+``answer``); the rest records every injection round, so a reader can step through how a
 question grew and the sandbox can check that the answer still holds.
 
-How a chain reads. Round 0 asks about the seed entity. Round ``i`` picks an entity named in
-the current question and replaces its name by ``description``, a phrase built from one fact
-about it (``fact``). Image injection finally replaces one named entity by "the <type> shown in
-the image". Solving goes the other way: identify the image's entity, then undo the rounds
-from the last to the first, then read the seed's page.
+Round 0 asks about the seed. Round ``i`` replaces an entity named in the question by
+``description``, built from one ``fact`` about it; image injection replaces one by "the <type>
+shown in the image". Solving undoes this from the image to the seed's page.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
-"""The writer role: the six operations that turn a seed into an injected question.
+"""The writer role: the six operations that turn a seed into an injected question (paper 2.1, A.2).
 
-Paper sections 2.1 and A.2 describe one LLM doing all of them. This module defines the
-``Writer`` interface and ``RuleWriter``, the offline writer for the sandbox, which does the same
-operations from the world's structured facts; ``llm_writer.LLMWriter`` does them with prompts.
+``Writer`` is the interface; ``RuleWriter`` does the operations offline from the sandbox's
+structured facts, ``llm_writer.LLMWriter`` with prompts:
 
-======================  ==========================================================
-operation               what it returns
-======================  ==========================================================
-``initial_qa``          ``InitialQA``: a one-sentence question about the seed, a short answer
-``pick_entity``         the name of one entity in the question to hide
-``extract_fact``        ``FactChoice``: a fact about that entity and the phrase built from it
-``rewrite``             the question with the entity replaced by that phrase
-``pick_critical_entity``  the name of the entity the image will show
-``hide_for_image``      the question with that entity replaced by "the <type> shown in the image"
-======================  ==========================================================
+- ``initial_qa`` -> ``InitialQA``: a one-sentence question about the seed, a short answer;
+- ``pick_entity``: the name of one entity in the question to hide;
+- ``extract_fact`` -> ``FactChoice``: a fact about it and the phrase built from it;
+- ``rewrite``: the question with the entity replaced by that phrase;
+- ``pick_critical_entity``: the name of the entity the image will show;
+- ``hide_for_image``: the question with it replaced by "the <type> shown in the image".
 
-Every operation either returns a valid result or raises ``WriterError`` with a short machine
-reason (``"malformed_json"``, ``"entity_not_in_question"``, ...); the injection loop counts the
-reasons and drops the task, it never crashes. ``WriteContext`` carries what a writer may need
-besides the question: the task so far, the names currently in the question (``mentions``:
-name -> entity id), the entities already used in the chain, and a per-task random generator
-(so results do not depend on which thread ran the task).
+Each returns a valid result or raises ``WriterError`` with a short counted reason. A
+``WriteContext`` carries the task so far, the names in the question (``mentions``), the
+entities used in the chain and a per-task random generator.
 """
 
 from __future__ import annotations
