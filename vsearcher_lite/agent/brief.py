@@ -34,8 +34,7 @@ class Step:
 
 @dataclass
 class TeacherBrief:
-    """What the heuristic teacher knows: the chain's structure, never the answer or a hidden
-    name."""
+    """What the heuristic teacher knows: the chain's structure, never the answer or a name."""
 
     task_id: str
     question: str

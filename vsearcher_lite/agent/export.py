@@ -55,8 +55,7 @@ def _parts(message: dict) -> list[dict]:
 
 
 def to_trl_record(traj: Trajectory | dict, *, resolve: bool = True) -> dict:
-    """One TRL ``SFTTrainer`` example: list-of-parts messages with image placeholders, and
-    ``images``."""
+    """One TRL ``SFTTrainer`` example: list-of-parts messages and ``images``."""
     traj = as_trajectory(traj)
     images = trajectory_images(traj)
     if resolve:
@@ -72,8 +71,7 @@ def placeholder_messages(traj: Trajectory) -> list[dict]:
 
 
 def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | None = None) -> dict:
-    """One LLaMA-Factory ShareGPT example; ``image_names`` maps an image path to its exported
-    name."""
+    """One LLaMA-Factory ShareGPT example; ``image_names``: image path -> exported name."""
     traj = as_trajectory(traj)
     names = image_names or {}
     messages = placeholder_messages(traj)
@@ -130,8 +128,7 @@ def sharegpt_problems(record: dict) -> list[str]:
 
 
 def to_plain_record(traj: Trajectory | dict) -> dict:
-    """A flat record: scalar fields, tool calls with JSON-string arguments, string-content
-    messages."""
+    """A flat record: scalars, tool calls with JSON-string arguments, string contents."""
     traj = as_trajectory(traj)
     meta = traj.meta or {}
     return {

@@ -266,8 +266,8 @@ def _check(turn: Any) -> FormatVerdict:
         return _fail("multiple_answers")
     if not any(calls) and not any(answers):
         return _fail("no_action")
-    open_tag, close_tag = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN,
-                                                                                ANSWER_CLOSE)
+    tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN, ANSWER_CLOSE)
+    open_tag, close_tag = tags
     start, end = text.find(open_tag), text.find(close_tag)
     if start < 0:
         return _fail("unclosed_tag", f"{close_tag} without {open_tag}")

@@ -256,8 +256,7 @@ class LLMJudge(Judge):
 
 
 def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:
-    """A judge from a spec: ``"match"``, ``"llm:<chat spec>"`` (any ``make_chat`` spec) or a
-    Judge."""
+    """A judge from a spec: ``"match"``, ``"llm:<chat spec>"`` or a Judge."""
     if isinstance(spec, Judge):
         return spec
     if spec is None or spec == "match":

@@ -187,7 +187,7 @@ def cut_at_stop(text: str, stops=STOP_SEQUENCES) -> str:
 
 
 def replay_mismatches(trajectory: Trajectory, toolbox: Any) -> list[str]:
-    """Re-run every tool call of a trajectory; the calls whose observation differs (empty: it
+    """Re-run every tool call of a trajectory; the calls whose observation differs (none: it
     replays).
 
     Compares the observation text and the returned images, which is what the policy saw.
@@ -220,8 +220,7 @@ def run_episode(
     sample_index: int = 0,
     clock: Callable[[], float] = time.monotonic,
 ) -> Trajectory:
-    """Run one episode of ``policy`` on ``task`` with ``toolbox`` (anything with
-    ``Toolbox.call``)."""
+    """Run one episode of ``policy`` on ``task`` with ``toolbox`` (has ``Toolbox.call``)."""
     task = as_task(task)
     limits = limits or EpisodeLimits()
     sampling = sampling or Sampling()

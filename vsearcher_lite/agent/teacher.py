@@ -190,8 +190,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         return "\n" + question_text(restated, "compact") if changed else ""
 
     def ask(description: str) -> str:
-        """What a search or a visit asks for: the description or (compact) the restated
-        question."""
+        """What a search or visit asks for: the description or (compact) the restated question."""
         return restated if description in restated and searchable() else description
 
     calls = 0  # tool calls made so far

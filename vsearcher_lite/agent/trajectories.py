@@ -185,8 +185,7 @@ def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig,
 
 def make_teacher_factory(config: TrajectoryConfig,
                          teacher: ChatBackend | None = None) -> Callable[[Task, int], ChatBackend]:
-    """``factory(task, sample_index) -> policy``: a heuristic teacher per task, or one shared chat
-    model."""
+    """``factory(task, sample_index) -> policy``: a teacher per task, or one chat model."""
     if teacher is not None:
         return lambda task, i: teacher
     if config.teacher == "heuristic":

@@ -69,8 +69,7 @@ class Doc:
         return "".join(t for t, _ in self.segments)
 
     def prompt_and_target(self) -> tuple[str, str]:
-        """The text before the first copy segment, and that segment: a probe's prompt and
-        target."""
+        """The text before the first copy segment, and that segment (a probe's prompt, target)."""
         before = []
         for text, role in self.segments:
             if role in COPY_ROLES:
@@ -81,16 +80,12 @@ class Doc:
 
 def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
                   name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
-    r"""The document with every name root replaced by a freshly drawn one, the same within the
-    document.
+    r"""The document with each name root replaced by a fresh one, consistently within it.
 
-    Why: the corpus comes from a fixed set of worlds, so over hours of training the model sees each
-    name hundreds of times and can "copy" a name it has memorised; the probes (and the agent) must
-    copy names never seen before. Fresh names per document make every copy a real one. Titles,
-    running text and URL paths change together ("Velna River", ``.../wiki/Velna_River``), so a
-    document stays consistent; ``forbidden_roots`` (the evaluation world's) are never drawn.
-    ``name_roots_of_world``: the roots of the source world's entity names; only those are renamed
-    (a page's ordinary words, "villages" or "founding", are not generator vocabulary either).
+    Over hours of training on a fixed set of worlds a model can "copy" names it has memorised;
+    with fresh names every copy is a real one. Titles, text and URL paths change together;
+    ``forbidden_roots`` (the evaluation world's) are never drawn, and only the roots in
+    ``name_roots_of_world`` (the source world's names) are renamed, not a page's ordinary words.
 
     >>> d = Doc("kv", [("Pejund: 1874\nPejund: ", ""), ("1874", "recall")])
     >>> new = refresh_names(d, random.Random(0))
@@ -259,9 +254,8 @@ def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
     if links and rng.random() < 0.5:
         link = rng.choice(links)
         inner = by_name[link.value]
-        outer = describe(e.kind,
-                         [Constraint(link.relation, OUT, link.value, "entity",
-                                     link.value, link.label)], rng)
+        constraint = Constraint(link.relation, OUT, link.value, "entity", link.value, link.label)
+        outer = describe(e.kind, [constraint], rng)
         if link.value not in outer:
             return doc_repeat(world, rng)
         inner_desc = image(inner.kind)

@@ -90,7 +90,7 @@ def token_losses(logits, ids, mask):
 
 
 def weighted_mean(losses, valid, roles, copy_weight: float = 1.0):
-    """The mean next-token loss over valid targets, copy targets (``roles`` > 0) weighted
+    """The mean next-token loss over valid targets, copy targets (``roles`` > 0) weighing
     ``copy_weight``.
 
     >>> import torch

@@ -236,8 +236,7 @@ def hardware_summary(threads: int, device: Any = "cpu") -> str:
 
 def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfig, rows: list[dict],
                 log: Callable[[str], None], step_offset: int = 0) -> dict:
-    """Run one stage, appending a log row per ``log_every`` steps to ``rows``; returns its
-    summary."""
+    """Run one stage, a log row per ``log_every`` steps into ``rows``; returns its summary."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]

@@ -92,8 +92,7 @@ def greedy_continuations(model, tokenizer, prompts: list[list[int]], max_new_tok
 
 def run_copy_probes(model, tokenizer, world, n_per_kind: int, batch_size: int,
                     seed: int = 0) -> dict:
-    """Exact-match accuracy on the first copy segment of probe documents, per kind, with
-    examples."""
+    """Exact-match accuracy on each kind's first copy segment, with examples."""
     results: dict[str, Any] = {}
     for kind in PROBE_KINDS:
         docs = probe_documents(world, kind, n_per_kind, seed)

@@ -183,8 +183,7 @@ def tiny_config(tokenizer, text: dict | None = None, vision: dict | None = None)
 
 
 def generation_defaults(model, tokenizer) -> None:
-    """Stop at ``<|im_end|>`` (or ``<|endoftext|>``), pad with ``<|endoftext|>``, never emit vision
-    tokens."""
+    """Stop at ``<|im_end|>`` or ``<|endoftext|>``, pad with the latter, never emit vision ids."""
     gc = model.generation_config
     gc.eos_token_id = [token_id(tokenizer, EOS_TOKEN), token_id(tokenizer, PAD_TOKEN)]
     gc.pad_token_id = token_id(tokenizer, PAD_TOKEN)
@@ -198,8 +197,7 @@ def generation_defaults(model, tokenizer) -> None:
 
 def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None,
                      vision: dict | None = None):
-    """A freshly initialised tiny ``Qwen3VLForConditionalGeneration`` (fp32), deterministic in
-    ``seed``."""
+    """A freshly initialised tiny ``Qwen3VLForConditionalGeneration`` (fp32), fixed by ``seed``."""
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 

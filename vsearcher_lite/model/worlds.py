@@ -45,8 +45,7 @@ def code_vocabulary() -> frozenset:
 
 
 def name_roots(names: Iterable[str]) -> set[str]:
-    """The lowercase syllable roots in ``names`` (words that are not generator vocabulary or
-    numbers).
+    """The lowercase syllable roots in ``names``: words neither generator vocabulary nor numbers.
 
     >>> sorted(name_roots(["Pejund Cathedral", "the Gest River", "Battle of 1432"]))
     ['gest', 'pejund']

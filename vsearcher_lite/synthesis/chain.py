@@ -84,6 +84,5 @@ def answer_invariance(task: Task, index: FactIndex) -> InvarianceResult:
 
 
 def text_only_answers(task: Task, index: FactIndex) -> set[str]:
-    """The answers the text alone allows (image withheld); one answer means the image is not
-    needed."""
+    """The answers the text alone allows (image withheld): one means the image is not needed."""
     return solve_chain(task, index, image_known=False).answers

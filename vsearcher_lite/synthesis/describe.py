@@ -135,8 +135,7 @@ class FactIndex:
         return None
 
     def noun_of(self, entity_id: str) -> str:
-        """How a description names the entity's kind: its ``instance_of``/``occupation``, else its
-        type."""
+        """How a description names the kind: ``instance_of``/``occupation``, else the type."""
         c = self.noun_constraint(entity_id)
         return str(c.value_text) if c is not None else self.type_of(entity_id).replace("_", " ")
 
@@ -149,8 +148,7 @@ class FactIndex:
         return f"the {entity.name}" if the else entity.name
 
     def constraints_of(self, entity_id: str) -> list[Constraint]:
-        """Every constraint a fact puts on the entity, outgoing first, in a stable order (cached: do
-        not modify)."""
+        """Every constraint a fact puts on the entity, outgoing first (cached: do not modify)."""
         cached = self._constraints.get(entity_id)
         if cached is not None:
             return cached
@@ -165,9 +163,7 @@ class FactIndex:
 
     def matching(self, c: Constraint, value_options: Iterable[str] | None = None) -> set[str]:
         """Entities that satisfy ``c``; ``value_options`` replaces an entity value by several
-        candidates.
-
-        The returned set may be the index's own: callers must not modify it.
+        candidates. The returned set may be the index's own: callers must not modify it.
         """
         if not c.is_entity:
             return self._subjects.get((c.relation, "=" + literal_key(c.value)), EMPTY)

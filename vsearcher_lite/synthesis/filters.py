@@ -93,8 +93,7 @@ class ComplexityThresholds:
 
 
 def image_measures(path: str | Path) -> dict:
-    """Colour count, colour entropy and edge density of an image file
-    (``world.images.image_complexity``)."""
+    """Colour count, colour entropy and edge density of an image file."""
     from PIL import Image
 
     from vsearcher_lite.world.images import image_complexity
@@ -374,8 +373,7 @@ def is_kept(task: dict) -> bool:
 
 
 def first_removal(task: dict) -> str | None:
-    """The first filter (in ``FILTER_ORDER``) that removes the task, ``"unverified"`` or
-    ``None``."""
+    """The first filter in ``FILTER_ORDER`` removing the task, ``"unverified"`` or ``None``."""
     labels = task.get("filters", {})
     for name in FILTER_ORDER:
         if labels.get(name) is True:

@@ -57,8 +57,7 @@ class SeedConfig:
 
 
 def default_threshold(source: KnowledgeSource, name: str, fallback: int) -> int:
-    """The source's ``DEFAULT_<name>`` (an attribute, or a constant of its module), else the paper's
-    value."""
+    """The source's ``DEFAULT_<name>`` (attribute or module constant), else the paper's value."""
     import sys
 
     for holder in (source, sys.modules.get(type(source).__module__)):
@@ -127,8 +126,7 @@ def assign_pools(seeds: list[Seed], config: SeedConfig) -> dict[str, str]:
 
 
 def select_seeds(source: KnowledgeSource, config: SeedConfig) -> list[Seed]:
-    """The source's seeds under the config's thresholds, de-duplicated by id, in the source's
-    order."""
+    """The source's seeds under the config's thresholds, de-duplicated, in the source's order."""
     smax, smin = config.thresholds(source)
     seeds = source.seeds(
         smax, smin, require_image=config.require_image, exclude_people=config.exclude_people,
@@ -169,8 +167,8 @@ def rows_to_csv(rows: list[dict]) -> str:
 
 def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
               source: KnowledgeSource | None = None) -> dict:
-    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv``,
-    ``metrics.json``."""
+    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv`` and
+    ``metrics.json``; returns the metrics."""
     from vsearcher_lite.synthesis.sources import open_source
 
     config = config or SeedConfig()
@@ -213,8 +211,7 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
 
 
 def read_seeds(run_dir: str | Path) -> list[dict]:
-    """The seed records of a run (each with its ``pool``); ``InputError`` says what to run when
-    missing."""
+    """The seed records of a run (with ``pool``); ``InputError`` says what to run if missing."""
     path = Path(run_dir) / "seeds" / "seeds.jsonl"
     if not path.exists():
         raise InputError(f"{path} does not exist: "

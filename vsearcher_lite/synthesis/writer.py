@@ -46,8 +46,7 @@ from vsearcher_lite.world.model import Fact, KnowledgeSource, PageContent, Seed
 
 
 class WriterError(RuntimeError):
-    """An operation could not produce a valid result; ``reason`` is a short key counted in
-    metrics."""
+    """An operation could not produce a valid result; ``reason`` is a short counted key."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -197,8 +196,7 @@ class RuleWriter(Writer):
         return InitialQA(question, fact.value_text(), fact.relation, aliases, answer_entity)
 
     def can_extend(self, seed_id: str, answer: Fact, ctx: WriteContext) -> bool:
-        """Would the seed still have a distinctive description naming an entity, with this
-        answer?"""
+        """Would the seed keep a distinctive description naming an entity, with this answer?"""
         is_entity = answer.kind == "entity"
         probe_task = dataclasses.replace(
             ctx.task, answer=answer.value_text(), answer_relation=answer.relation, seed_id=seed_id,
