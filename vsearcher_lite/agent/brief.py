@@ -49,7 +49,7 @@ class TeacherBrief:
     # how the question names the pictured thing ("river" in "the river shown in the image")
     image_noun: str = ""
     image_description: str = ""  # the phrase that stands for it ("the river shown in the image")
-    # the seed's question with its name as "{seed}" ("What is the area of {seed}?"), or """
+    # the seed's question with its name as "{seed}" ("What is the area of {seed}?"), or empty
     seed_question: str = ""
 
     @classmethod

@@ -137,13 +137,11 @@ def template_regex(template: str, subject: str) -> re.Pattern:
             out.append(r"\d{3,4}")
         elif piece == "{av}":
             out.append(r"an? [a-z][a-z' -]*?")
-        # {k}, {x}: any words inside the sentence
-        elif piece.startswith("{") and piece.endswith("}"):
+        elif piece.startswith("{") and piece.endswith("}"):  # {k}, {x}: any words
             out.append(r"[^.;…]+?")
         else:
             text = re.escape(piece)
-            if piece.endswith("."):  # a sentence end, not a decimal point
-                # a sentence end (not a decimal point), or where a snippet was cut off
+            if piece.endswith("."):  # a sentence end (not a decimal point) or a cut snippet
                 text = re.escape(piece[:-1]) + r"(?:\.(?=\s|$)|(?=…)|$)"
             out.append(text)
     return re.compile("".join(out))

@@ -357,8 +357,7 @@ def label_task(task: Task, filters: list[TaskFilter], short_circuit: bool = Fals
             continue
         try:
             lab = f.label(task)
-        # a backend failure marks the task unverified, it does not end the run
-        except Exception as exc:
+        except Exception as exc:  # a failure marks the task unverified, not the run ended
             lab = FilterLabel(None, f"{type(exc).__name__}: {exc}")
         task.filters[f.name] = lab.removes
         if lab.detail:
