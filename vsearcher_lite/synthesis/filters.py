@@ -40,6 +40,7 @@ from vsearcher_lite.chat import ChatBackend, ChatError, roles_usage
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, write_jsonl
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
+from vsearcher_lite.synthesis.seeds import rows_to_csv
 from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
 from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer, read_prompts
 
@@ -397,12 +398,6 @@ def funnel_rows(tasks: list[dict]) -> list[dict]:
         left -= removed.get("unverified", 0)
         rows.append({"difficulty": level, "stage": "kept", "remaining": left})
     return rows
-
-
-def rows_to_csv(rows: list[dict]) -> str:
-    from vsearcher_lite.synthesis.seeds import rows_to_csv as to_csv
-
-    return to_csv(rows)
 
 
 def run_filter(

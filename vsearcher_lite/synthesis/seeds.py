@@ -17,14 +17,19 @@ notebook's scatter plot) and ``RUN_DIR/seeds/metrics.json``.
 
 from __future__ import annotations
 
-import csv
-import io
 import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, read_jsonl, write_jsonl
+from vsearcher_lite.runio import (
+    InputError,
+    RunDir,
+    atomic_write_text,
+    csv_text,
+    read_jsonl,
+    write_jsonl,
+)
 from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS
 from vsearcher_lite.world.model import KnowledgeSource, Seed
 
@@ -158,11 +163,8 @@ def population_rows(source: KnowledgeSource, selected: set[str]) -> list[dict] |
 
 
 def rows_to_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["id"], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    """``rows`` as CSV under the first row's keys."""
+    return csv_text(rows, list(rows[0]) if rows else ["id"])
 
 
 def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
