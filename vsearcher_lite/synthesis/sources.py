@@ -15,8 +15,7 @@ from typing import Any
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.world.model import KnowledgeSource
 
-# the cpu profile's world: builds in seconds, enough for CI-sized runs
-DEFAULT_WORLD_ENTITIES = 2000
+DEFAULT_WORLD_ENTITIES = 2000  # the cpu profile's world: builds in seconds, CI-sized
 
 
 def world_dir(run_dir: str | Path) -> Path:
