@@ -8,7 +8,7 @@ import pytest
 from test_synth_support import small_sandbox, tiny_world
 from vsearcher_lite.synthesis.chain import answer_invariance, solve_chain
 from vsearcher_lite.synthesis.describe import IN, OUT, Constraint, FactIndex, describe
-from vsearcher_lite.synthesis.inject import Synthesizer, TaskDropped
+from vsearcher_lite.synthesis.synthesizer import Synthesizer, TaskDropped
 from vsearcher_lite.synthesis.task import ImageInjection, Task
 from vsearcher_lite.synthesis.text import contains_name, word_count
 from vsearcher_lite.synthesis.writer import RuleWriter, WriteContext
@@ -172,6 +172,6 @@ def test_same_seed_same_task(tiny):
     make = lambda: Synthesizer(world, RuleWriter(world, index), index=index).text_task(seed, "train", "easy", 2, random.Random("x"))
     task = make()
     assert task.to_dict() == make().to_dict()
-    from vsearcher_lite.synthesis.inject import task_record
+    from vsearcher_lite.synthesis.synthesizer import task_record
 
     assert task_record(task) == task.to_dict()  # the fast serialiser writes the same record

@@ -82,7 +82,7 @@ def test_the_shipped_command_builds_the_recorded_config(metrics, monkeypatch):
 
 
 def test_the_probes_cover_every_kind_and_the_agent(metrics):
-    from vsearcher_lite.model.pretrain import PROBE_KINDS
+    from vsearcher_lite.model.probes import PROBE_KINDS
 
     assert set(metrics["copy_probes"]) == set(PROBE_KINDS)
     assert metrics["agent_probe"]["measured"] is True and metrics["agent_probe"]["n_tasks"] > 0

@@ -8,14 +8,11 @@ import re
 
 import pytest
 
-from vsearcher_lite.model.corpus import (
-    DOC_KINDS,
-    Corpus,
-    Doc,
+from vsearcher_lite.model.corpus import DOC_KINDS, Corpus, Doc, refresh_names
+from vsearcher_lite.model.worlds import (
     ForbiddenNames,
     default_world_names,
     name_roots,
-    refresh_names,
     rename_roots,
     substitute_words,
 )
@@ -116,7 +113,7 @@ def test_restate_documents_swap_one_description_for_its_name_per_step(corpus):
 
 
 def test_segments_tokenize_like_the_whole_text(docs):
-    from vsearcher_lite.model.pretrain import encode_doc
+    from vsearcher_lite.model.packing import encode_doc
     from vsearcher_lite.model.tokenizer import build_tokenizer
 
     tok = build_tokenizer([d.text for d in docs[:300]], vocab_size=500)

@@ -13,16 +13,9 @@ torch = pytest.importorskip("torch")
 
 from vsearcher_lite.cli import main  # noqa: E402
 from vsearcher_lite.model.corpus import ROLE_IDS, Doc  # noqa: E402
-from vsearcher_lite.model.pretrain import (  # noqa: E402
-    PROBE_KINDS,
-    Packer,
-    PretrainConfig,
-    encode_doc,
-    generated_matches,
-    lr_at,
-    role_means,
-    token_losses,
-)
+from vsearcher_lite.model.packing import Packer, encode_doc, role_means, token_losses  # noqa: E402
+from vsearcher_lite.model.pretrain import PretrainConfig, lr_at  # noqa: E402
+from vsearcher_lite.model.probes import PROBE_KINDS, generated_matches  # noqa: E402
 from vsearcher_lite.model.tokenizer import build_tokenizer  # noqa: E402
 
 
@@ -214,7 +207,7 @@ def test_the_fresh_recipe_continues_on_fresh_names_with_weighted_copies(smoke_ru
 def test_copy_targets_weigh_more_in_the_loss():
     import torch
 
-    from vsearcher_lite.model.pretrain import weighted_mean
+    from vsearcher_lite.model.packing import weighted_mean
 
     losses = torch.tensor([[1.0, 2.0, 6.0, 3.0]])
     valid = torch.tensor([[True, True, True, False]])

@@ -9,16 +9,9 @@ from agent_fakes import build_sandbox_run, call, answer, image_tasks, make_image
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import run_episode
-from vsearcher_lite.agent.teacher import (
-    HeuristicTeacher,
-    TeacherBrief,
-    _image_noun,
-    answer_goal,
-    parse_hits,
-    parse_visit,
-    read_values,
-    split_names,
-)
+from vsearcher_lite.agent.brief import TeacherBrief, _image_noun, answer_goal
+from vsearcher_lite.agent.reading import parse_hits, parse_visit, read_values, split_names
+from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import message_text
 from vsearcher_lite.synthesis.task import Task
 

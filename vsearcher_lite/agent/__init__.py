@@ -1,4 +1,4 @@
-"""The agent (paper 2.2, A.1, A.3): one protocol, the ReAct loop, judges, teachers, rejection sampling.
+"""The agent (paper 2.2, A.1, A.3): one protocol, the ReAct loop, judges, teachers, rejection.
 
 Modules, in the order a reader meets them:
 
@@ -6,7 +6,7 @@ Modules, in the order a reader meets them:
     format        strict_format_check / parse_tool_call (paper A.3), pure and fuzzed
     judge         Judge, MatchJudge (offline), LLMJudge (HLE/BrowseComp style), make_judge
     loop          run_episode -> Trajectory, with limits and one termination reason
-    teacher       HeuristicTeacher (sandbox) and the observation/page readers it uses
+    teacher       HeuristicTeacher (sandbox), with brief (what it knows) and reading (its eyes)
     trajectories  generate_trajectories: the `trajectories` stage (rejection sampling)
     export        TRL, LLaMA-Factory ShareGPT and plain JSONL exports
     plots         notebook 05's figures and trajectory viewer

@@ -1,22 +1,16 @@
 """Exports of accepted trajectories for supervised fine-tuning (paper 2.2, A.3).
 
-Three files, all from the same ``Trajectory`` records:
+Three files from the same ``Trajectory`` records:
 
-- **TRL** (``sft_trl.jsonl``): what TRL's ``SFTTrainer`` takes for a vision-language model:
-  ``{"messages": [...], "images": [...]}``. Every ``content`` is a list of parts
-  (``{"type": "text", "text": ...}`` or an image placeholder ``{"type": "image"}``), so one
-  Arrow column holds every message (a column cannot mix strings and lists); TRL's
-  ``prepare_multimodal_messages`` fills the placeholders from ``images`` in order. ``images``
-  holds absolute file paths: cast the column with ``datasets.Image()`` (or open them) before
-  training. The tool block is already in the system text (see ``protocol``), so no ``tools``
-  column is needed.
-- **LLaMA-Factory ShareGPT** (``llamafactory/trajectory.json`` + ``dataset_info.json``): what the
-  paper trained with. String contents with one ``<image>`` token where
-  each image was, a sample-level ``images`` list of files copied next to the data (LLaMA-Factory
-  opens them relative to its dataset folder), and the ``trajectory`` dataset entry its yaml names.
-  ``sharegpt_problems`` checks what its ShareGPT loader requires.
-- **Plain JSONL** (``trajectories.jsonl``): flat fields plus string-content messages, readable by
-  ``datasets.load_dataset("json", data_files=...)`` with no custom features.
+- **TRL** (``sft_trl.jsonl``): ``{"messages", "images"}`` for ``SFTTrainer``; every content is a
+  list of parts (text, or an ``{"type": "image"}`` placeholder filled from ``images`` in order),
+  so one Arrow column holds every message. ``images`` are absolute paths; the tool block is in
+  the system text, so no ``tools`` column is needed.
+- **LLaMA-Factory ShareGPT** (``llamafactory/``), what the paper trained with: string contents
+  with an ``<image>`` token per image, the images copied beside the data, and the
+  ``dataset_info.json`` entry; ``sharegpt_problems`` checks what its loader requires.
+- **Plain JSONL** (``trajectories.jsonl``): flat fields and string-content messages for
+  ``datasets.load_dataset("json", ...)``.
 """
 
 from __future__ import annotations
@@ -61,24 +55,32 @@ def _parts(message: dict) -> list[dict]:
 
 
 def to_trl_record(traj: Trajectory | dict, *, resolve: bool = True) -> dict:
-    """One TRL ``SFTTrainer`` example: list-of-parts messages with image placeholders, and ``images``."""
+    """One TRL ``SFTTrainer`` example: list-of-parts messages and ``images``."""
     traj = as_trajectory(traj)
     images = trajectory_images(traj)
     if resolve:
         images = [str(Path(p).resolve()) for p in images]
-    return {"messages": [{"role": m["role"], "content": _parts(m)} for m in traj.messages], "images": images}
+    return {"messages": [{"role": m["role"], "content": _parts(m)} for m in traj.messages],
+            "images": images}
+
+
+def placeholder_messages(traj: Trajectory) -> list[dict]:
+    """The messages with string contents, each image an ``IMAGE_TOKEN``."""
+    return [{"role": m["role"], "content": content_with_placeholders(m, IMAGE_TOKEN)}
+            for m in traj.messages]
 
 
 def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | None = None) -> dict:
-    """One LLaMA-Factory ShareGPT example; ``image_names`` maps an image path to its exported name."""
+    """One LLaMA-Factory ShareGPT example; ``image_names``: image path -> exported name."""
     traj = as_trajectory(traj)
     names = image_names or {}
-    messages = [{"role": m["role"], "content": content_with_placeholders(m, IMAGE_TOKEN)} for m in traj.messages]
+    messages = placeholder_messages(traj)
     images = [names.get(p, p) for p in trajectory_images(traj)]
     return {"messages": messages, "images": images}
 
 
-def llamafactory_dataset_info(file_name: str = "trajectory.json", name: str = LLAMAFACTORY_DATASET) -> dict:
+def llamafactory_dataset_info(file_name: str = "trajectory.json",
+                              name: str = LLAMAFACTORY_DATASET) -> dict:
     """The ``dataset_info.json`` entry that makes LLaMA-Factory read the export (upstream C.3)."""
     return {
         name: {
@@ -111,7 +113,8 @@ def sharegpt_problems(record: dict) -> list[str]:
     for i, m in enumerate(body):
         expected = "user" if i % 2 == 0 else "assistant"
         if m.get("role") != expected:
-            problems.append(f"message {i + len(messages) - len(body)} has role {m.get('role')!r}, expected {expected!r}")
+            index = i + len(messages) - len(body)
+            problems.append(f"message {index} has role {m.get('role')!r}, expected {expected!r}")
             break
     if not body or len(body) % 2 != 0 or body[-1].get("role") != "assistant":
         problems.append("the conversation does not end on an assistant turn")
@@ -125,7 +128,7 @@ def sharegpt_problems(record: dict) -> list[str]:
 
 
 def to_plain_record(traj: Trajectory | dict) -> dict:
-    """A flat record: scalar fields, tool calls with JSON-string arguments, string-content messages."""
+    """A flat record: scalars, tool calls with JSON-string arguments, string contents."""
     traj = as_trajectory(traj)
     meta = traj.meta or {}
     return {
@@ -141,9 +144,11 @@ def to_plain_record(traj: Trajectory | dict) -> dict:
         "termination": traj.termination,
         "n_tool_calls": traj.n_tool_calls,
         "tool_calls": [
-            {"name": t.tool, "arguments": json.dumps(t.arguments, ensure_ascii=False, sort_keys=True)} for t in traj.tool_calls
+            {"name": t.tool,
+             "arguments": json.dumps(t.arguments, ensure_ascii=False, sort_keys=True)}
+            for t in traj.tool_calls
         ],
-        "messages": [{"role": m["role"], "content": content_with_placeholders(m, IMAGE_TOKEN)} for m in traj.messages],
+        "messages": placeholder_messages(traj),
         "images": trajectory_images(traj),
     }
 
@@ -151,7 +156,8 @@ def to_plain_record(traj: Trajectory | dict) -> dict:
 def exported_image_name(path: str) -> str:
     """A stable, collision-free file name for an image: a content hash prefix plus its base name."""
     p = Path(path)
-    digest = hashlib.sha256(p.read_bytes()).hexdigest()[:12] if p.exists() else hashlib.sha256(path.encode()).hexdigest()[:12]
+    data = p.read_bytes() if p.exists() else path.encode()
+    digest = hashlib.sha256(data).hexdigest()[:12]
     return f"{digest}_{p.name}"
 
 

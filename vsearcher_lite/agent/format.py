@@ -1,23 +1,15 @@
 """Strict format checking of assistant turns (paper appendix A.3).
 
-A turn passes when, after leading and trailing whitespace:
+A turn passes when, whitespace aside: it starts with ``<think>`` and holds exactly one
+``<think>...</think>``; then comes exactly one ``<tool_call>...</tool_call>`` or
+``<answer>...</answer>`` and nothing after it; every tag is closed and ``<tool_response>`` is
+never written (the environment writes it); a tool call is one JSON object with exactly ``name``
+(a non-empty string) and ``arguments`` (an object); an answer is not empty. Tags count inside
+the reasoning too, as the paper counts them. Whether the tool exists or its arguments fit is
+not a format question: the toolbox answers with an error observation.
 
-1. it starts with ``<think>`` and holds exactly one ``<think>`` and one ``</think>``;
-2. after ``</think>`` (whitespace aside) comes exactly one of ``<tool_call>...</tool_call>`` or
-   ``<answer>...</answer>``, never both, and nothing follows its closing tag;
-3. every tag it opens is closed, and it never writes ``<tool_response>`` (the environment does);
-4. a tool call holds one JSON object with exactly the keys ``name`` (a non-empty string) and
-   ``arguments`` (an object); an answer is not empty.
-
-Tags count wherever they appear, inside the reasoning too: the paper counts tags, and a model
-that writes ``<answer>`` inside its thoughts has not learned the format.
-
-Whether the named tool exists, or its arguments fit its schema, is *not* a format question:
-the toolbox answers those with an error observation the agent can recover from.
-
-``strict_format_check`` and ``parse_tool_call`` are pure and never raise, whatever they are
-given (they are fuzzed with mutated turns in ``tests/test_format_fuzz.py``). Each failure has a
-stable ``code`` (see ``REASON_CODES``) and a sentence saying what is wrong.
+``strict_format_check`` and ``parse_tool_call`` are pure and never raise (they are fuzzed);
+each failure has a stable ``code`` (``REASON_CODES``) and a sentence.
 """
 
 from __future__ import annotations
@@ -42,7 +34,8 @@ from vsearcher_lite.agent.protocol import (
 REASON_CODES = {
     "not_text": "the turn is not a string",
     "empty": "the turn is empty",
-    "wrote_tool_response": "the turn writes <tool_response> itself; tool output comes from the environment",
+    "wrote_tool_response": "the turn writes <tool_response> itself; "
+                           "tool output comes from the environment",
     "missing_think": "the turn has no <think>...</think> reasoning",
     "multiple_think": "the turn has more than one <think> or </think> tag",
     "unclosed_think": "a <think> tag is not matched by </think> (or the reverse)",
@@ -146,7 +139,8 @@ def loads_strict_json(text: str) -> tuple[Any, str | None]:
     (({'a': 1}, None), 'NaN is not valid JSON')
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys), None
+        return json.loads(text, parse_constant=_reject_constant,
+                          object_pairs_hook=_no_duplicate_keys), None
     except json.JSONDecodeError as exc:
         return None, f"{exc.msg} at character {exc.pos}"
     except RecursionError:
@@ -159,7 +153,9 @@ def _tool_call_payload(text: str) -> tuple[str | None, FormatVerdict | None]:
     """The text between the first tool-call tags, or the whole text when there are none."""
     start = text.find(TOOL_CALL_OPEN)
     if start < 0:
-        return (None, _fail("unclosed_tag", f"{TOOL_CALL_CLOSE} without {TOOL_CALL_OPEN}")) if TOOL_CALL_CLOSE in text else (text, None)
+        if TOOL_CALL_CLOSE in text:
+            return None, _fail("unclosed_tag", f"{TOOL_CALL_CLOSE} without {TOOL_CALL_OPEN}")
+        return text, None
     start += len(TOOL_CALL_OPEN)
     end = text.find(TOOL_CALL_CLOSE, start)
     if end < 0:
@@ -172,7 +168,8 @@ def parse_tool_call(text: Any) -> ToolCallParse:
 
     Never raises; a failure carries a ``code`` from ``REASON_CODES``.
 
-    >>> parse_tool_call('<tool_call>{"name": "visit", "arguments": {"url": "u", "goal": "g"}}</tool_call>').call
+    >>> call = '{"name": "visit", "arguments": {"url": "u", "goal": "g"}}'
+    >>> parse_tool_call(f"<tool_call>{call}</tool_call>").call
     ToolCall(name='visit', arguments={'url': 'u', 'goal': 'g'})
     >>> parse_tool_call('{"name": "visit"}').code
     'tool_call_missing_arguments'
@@ -180,43 +177,49 @@ def parse_tool_call(text: Any) -> ToolCallParse:
     try:
         return _parse_tool_call(text)
     except Exception as exc:  # a safety net; the fuzz test asserts it never fires
-        return ToolCallParse(False, code="internal_error", reason=f"{REASON_CODES['internal_error']} ({type(exc).__name__})")
+        return ToolCallParse(False, code="internal_error",
+                             reason=f"{REASON_CODES['internal_error']} ({type(exc).__name__})")
+
+
+def _bad(code: str, detail: str = "") -> ToolCallParse:
+    return ToolCallParse(False, code=code, reason=REASON_CODES[code] + detail)
 
 
 def _parse_tool_call(text: Any) -> ToolCallParse:
     if not isinstance(text, str):
-        return ToolCallParse(False, code="not_text", reason=REASON_CODES["not_text"])
+        return _bad("not_text")
     payload, problem = _tool_call_payload(text)
     if problem is not None:
         return ToolCallParse(False, code=problem.code, reason=problem.reason)
     payload = payload.strip()
     if not payload:
-        return ToolCallParse(False, code="tool_call_empty", reason=REASON_CODES["tool_call_empty"])
+        return _bad("tool_call_empty")
     obj, error = loads_strict_json(payload)
     if error is not None:
-        return ToolCallParse(False, code="tool_call_bad_json", reason=f"{REASON_CODES['tool_call_bad_json']} ({error})")
+        return _bad("tool_call_bad_json", f" ({error})")
     if not isinstance(obj, dict):
-        return ToolCallParse(False, code="tool_call_not_object", reason=f"{REASON_CODES['tool_call_not_object']} (got {type(obj).__name__})")
+        return _bad("tool_call_not_object", f" (got {type(obj).__name__})")
     if "name" not in obj:
-        return ToolCallParse(False, code="tool_call_missing_name", reason=REASON_CODES["tool_call_missing_name"])
+        return _bad("tool_call_missing_name")
     name = obj["name"]
     if not isinstance(name, str) or not name.strip():
-        return ToolCallParse(False, code="tool_call_bad_name", reason=REASON_CODES["tool_call_bad_name"])
+        return _bad("tool_call_bad_name")
     if "arguments" not in obj:
-        return ToolCallParse(False, code="tool_call_missing_arguments", reason=REASON_CODES["tool_call_missing_arguments"])
+        return _bad("tool_call_missing_arguments")
     arguments = obj["arguments"]
     if not isinstance(arguments, dict):
-        return ToolCallParse(False, code="tool_call_bad_arguments", reason=f"{REASON_CODES['tool_call_bad_arguments']} (got {type(arguments).__name__})")
+        return _bad("tool_call_bad_arguments", f" (got {type(arguments).__name__})")
     extra = sorted(str(k) for k in obj if k not in ("name", "arguments"))
     if extra:
-        return ToolCallParse(False, code="tool_call_extra_keys", reason=f"{REASON_CODES['tool_call_extra_keys']}: {', '.join(extra)[:200]}")
+        return _bad("tool_call_extra_keys", f": {', '.join(extra)[:200]}")
     return ToolCallParse(True, call=ToolCall(name.strip(), arguments))
 
 
 def strict_format_check(turn: Any) -> FormatVerdict:
     """Check one assistant turn against the protocol; never raises.
 
-    >>> strict_format_check('<think>Look it up.</think><tool_call>{"name": "text_search", "arguments": {"query": "x"}}</tool_call>').kind
+    >>> call = '{"name": "text_search", "arguments": {"query": "x"}}'
+    >>> strict_format_check(f"<think>Look it up.</think><tool_call>{call}</tool_call>").kind
     'tool_call'
     >>> str(strict_format_check("<think>Done.</think><answer>Paris</answer><answer>Rome</answer>"))
     'multiple_answers: the turn has more than one answer'
@@ -263,7 +266,8 @@ def _check(turn: Any) -> FormatVerdict:
         return _fail("multiple_answers")
     if not any(calls) and not any(answers):
         return _fail("no_action")
-    open_tag, close_tag = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN, ANSWER_CLOSE)
+    tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN, ANSWER_CLOSE)
+    open_tag, close_tag = tags
     start, end = text.find(open_tag), text.find(close_tag)
     if start < 0:
         return _fail("unclosed_tag", f"{close_tag} without {open_tag}")

@@ -1,18 +1,14 @@
 """Judges: is a predicted answer the gold answer? One interface for every stage that asks.
 
-``Judge.judge(question, gold, prediction, aliases=()) -> Verdict(correct, reason)`` serves the
-filters, rejection sampling, the GRPO reward and evaluation.
+``Judge.judge(question, gold, prediction, aliases=()) -> Verdict`` serves the filters,
+rejection sampling, the GRPO reward and evaluation.
 
-- ``MatchJudge`` (offline, the sandbox default): normalised match. Case, accents, punctuation,
-  articles, whitespace and unicode forms are ignored; ``aliases`` are accepted spellings; a
-  parenthetical qualifier in the prediction ("Zanura (river)") may be dropped; numbers compare
-  as numbers ("1,234" == "1234 m"), years exactly, other numbers within a relative margin.
-- ``LLMJudge(chat)`` (live runs, the paper's choice): an LLM-as-a-judge prompt in the
-  HLE/BrowseComp style, written for this project. The judge extracts the final answer from the
-  response, compares it with the gold answer only (it must not solve the question itself) and
-  ends with ``correct: yes`` or ``correct: no``. Replies are parsed robustly (any case, markdown
-  bold, extra lines); a reply without a verdict line is retried, and after the last attempt the
-  answer counts as incorrect with the reason saying why.
+- ``MatchJudge`` (offline, the sandbox default): a normalised match (case, accents,
+  punctuation, articles, whitespace ignored; aliases accepted; a parenthetical qualifier may be
+  dropped); numbers compare as numbers, years exactly, others within a relative margin.
+- ``LLMJudge(chat)`` (live runs, the paper's choice): an HLE/BrowseComp-style prompt that
+  extracts the final answer, compares it with the gold answer only and ends with
+  ``correct: yes|no``; replies are parsed leniently, and one without a verdict is retried.
 """
 
 from __future__ import annotations
@@ -22,13 +18,15 @@ import math
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 from vsearcher_lite.chat import ChatBackend, ChatError
 
 ARTICLES = frozenset({"a", "an", "the"})
 # Words that may surround a number without changing it ("in 1874", "about 1,200", "1874 AD").
-NUMBER_FILLER = frozenset({"in", "the", "year", "about", "approximately", "around", "circa", "ca", "c", "roughly", "some", "ad", "ce"})
+NUMBER_FILLER = frozenset({"in", "the", "year", "about", "approximately", "around", "circa", "ca",
+                           "c", "roughly", "some", "ad", "ce"})
 DEFAULT_REL_TOL = 0.01  # non-year numbers may differ by 1 %
 
 
@@ -49,7 +47,8 @@ class Judge(abc.ABC):
     name: str = "judge"
 
     @abc.abstractmethod
-    def judge(self, question: str, gold: str, prediction: str | None, aliases: Iterable[str] = ()) -> Verdict: ...
+    def judge(self, question: str, gold: str, prediction: str | None,
+              aliases: Iterable[str] = ()) -> Verdict: ...
 
 
 def _strip_accents(text: str) -> str:
@@ -105,7 +104,8 @@ def parse_quantity(text: Any) -> tuple[float, str, bool] | None:
         return None
     if not math.isfinite(value):
         return None
-    rest = [w for w in normalize_answer(_NUMBER.sub(" ", raw, count=1)).split() if w not in NUMBER_FILLER]
+    words = normalize_answer(_NUMBER.sub(" ", raw, count=1)).split()
+    rest = [w for w in words if w not in NUMBER_FILLER]
     return value, " ".join(rest), "." not in token
 
 
@@ -114,11 +114,13 @@ def looks_like_year(value: float, unit: str, is_integer: bool) -> bool:
     return is_integer and not unit and 1000 <= value <= 2999
 
 
-def numbers_match(gold: Any, prediction: Any, rel_tol: float = DEFAULT_REL_TOL) -> tuple[bool, str] | None:
+def numbers_match(gold: Any, prediction: Any,
+                  rel_tol: float = DEFAULT_REL_TOL) -> tuple[bool, str] | None:
     """``(match, why)`` when both sides are numbers, ``None`` when either is not.
 
-    >>> numbers_match("1874", "1875")[0], numbers_match("1,234 m", "1230")[0], numbers_match("1,234 m", "1200")[0]
-    (False, True, False)
+    >>> [numbers_match(g, p)[0] for g, p in [("1874", "1875"), ("1,234 m", "1230"),
+    ...                                      ("1,234 m", "1200")]]
+    [False, True, False]
     """
     g, p = parse_quantity(gold), parse_quantity(prediction)
     if g is None or p is None:
@@ -137,8 +139,10 @@ class MatchJudge(Judge):
     """The offline judge: normalised match with aliases and numeric tolerance.
 
     >>> j = MatchJudge()
-    >>> j.judge("q", "Zanura River", "the zanura river").correct, j.judge("q", "1874", "1875").correct
-    (True, False)
+    >>> j.judge("q", "Zanura River", "the zanura river").correct
+    True
+    >>> j.judge("q", "1874", "1875").correct
+    False
     """
 
     name = "match"
@@ -146,7 +150,8 @@ class MatchJudge(Judge):
     def __init__(self, rel_tol: float = DEFAULT_REL_TOL):
         self.rel_tol = rel_tol
 
-    def judge(self, question: str, gold: str, prediction: str | None, aliases: Iterable[str] = ()) -> Verdict:
+    def judge(self, question: str, gold: str, prediction: str | None,
+              aliases: Iterable[str] = ()) -> Verdict:
         if prediction is None or not str(prediction).strip():
             return Verdict(False, "no answer", method=self.name)
         prediction = str(prediction)
@@ -159,30 +164,20 @@ class MatchJudge(Judge):
                 numeric = numbers_match(accepted, variant, self.rel_tol)
                 if numeric is not None:
                     if numeric[0]:
-                        return Verdict(True, f"matches {label} ({numeric[1]})", extracted=variant, method=self.name)
+                        return Verdict(True, f"matches {label} ({numeric[1]})", extracted=variant,
+                                       method=self.name)
                     continue
-                if normalize_answer(variant) and normalize_answer(variant) == normalize_answer(accepted):
-                    return Verdict(True, f"matches {label} after normalisation", extracted=variant, method=self.name)
+                normal = normalize_answer(variant)
+                if normal and normal == normalize_answer(accepted):
+                    return Verdict(True, f"matches {label} after normalisation", extracted=variant,
+                                   method=self.name)
         numeric = numbers_match(gold, prediction, self.rel_tol)
         why = numeric[1] if numeric is not None else "no match with the gold answer or its aliases"
         return Verdict(False, why, extracted=prediction, method=self.name)
 
 
-JUDGE_PROMPT = """You grade answers to research questions. Your only job is to decide whether the response's final answer means the same thing as the correct answer. Do not try to answer the question yourself, and do not judge whether the correct answer is right.
-
-Question:
-{question}
-
-Response:
-{response}
-
-Correct answer:
-{gold}{aliases}
-
-Write exactly three lines:
-extracted_final_answer: the final answer as the response states it, copied word for word, or None if it gives no answer
-reasoning: one or two sentences comparing only the extracted answer with the correct answer. Spelling variants, letter case, word order of a name, and numbers that differ by a very small margin still count as the same answer; a different entity, a different year, or an answer that hedges between several options does not.
-correct: yes if the extracted answer matches the correct answer, otherwise no"""
+#: The LLM judge's prompt (shipped as package data: its lines are the prompt's own).
+JUDGE_PROMPT = Path(__file__).with_name("judge_prompt.txt").read_text(encoding="utf-8")
 
 
 _VERDICT_LINE = re.compile(r"(?<![a-z_])correct_*\s*[:：=]\s*[\"'\[_]*\s*(yes|no)\b", re.IGNORECASE)
@@ -232,12 +227,15 @@ class LLMJudge(Judge):
     def prompt(self, question: str, gold: str, prediction: str, aliases: Iterable[str] = ()) -> str:
         aliases = [a for a in aliases if a and str(a).strip()]
         extra = f"\n(also accepted: {'; '.join(aliases)})" if aliases else ""
-        return JUDGE_PROMPT.format(question=question.strip(), response=prediction.strip(), gold=str(gold).strip(), aliases=extra)
+        return JUDGE_PROMPT.format(question=question.strip(), response=prediction.strip(),
+                                   gold=str(gold).strip(), aliases=extra)
 
-    def judge(self, question: str, gold: str, prediction: str | None, aliases: Iterable[str] = ()) -> Verdict:
+    def judge(self, question: str, gold: str, prediction: str | None,
+              aliases: Iterable[str] = ()) -> Verdict:
         if prediction is None or not str(prediction).strip():
             return Verdict(False, "no answer", method=self.name)
-        messages = [{"role": "user", "content": self.prompt(question, gold, str(prediction), aliases)}]
+        messages = [{"role": "user",
+                     "content": self.prompt(question, gold, str(prediction), aliases)}]
         problem = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
             try:
@@ -249,13 +247,16 @@ class LLMJudge(Judge):
             if correct is None:
                 problem = "judge reply had no 'correct: yes|no' line"
                 continue
-            return Verdict(correct, f"LLM judge: correct: {'yes' if correct else 'no'}", extracted=extracted, method=self.name)
+            return Verdict(correct, f"LLM judge: correct: {'yes' if correct else 'no'}",
+                           extracted=extracted, method=self.name)
         self.failures += 1
-        return Verdict(False, f"{problem} after {self.max_attempts} attempt(s); counted as incorrect", method=self.name)
+        return Verdict(False,
+                       f"{problem} after {self.max_attempts} attempt(s); counted as incorrect",
+                       method=self.name)
 
 
 def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:
-    """A judge from a spec: ``"match"``, ``"llm:<chat spec>"`` (any ``make_chat`` spec), or a Judge."""
+    """A judge from a spec: ``"match"``, ``"llm:<chat spec>"`` or a Judge."""
     if isinstance(spec, Judge):
         return spec
     if spec is None or spec == "match":
@@ -265,6 +266,7 @@ def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:
 
         make_chat = getattr(chat_module, "make_chat", None)
         if make_chat is None:
-            raise ValueError("LLM judges need vsearcher_lite.chat.make_chat, which is not available")
+            raise ValueError("LLM judges need vsearcher_lite.chat.make_chat, "
+                             "which is not available")
         return LLMJudge(make_chat(spec[len("llm:") :]), **kwargs)
     raise ValueError(f"unknown judge {spec!r}: use 'match' or 'llm:<chat spec>'")

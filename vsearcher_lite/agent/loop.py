@@ -2,29 +2,17 @@
 
 ``run_episode(policy, toolbox, task, limits=..., sampling=..., today=...) -> Trajectory``
 
-Each step: the policy (any ``ChatBackend``: an OpenAI-compatible server, a local transformers
-model, the heuristic teacher) writes one assistant turn, generation stopping before
-``<tool_response>``; the turn is format-checked; a tool call is executed (exactly one per turn)
-and its result comes back as a ``<tool_response>`` user turn with the tool's images. An unknown
-tool, arguments that do not fit the schema, or a failing tool come back as an explicit error
-observation, never as a silently missing turn (the released loop dropped them).
+Each step the policy (any ``ChatBackend``) writes one assistant turn, generation stopping
+before ``<tool_response>``; the turn is format-checked; its one tool call is executed and the
+result comes back as a ``<tool_response>`` user turn with the tool's images. An unknown tool,
+bad arguments or a failing tool come back as an explicit error observation.
 
-Every trajectory ends with exactly one termination reason (``TERMINATIONS``):
-
-- ``answer``: the policy gave an ``<answer>``;
-- ``format_error``: a turn failed the strict format check (paper A.3: the rollout ends at once);
-  with ``strict_format=False`` the policy is told what was wrong and may try again, up to
-  ``max_format_errors`` times;
-- ``max_tool_calls``: the policy asked for a tool call after ``max_tool_calls`` were made
-  (paper: 30); the extra call is not executed;
-- ``context_exceeded``: the conversation outgrew the context budget before a policy call;
-- ``timeout``: the wall-clock budget ran out (checked between steps: a policy call in flight is
-  not interrupted, so the backend's own request timeout bounds the overshoot);
-- ``policy_error``: the policy raised (a chat backend that failed after its retries).
-
-The ``Trajectory`` holds the chat messages (what SFT trains on), one record per assistant turn
-(its verdict, its tool call and the observation), the prediction, timings and the reason; it
-round-trips through JSON.
+Every trajectory ends with one termination reason (``TERMINATIONS``): ``answer``;
+``format_error`` (the rollout ends at once, or with ``strict_format=False`` after
+``max_format_errors`` corrected tries); ``max_tool_calls`` (the extra call is not run);
+``context_exceeded``; ``timeout`` (checked between steps); ``policy_error`` (the backend
+raised). The ``Trajectory`` holds the chat messages (what SFT trains on), a record per
+assistant turn, the prediction, timings and the reason, and round-trips through JSON.
 """
 
 from __future__ import annotations
@@ -36,8 +24,8 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.protocol import (
-    STOP_SEQUENCES,
     SANDBOX_TODAY,
+    STOP_SEQUENCES,
     error_message,
     initial_messages,
     tool_message,
@@ -47,8 +35,9 @@ from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.base import ToolResult
 from vsearcher_lite.world.model import ImageRef
 
-TERMINATIONS = ("answer", "format_error", "max_tool_calls", "context_exceeded", "timeout", "policy_error")
-# Terminations a rerun tries again: the policy could not answer (an unreachable server, a failed call).
+TERMINATIONS = ("answer", "format_error", "max_tool_calls", "context_exceeded", "timeout",
+                "policy_error")
+# Terminations a rerun tries again: the policy could not answer (a server down, a failed call).
 TRANSIENT_TERMINATIONS = ("policy_error",)
 
 PAPER_MAX_TOOL_CALLS = 30  # paper A.3 and A.4
@@ -73,7 +62,8 @@ class EpisodeLimits:
     wall_clock_s: float | None = PAPER_WALL_CLOCK_S
     strict_format: bool = True
     max_format_errors: int = 3  # only used with strict_format=False
-    token_counter: Callable[[list[dict]], int] | None = field(default=None, repr=False, compare=False)
+    token_counter: Callable[[list[dict]], int] | None = field(default=None, repr=False,
+                                                              compare=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -95,7 +85,8 @@ class Sampling:
     extra: dict = field(default_factory=dict)
 
     def to_kwargs(self) -> dict:
-        kwargs = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        kwargs = {"temperature": self.temperature, "top_p": self.top_p,
+                  "max_tokens": self.max_tokens}
         if self.seed is not None:
             kwargs["seed"] = self.seed
         kwargs.update(self.extra)
@@ -131,7 +122,8 @@ class Trajectory:
     error: str | None = None
     policy: str = ""
     sample_index: int = 0
-    meta: dict = field(default_factory=dict)  # gold answer, difficulty, judge verdict ... added by callers
+    # gold answer, difficulty, judge verdict ... added by callers
+    meta: dict = field(default_factory=dict)
 
     @property
     def tool_calls(self) -> list[TurnRecord]:
@@ -149,7 +141,8 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trajectory":
-        missing = [k for k in ("task_id", "question", "messages", "turns", "termination") if k not in d]
+        required = ("task_id", "question", "messages", "turns", "termination")
+        missing = [k for k in required if k not in d]
         if missing:
             raise KeyError(f"trajectory record is missing field(s): {', '.join(missing)}")
         known = set(cls.__dataclass_fields__)
@@ -174,7 +167,8 @@ def context_size(messages: list[dict], limits: EpisodeLimits) -> tuple[int, int 
         chars += len(message_text(m))
         content = m.get("content")
         if isinstance(content, list):
-            chars += IMAGE_CONTEXT_CHARS * sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image")
+            images = sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image")
+            chars += IMAGE_CONTEXT_CHARS * images
     return chars, limits.max_context_chars, "characters"
 
 
@@ -193,7 +187,8 @@ def cut_at_stop(text: str, stops=STOP_SEQUENCES) -> str:
 
 
 def replay_mismatches(trajectory: Trajectory, toolbox: Any) -> list[str]:
-    """Re-run every tool call of a trajectory; the calls whose observation differs (empty: it replays).
+    """Re-run every tool call of a trajectory; the calls whose observation differs (none: it
+    replays).
 
     Compares the observation text and the returned images, which is what the policy saw.
     """
@@ -225,7 +220,7 @@ def run_episode(
     sample_index: int = 0,
     clock: Callable[[], float] = time.monotonic,
 ) -> Trajectory:
-    """Run one episode of ``policy`` on ``task`` with ``toolbox`` (anything with ``Toolbox.call``)."""
+    """Run one episode of ``policy`` on ``task`` with ``toolbox`` (has ``Toolbox.call``)."""
     task = as_task(task)
     limits = limits or EpisodeLimits()
     sampling = sampling or Sampling()
@@ -244,21 +239,25 @@ def run_episode(
             break
         size, budget, unit = context_size(messages, limits)
         if budget is not None and size > budget:
-            termination, error = "context_exceeded", f"context is {size} {unit}, over the budget of {budget}"
+            termination = "context_exceeded"
+            error = f"context is {size} {unit}, over the budget of {budget}"
             break
         t0 = clock()
         try:
-            reply = policy.chat(list(messages), **sampling_kwargs)  # a copy: later turns must not leak into what it saw
+            # a copy: later turns must not leak into what it saw
+            reply = policy.chat(list(messages), **sampling_kwargs)
         except Exception as exc:  # any backend failure ends this episode, not the whole run
             termination, error = "policy_error", f"{type(exc).__name__}: {exc}"
             break
         policy_seconds = clock() - t0
         if not isinstance(reply, str):
-            termination, error = "policy_error", f"the policy returned {type(reply).__name__}, not text"
+            termination = "policy_error"
+            error = f"the policy returned {type(reply).__name__}, not text"
             break
         text = cut_at_stop(reply).strip()
         verdict = strict_format_check(text)
-        record = TurnRecord(index=len(turns), text=text, verdict=verdict.to_dict(), policy_seconds=round(policy_seconds, 4))
+        record = TurnRecord(index=len(turns), text=text, verdict=verdict.to_dict(),
+                            policy_seconds=round(policy_seconds, 4))
         turns.append(record)
         messages.append({"role": "assistant", "content": text})
 
@@ -267,7 +266,8 @@ def run_episode(
             if limits.strict_format or format_errors > limits.max_format_errors:
                 termination, error = "format_error", str(verdict)
                 break
-            feedback = f"your last reply broke the format ({verdict}). Reply with <think>...</think> followed by one <tool_call> or one <answer>."
+            feedback = (f"your last reply broke the format ({verdict}). Reply with "
+                        "<think>...</think> followed by one <tool_call> or one <answer>.")
             record.observation = ToolResult.error("format", feedback).to_dict()
             messages.append(error_message(feedback))
             continue
@@ -275,11 +275,14 @@ def run_episode(
             termination, prediction = "answer", verdict.answer
             break
         if n_calls >= limits.max_tool_calls:
-            termination, error = "max_tool_calls", f"the policy asked for call {n_calls + 1}; the limit is {limits.max_tool_calls}"
+            termination = "max_tool_calls"
+            error = (f"the policy asked for call {n_calls + 1}; "
+                     f"the limit is {limits.max_tool_calls}")
             break
         record.tool, record.arguments = verdict.call.name, verdict.call.arguments
         t0 = clock()
-        result = toolbox.call(verdict.call.name, verdict.call.arguments, question_image=question_image)
+        result = toolbox.call(verdict.call.name, verdict.call.arguments,
+                              question_image=question_image)
         record.tool_seconds = round(clock() - t0, 4)
         record.observation = result.to_dict()
         n_calls += 1

@@ -25,7 +25,6 @@ from vsearcher_lite.synthesis.plots import LEVEL_COLOURS
 from vsearcher_lite.synthesis.task import in_level_order
 
 
-
 def read_rollout_rows(run_dir: str | Path) -> list[dict]:
     """The rows of ``rollouts.csv`` with numbers and booleans parsed."""
     path = Path(run_dir) / STAGE / "rollouts.csv"
@@ -54,7 +53,7 @@ def tool_call_counts(rows: list[dict], *, accepted_only: bool = False) -> dict[s
 
 
 def tool_call_histogram(rows: list[dict], *, accepted_only: bool = False):
-    """Share of trajectories by number of tool calls, one bar series per difficulty (paper fig. 3)."""
+    """Share of trajectories by number of tool calls, a bar series per difficulty (paper fig. 3)."""
     import plotly.graph_objects as go
 
     counts = tool_call_counts(rows, accepted_only=accepted_only)
@@ -62,7 +61,8 @@ def tool_call_histogram(rows: list[dict], *, accepted_only: bool = False):
     for level, counter in counts.items():
         total = sum(counter.values())
         xs = sorted(counter)
-        fig.add_bar(x=xs, y=[counter[x] / total for x in xs], name=f"{level} (n={total})", marker_color=LEVEL_COLOURS.get(level))
+        fig.add_bar(x=xs, y=[counter[x] / total for x in xs], name=f"{level} (n={total})",
+                    marker_color=LEVEL_COLOURS.get(level))
     which = "accepted trajectories" if accepted_only else "all trajectories"
     fig.update_layout(
         title=f"Tool calls per trajectory by difficulty ({which})",
@@ -79,15 +79,18 @@ def termination_bars(rows: list[dict]):
     import plotly.graph_objects as go
 
     counts = Counter(r["termination"] for r in rows)
-    fig = go.Figure(go.Bar(x=list(TERMINATIONS), y=[counts.get(t, 0) for t in TERMINATIONS], marker_color="#5b6dcd"))
-    fig.update_layout(title="How trajectories ended", xaxis_title="termination reason", yaxis_title="trajectories")
+    fig = go.Figure(go.Bar(x=list(TERMINATIONS), y=[counts.get(t, 0) for t in TERMINATIONS],
+                           marker_color="#5b6dcd"))
+    fig.update_layout(title="How trajectories ended", xaxis_title="termination reason",
+                      yaxis_title="trajectories")
     return fig
 
 
 def acceptance_by_level(rows: list[dict]) -> dict[str, float]:
     """``{difficulty: accepted share}``.
 
-    >>> acceptance_by_level([{"difficulty": "easy", "accepted": True}, {"difficulty": "easy", "accepted": False}])
+    >>> acceptance_by_level([{"difficulty": "easy", "accepted": True},
+    ...                      {"difficulty": "easy", "accepted": False}])
     {'easy': 0.5}
     """
     levels = in_level_order(r["difficulty"] for r in rows)
@@ -112,7 +115,8 @@ def acceptance_bars(rows: list[dict]):
             textposition="outside",
         )
     )
-    fig.update_layout(title="Acceptance rate by difficulty", xaxis_title="difficulty", yaxis_title="accepted share",
+    fig.update_layout(title="Acceptance rate by difficulty", xaxis_title="difficulty",
+                      yaxis_title="accepted share",
                       yaxis_tickformat=".0%", yaxis_range=[0, 1.1])
     return fig
 
@@ -130,14 +134,16 @@ def viewer_steps(traj: Trajectory | dict) -> list[dict]:
         role = m["role"]
         if role == "assistant":
             turn = tool_turns.get(assistant_index)
-            verdict = "" if turn is None or turn.verdict.get("ok") else f"  [format: {turn.verdict.get('code')}]"
+            ok = turn is None or turn.verdict.get("ok")
+            verdict = "" if ok else f"  [format: {turn.verdict.get('code')}]"
             title = f"assistant, turn {assistant_index + 1}{verdict}"
             assistant_index += 1
         elif len(steps) == 0:
             title = "user: the question"
         else:
             title = "tool response"
-        steps.append({"title": title, "text": content_with_placeholders(m, "[image]"), "images": message_images(m)})
+        steps.append({"title": title, "text": content_with_placeholders(m, "[image]"),
+                      "images": message_images(m)})
     if steps:
         steps[-1]["title"] += f"  (end: {traj.termination}; prediction: {traj.prediction!r})"
     return steps
@@ -154,10 +160,12 @@ def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any
     traj = traj if isinstance(traj, Trajectory) else Trajectory.from_dict(traj)
     bodies = []
     for step in viewer_steps(traj):
-        pictures = "".join(f'<img src="{image_data_url(path, max_side=image_width)}" style="margin-right:6px">'
+        pictures = "".join(f'<img src="{image_data_url(path, max_side=image_width)}" '
+                           'style="margin-right:6px">'
                            for path in step["images"] if Path(path).is_file())
         bodies.append(f"<b>{html.escape(step['title'])}</b>"
                       + (f"<div>{pictures}</div>" if pictures else "")
                       + f"<pre style='white-space:pre-wrap'>{html.escape(step['text'])}</pre>")
-    heading = f"<b>{html.escape(str(traj.task_id))}</b>: {traj.n_tool_calls} tool calls, ended by {html.escape(str(traj.termination))}"
+    heading = (f"<b>{html.escape(str(traj.task_id))}</b>: {traj.n_tool_calls} tool calls, "
+               f"ended by {html.escape(str(traj.termination))}")
     return StepView(bodies, heading)

@@ -1,28 +1,18 @@
 """The agent protocol, defined once (paper sections 2.2 and B).
 
-Everything the model sees comes from this module: the system prompt, the first user message
-(question text and question image), and how a tool result comes back as a turn. Teacher
-trajectories, SFT data, GRPO rollouts and evaluation all call these functions, so they all
-show the model the same words and the same tool schemas.
+Everything the model sees comes from here: the system prompt, the first user message
+(question text and image) and how a tool result comes back, so teacher trajectories, SFT data,
+GRPO rollouts and evaluation show the model the same words and tool schemas.
 
-An assistant turn is ``<think>...</think>`` followed by exactly one of
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` or ``<answer>...</answer>``.
-Tool output comes back in a user turn as ``<tool_response>...</tool_response>``; the images a
-tool returns (image search) travel as image parts inside that turn. Tool responses are *user*
-turns, not the OpenAI ``tool`` role, because an OpenAI-compatible server rejects ``tool``
-messages that do not answer a structured ``tool_calls`` entry; with Qwen's chat template a
-user turn holding ``<tool_response>\\n...\\n</tool_response>`` renders to exactly the tokens a
-``tool`` message would.
+An assistant turn is ``<think>...</think>`` then one ``<tool_call>{"name", "arguments"}
+</tool_call>`` or ``<answer>...</answer>``. Tool output comes back in a *user* turn as
+``<tool_response>...</tool_response>`` with the tool's images inside (an OpenAI-compatible
+server rejects ``tool`` messages without structured ``tool_calls``; with Qwen's template the
+tokens are the same). The tool block is in the system text, since TRL's vision collator does
+not pass ``tools=`` to the template.
 
-The tool block lives in the system message text (not in the chat template's ``tools=``
-argument): TRL's vision collator does not pass ``tools=`` to the template, and rendering it here makes training and rollout
-prompts identical whatever the backend.
-
-Two variants come from the same code: ``full`` (the default, every profile that runs a real
-model) and ``compact`` for the cpu profile's tiny model, whose context is short: a two-line
-role and workflow and one line per tool instead of the JSON schemas. The compact prompt is a
-documented deviation from the paper (a short prompt and short
-episodes are what make a few-million-parameter model learnable in CPU minutes).
+Two variants: ``full`` (every profile with a real model) and ``compact`` for the cpu profile's
+tiny model, with a two-line role and one line per tool (a documented deviation from the paper).
 """
 
 from __future__ import annotations
@@ -119,7 +109,8 @@ def format_tool_call(name: str, arguments: dict | None = None) -> str:
     return f"{TOOL_CALL_OPEN}\n{payload}\n{TOOL_CALL_CLOSE}"
 
 
-def format_assistant_turn(think: str, *, tool_call: tuple[str, dict] | None = None, answer: str | None = None) -> str:
+def format_assistant_turn(think: str, *, tool_call: tuple[str, dict] | None = None,
+                          answer: str | None = None) -> str:
     """A well-formed assistant turn: the reasoning, then one tool call or the answer.
 
     >>> format_assistant_turn("Easy.", answer="Paris")
@@ -137,25 +128,28 @@ def _full_prompt(today: str, schemas: list[dict]) -> str:
     example_call = format_tool_call("text_search", {"query": "year the Zanura bridge was built"})
     return "\n".join(
         [
-            "You are a research agent that answers hard questions about images and the world by searching the web.",
-            "The question may come with an image. Search, read and reason until you are sure, then answer.",
+            "You are a research agent that answers hard questions about images and the world "
+            "by searching the web.",
+            "The question may come with an image. Search, read and reason until you are sure, "
+            "then answer.",
             "",
             "# How you work",
             "Every reply you write has two parts, in this order:",
-            f"1. Your reasoning inside {THINK_OPEN}{THINK_CLOSE}: what you know so far, what the last tool "
-            "output told you, and what to do next.",
+            f"1. Your reasoning inside {THINK_OPEN}{THINK_CLOSE}: what you know so far, "
+            "what the last tool output told you, and what to do next.",
             "2. Exactly one of the following:",
-            f"   - one tool call inside {TOOL_CALL_OPEN}{TOOL_CALL_CLOSE}, as a JSON object with the keys "
-            '"name" and "arguments";',
-            f"   - your final answer inside {ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, a name, "
-            "a number or a short phrase, with no explanation.",
+            f"   - one tool call inside {TOOL_CALL_OPEN}{TOOL_CALL_CLOSE}, as a JSON object "
+            'with the keys "name" and "arguments";',
+            f"   - your final answer inside {ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, "
+            "a name, a number or a short phrase, with no explanation.",
             f"After a tool call, stop. The tool's output comes back to you inside "
             f"{TOOL_RESPONSE_OPEN}{TOOL_RESPONSE_CLOSE}; never write that tag yourself.",
             "",
             "# Rules",
             "- Call at most one tool per reply.",
             "- Never put a tool call and an answer in the same reply.",
-            "- Close every tag you open; write nothing after the closing tag of the tool call or the answer.",
+            "- Close every tag you open; write nothing after the closing tag of the tool call "
+            "or the answer.",
             "- Facts come from tool outputs, not from memory: the pages you find are the evidence.",
             "",
             "# Tools",
@@ -175,10 +169,12 @@ def _compact_prompt(today: str, specs: list[ToolSpec]) -> str:
     # with its tokenizer (one token per space) the earlier one-line spelling of the turn format
     # cost 108 tokens; this one is about 60. The turn format itself is learned from the examples.
     tools = ", ".join(tool_signature(s) for s in specs)
-    return f"You are a search agent: think, then call one tool or answer.\nTools: {tools}. Date: {today}"
+    return ("You are a search agent: think, then call one tool or answer.\n"
+            f"Tools: {tools}. Date: {today}")
 
 
-def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full", tools: Iterable[ToolSpec] | None = None) -> str:
+def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full",
+                  tools: Iterable[ToolSpec] | None = None) -> str:
     """The one system prompt of the agent.
 
     ``variant`` is ``"full"`` (the paper's setting: role, workflow, rules, JSON schemas) or
@@ -187,11 +183,12 @@ def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full",
 
     >>> "Today's date: 2025-09-01" in system_prompt("2025-09-01")
     True
-    >>> system_prompt("2025-09-01", variant="compact").endswith("Tools: text_search(query), image_search(), visit(url, goal). Date: 2025-09-01")
-    True
+    >>> system_prompt("2025-09-01", variant="compact").splitlines()[-1]
+    'Tools: text_search(query), image_search(), visit(url, goal). Date: 2025-09-01'
     """
     if variant not in PROMPT_VARIANTS:
-        raise ValueError(f"unknown prompt variant {variant!r}; choose one of {', '.join(PROMPT_VARIANTS)}")
+        known = ", ".join(PROMPT_VARIANTS)
+        raise ValueError(f"unknown prompt variant {variant!r}; choose one of {known}")
     specs = list(TOOL_SPECS.values()) if tools is None else list(tools)
     date = resolve_today(today)
     if variant == "compact":
@@ -248,8 +245,8 @@ def error_message(message: str) -> dict:
 
 
 #: How the compact variant marks the question (and how its teacher marks a restated one): the
-#: pretraining corpus's ``restate`` documents ask with "Q: ", so the tiny model's copy of the question
-#: finds the same cue in an episode.
+#: pretraining corpus's ``restate`` documents ask with "Q: ", so the tiny model's copy of the
+#: question finds the same cue in an episode.
 COMPACT_QUESTION_CUE = "Q: "
 
 
@@ -281,7 +278,8 @@ def message_images(message: dict) -> list[str]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [str(p.get("image")) for p in content if isinstance(p, dict) and p.get("type") == "image"]
+    return [str(p.get("image")) for p in content
+            if isinstance(p, dict) and p.get("type") == "image"]
 
 
 def is_tool_response(message: dict) -> bool:
@@ -300,7 +298,8 @@ def is_tool_response(message: dict) -> bool:
 def content_with_placeholders(message: dict, placeholder: str = "<image>") -> str:
     """One string for a message, with ``placeholder`` where each image was (ShareGPT style).
 
-    >>> content_with_placeholders({"role": "user", "content": [image_part("a.png"), text_part("Who?")]})
+    >>> parts = [image_part("a.png"), text_part("Who?")]
+    >>> content_with_placeholders({"role": "user", "content": parts})
     '<image>Who?'
     """
     content: Any = message.get("content", "")

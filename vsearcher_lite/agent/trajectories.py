@@ -2,37 +2,26 @@
 
 ``generate_trajectories(run_dir, config) -> metrics`` runs the teacher through the ReAct loop on
 every filtered training task (``samples_per_task`` times each), judges each final answer, and
-keeps the trajectories that end with a correct answer and pass the strict format check: the
-data SFT trains on. The paper kept 1,301 trajectories from Gemini-3-Pro-Thinking, judged by
-Qwen2.5-72B-Instruct; here the defaults are the offline heuristic teacher and the match judge,
-and any chat model can take either role.
+keeps the trajectories that end correct and pass the strict format check: the SFT data. The
+paper used Gemini-3-Pro-Thinking judged by Qwen2.5-72B-Instruct; the defaults here are the
+offline heuristic teacher and the match judge, and any chat model can take either role.
 
-Runs are bounded in concurrency (threads), resumable (``rollouts.jsonl`` is an append-only log
-keyed by ``<task id>#<sample>``; a rerun skips what is done) and cached (every tool call goes
-through the run's ``ToolCache``, so a rerun reproduces its observations). Each rollout records
-what it depends on (``rollout_identity``: teacher, judge and the settings that shape an episode);
-a rerun reuses only rollouts of the same identity, so another teacher or other settings never
-mix with earlier ones, and it runs again the episodes that ended on a policy error (an
-unreachable server, a failed chat call), which may succeed this time.
+Runs are bounded in concurrency, resumable (``rollouts.jsonl`` is an append-only log keyed by
+``<task id>#<sample>``) and cached (tool calls go through the run's ``ToolCache``). A rerun
+reuses only rollouts of the same ``rollout_identity`` (teacher, judge, episode settings) and runs
+again those that ended on a policy error.
 
-Outputs in ``RUN_DIR/trajectories/``:
+Outputs in ``RUN_DIR/trajectories/``: ``rollouts.jsonl`` (every trajectory, its verdict and
+whether it was accepted), ``accepted.jsonl`` (``Trajectory`` records in task order),
+``rollouts.csv`` (one row per trajectory), ``export/`` (``export.export_trajectories``) and
+``metrics.json``.
 
-- ``rollouts.jsonl``: every trajectory with its judge verdict and whether it was accepted;
-- ``accepted.jsonl``: the accepted trajectories (``Trajectory`` records), in task order;
-- ``rollouts.csv``: one row per trajectory (difficulty, tool calls, termination, verdict) for plots;
-- ``export/``: the SFT exports (``export.export_trajectories``);
-- ``metrics.json``. Tool calls are cached in the run's shared ``RUN_DIR/cache/tools.sqlite``.
-
-Deviations from the paper, on the cpu profile: a heuristic teacher instead of Gemini, a match
-judge instead of an LLM judge, top-3 search results and the compact system prompt (a tiny
-model's context is short), and a 2-minute wall-clock budget per
-trajectory instead of 2.5 hours.
+Deviations on the cpu profile: a heuristic teacher, a match judge, top-3 results, the compact
+prompt and a 2-minute budget per trajectory instead of 2.5 hours.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 import threading
 import time
@@ -64,15 +53,18 @@ from vsearcher_lite.runio import (
     JsonlLog,
     RunDir,
     atomic_write_text,
+    csv_text,
     read_jsonl,
     write_jsonl,
 )
 from vsearcher_lite.synthesis.task import Task, in_level_order
+from vsearcher_lite.synthesis.task import read_tasks as load_tasks
 
 STAGE = "trajectories"
-# Settings that change what an episode produces; a rerun reuses only rollouts made with the same ones.
-ROLLOUT_SETTINGS = ("prompt_variant", "top_k", "today", "max_tool_calls", "max_context_chars", "seed", "world")
-# ... and those that only a chat-model teacher reads (the heuristic teacher reads mistake_rate instead).
+# Settings that shape an episode: a rerun reuses only rollouts made with the same ones
+ROLLOUT_SETTINGS = ("prompt_variant", "top_k", "today", "max_tool_calls", "max_context_chars",
+                    "seed", "world")
+# ... and those only a chat-model teacher reads (the heuristic one reads mistake_rate)
 SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens")
 
 
@@ -117,7 +109,8 @@ class TrajectoryConfig:
         for name, flag, value in (("samples_per_task", "--samples", self.samples_per_task),
                                   ("max_tasks", "--max-tasks", self.max_tasks),
                                   ("concurrency", "--concurrency", self.concurrency)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if value is not None and (not whole or value < 1):
                 raise InputError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
         if self.max_tool_calls < 0:
             raise InputError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
@@ -129,10 +122,12 @@ class TrajectoryConfig:
             raise InputError(str(exc)) from None
 
     def limits(self) -> EpisodeLimits:
-        return EpisodeLimits(max_tool_calls=self.max_tool_calls, wall_clock_s=self.wall_clock_s, max_context_chars=self.max_context_chars)
+        return EpisodeLimits(max_tool_calls=self.max_tool_calls, wall_clock_s=self.wall_clock_s,
+                             max_context_chars=self.max_context_chars)
 
     def sampling(self, sample_index: int) -> Sampling:
-        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed * 1000 + sample_index)
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                        seed=self.seed * 1000 + sample_index)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,18 +141,6 @@ def task_file(run_dir: str | Path, config: TrajectoryConfig) -> Path:
     return Path(config.task_file) if config.task_file else Path(run_dir) / "filter" / "train.jsonl"
 
 
-def load_tasks(path: str | Path) -> list[Task]:
-    """Tasks from a JSONL file; a bad record is an ``InputError`` naming its line."""
-    path = Path(path)
-    tasks = []
-    for number, rec in enumerate(read_jsonl(path), start=1):
-        try:
-            tasks.append(Task.from_dict(rec))
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"{path}:{number}: not a task record ({exc})") from None
-    return tasks
-
-
 def ensure_tasks(run_dir: str | Path, config: TrajectoryConfig) -> list[Task]:
     """The filtered training tasks; built with the synthesis defaults when they are missing."""
     path = task_file(run_dir, config)
@@ -167,18 +150,16 @@ def ensure_tasks(run_dir: str | Path, config: TrajectoryConfig) -> list[Task]:
         from vsearcher_lite.synthesis.filters import run_filter
         from vsearcher_lite.synthesis.inject import InjectConfig
 
-        run_filter(
-            run_dir,
-            world=config.world,
-            inject_config=InjectConfig.for_profile(config.profile, seed=config.seed, progress=config.progress),
-        )
+        inject = InjectConfig.for_profile(config.profile, seed=config.seed,
+                                          progress=config.progress)
+        run_filter(run_dir, world=config.world, inject_config=inject)
     return load_tasks(path)
 
 
-def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig, cache_mode: str | None = None) -> Callable[[], Any]:
-    """A function that builds one toolbox (each worker thread gets its own) with the run's shared
-    tool cache (``tools.factory``: ``RUN_DIR/cache/tools.sqlite``); ``cache_mode="off"`` gives
-    fresh, uncached tools."""
+def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig,
+                         cache_mode: str | None = None) -> Callable[[], Any]:
+    """A function that builds one toolbox (one per worker thread) on the run's shared tool cache;
+    ``cache_mode="off"`` gives fresh, uncached tools."""
     from vsearcher_lite.tools.factory import make_toolbox
 
     if config.world not in ("sandbox", "live"):
@@ -192,15 +173,18 @@ def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig, cache_mo
                                  observations=config.prompt_variant)
 
 
-def make_teacher_factory(config: TrajectoryConfig, teacher: ChatBackend | None = None) -> Callable[[Task, int], ChatBackend]:
-    """``factory(task, sample_index) -> policy``: a heuristic teacher per task, or one shared chat model."""
+def make_teacher_factory(config: TrajectoryConfig,
+                         teacher: ChatBackend | None = None) -> Callable[[Task, int], ChatBackend]:
+    """``factory(task, sample_index) -> policy``: a teacher per task, or one chat model."""
     if teacher is not None:
         return lambda task, i: teacher
     if config.teacher == "heuristic":
         if config.world != "sandbox":
-            raise InputError("the heuristic teacher only works in the sandbox; pass --teacher openai:<model>@<base_url>")
-        return lambda task, i: HeuristicTeacher(task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
-                                                style=config.prompt_variant, max_tool_calls=config.max_tool_calls)
+            raise InputError("the heuristic teacher only works in the sandbox; "
+                             "pass --teacher openai:<model>@<base_url>")
+        return lambda task, i: HeuristicTeacher(
+            task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
+            style=config.prompt_variant, max_tool_calls=config.max_tool_calls)
     from vsearcher_lite.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -224,26 +208,12 @@ def all_turns_pass(traj: Trajectory) -> bool:
 def rollout_record(task: Task, traj: Trajectory, verdict, identity: dict | None = None) -> dict:
     format_ok = all_turns_pass(traj)
     accepted = traj.termination == "answer" and verdict.correct and format_ok
-    traj.meta.update(
-        {
-            "answer": task.answer,
-            "aliases": list(task.aliases),
-            "difficulty": task.difficulty,
-            "split": task.split,
-            "correct": bool(verdict.correct),
-            "judge": verdict.to_dict(),
-        }
-    )
-    record = {
-        "key": job_key(task.id, traj.sample_index),
-        "task_id": task.id,
-        "sample_index": traj.sample_index,
-        "difficulty": task.difficulty,
-        "correct": bool(verdict.correct),
-        "format_ok": format_ok,
-        "accepted": bool(accepted),
-        "trajectory": traj.to_dict(),
-    }
+    traj.meta.update(answer=task.answer, aliases=list(task.aliases), difficulty=task.difficulty,
+                     split=task.split, correct=bool(verdict.correct), judge=verdict.to_dict())
+    record = {"key": job_key(task.id, traj.sample_index), "task_id": task.id,
+              "sample_index": traj.sample_index, "difficulty": task.difficulty,
+              "correct": bool(verdict.correct), "format_ok": format_ok,
+              "accepted": bool(accepted), "trajectory": traj.to_dict()}
     if identity is not None:
         record["identity"] = identity
     return record
@@ -308,7 +278,7 @@ def generate_trajectories(
     config.check()
     check_not_moved(run_dir)
     rd = RunDir(run_dir)
-    out = rd.stage(STAGE, create=False)  # made by the first write: a run that fails before leaves no folder
+    out = rd.stage(STAGE, create=False)  # made by the first write: a failed start leaves nothing
     if tasks is None:
         tasks = ensure_tasks(run_dir, config)
     if config.max_tasks is not None:
@@ -321,7 +291,7 @@ def generate_trajectories(
     if teacher is None and config.teacher != "heuristic":
         from vsearcher_lite.chat import make_chat
 
-        teacher = make_chat(config.teacher)  # one backend for every episode: its usage is the teacher's
+        teacher = make_chat(config.teacher)  # one backend for every episode, so one usage count
     teacher_for = make_teacher_factory(config, teacher)
     identity = rollout_identity(config, label, role_label(config.judge, judge))
     judge = judge or make_judge(config.judge)
@@ -333,16 +303,9 @@ def generate_trajectories(
         if toolbox is None:
             toolbox = local.toolbox = toolbox_factory()
             toolboxes.append(toolbox)
-        traj = run_episode(
-            teacher_for(task, sample_index),
-            toolbox,
-            task,
-            limits=config.limits(),
-            sampling=config.sampling(sample_index),
-            today=config.today,
-            variant=config.prompt_variant,
-            sample_index=sample_index,
-        )
+        traj = run_episode(teacher_for(task, sample_index), toolbox, task, limits=config.limits(),
+                           sampling=config.sampling(sample_index), today=config.today,
+                           variant=config.prompt_variant, sample_index=sample_index)
         verdict = judge.judge(task.question, task.answer, traj.prediction, task.aliases)
         return rollout_record(task, traj, verdict, identity)
 
@@ -350,7 +313,8 @@ def generate_trajectories(
     jobs = [(t, i) for t in tasks for i in range(config.samples_per_task)]
     wanted = {job_key(t.id, i): n for n, (t, i) in enumerate(jobs)}
     stored, set_aside = stored_rollouts(log, set(wanted), identity)
-    todo = [(t, i) for t, i in jobs if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
+    todo = [(t, i) for t, i in jobs
+            if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
     n_retried = sum(1 for t, i in todo if job_key(t.id, i) in stored)
     start = time.perf_counter()
     from tqdm.auto import tqdm
@@ -375,7 +339,7 @@ def generate_trajectories(
         n_tasks=len(tasks),
         generated_this_run=len(todo),
         retried_this_run=n_retried,
-        # stored rollouts of other teachers or settings: kept in rollouts.jsonl, left out of every output
+        # rollouts of other teachers or settings: kept in rollouts.jsonl, out of every output
         set_aside_rollouts=set_aside,
         seconds=round(elapsed, 3),
         trajectories_per_s=round(len(todo) / elapsed, 2) if elapsed > 0 and todo else None,
@@ -386,12 +350,9 @@ def generate_trajectories(
     )
     caches = [tb.cache for tb in toolboxes if getattr(tb, "cache", None) is not None]
     if caches:
-        metrics["tool_cache"] = {
-            "hits": sum(c.hits for c in caches),
-            "misses": sum(c.misses for c in caches),
-            "entries": len(caches[0]),
-            "path": str(caches[0].path),
-        }
+        metrics["tool_cache"] = {"hits": sum(c.hits for c in caches),
+                                 "misses": sum(c.misses for c in caches),
+                                 "entries": len(caches[0]), "path": str(caches[0].path)}
     if teacher is not None and usage_of(teacher):
         metrics["teacher_usage"] = usage_of(teacher)
     judge_usage = roles_usage({"judge": judge})
@@ -419,7 +380,7 @@ def trajectory_metrics(records: list[dict]) -> dict:
             if turn.get("tool") and turn.get("observation"):
                 tool_counts[turn["tool"]] += 1
                 tool_errors += 0 if turn["observation"].get("ok", True) else 1
-    by_level = {}
+    by_level = {}  # per difficulty
     for level in in_level_order(r["difficulty"] for r in records):
         group = [r for r in records if r["difficulty"] == level]
         kept = [r for r in group if r["accepted"]]
@@ -446,32 +407,18 @@ def trajectory_metrics(records: list[dict]) -> dict:
     }
 
 
-ROLLOUT_COLUMNS = ("key", "task_id", "sample_index", "difficulty", "n_tool_calls", "termination", "correct", "format_ok", "accepted")
+ROLLOUT_COLUMNS = ("key", "task_id", "sample_index", "difficulty", "n_tool_calls", "termination",
+                   "correct", "format_ok", "accepted")
 
 
 def rollout_rows(records: list[dict]) -> list[dict]:
-    return [
-        {
-            "key": r["key"],
-            "task_id": r["task_id"],
-            "sample_index": r["sample_index"],
-            "difficulty": r["difficulty"],
-            "n_tool_calls": r["trajectory"]["n_tool_calls"],
-            "termination": r["trajectory"]["termination"],
-            "correct": r["correct"],
-            "format_ok": r["format_ok"],
-            "accepted": r["accepted"],
-        }
-        for r in records
-    ]
+    return [{**{k: r[k] for k in ROLLOUT_COLUMNS if k in r},
+             "n_tool_calls": r["trajectory"]["n_tool_calls"],
+             "termination": r["trajectory"]["termination"]} for r in records]
 
 
 def rollouts_csv(records: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=ROLLOUT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rollout_rows(records))
-    return buf.getvalue()
+    return csv_text(rollout_rows(records), ROLLOUT_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,7 +438,8 @@ def load_rollouts(run_dir: str | Path) -> list[dict]:
     return list(read_jsonl(path, strict=False))
 
 
-def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None, limit: int | None = None) -> dict:
+def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
+                    limit: int | None = None) -> dict:
     """Re-run the tool calls of accepted trajectories against fresh, uncached tools.
 
     Returns ``{"n_checked", "n_tool_calls", "mismatches": [...]}``; no mismatch means every
@@ -503,7 +451,8 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
     problems = []
     for t in trajs:
         problems += [f"{t.task_id}#{t.sample_index}: {p}" for p in replay_mismatches(t, toolbox)]
-    return {"n_checked": len(trajs), "n_tool_calls": sum(t.n_tool_calls for t in trajs), "mismatches": problems}
+    n_calls = sum(t.n_tool_calls for t in trajs)
+    return {"n_checked": len(trajs), "n_tool_calls": n_calls, "mismatches": problems}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,30 +461,24 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 def run_trajectories_command(args) -> int:
     config = TrajectoryConfig.for_profile(
-        args.profile,
-        world=args.world,
-        seed=args.seed,
-        teacher=args.teacher,
-        judge=args.judge,
-        samples_per_task=args.samples,
-        max_tasks=args.max_tasks,
-        concurrency=args.concurrency,
-        prompt_variant=args.prompt,
-    )
+        args.profile, world=args.world, seed=args.seed, teacher=args.teacher, judge=args.judge,
+        samples_per_task=args.samples, max_tasks=args.max_tasks, concurrency=args.concurrency,
+        prompt_variant=args.prompt)
     if args.world == "live":
         config.today = None  # the live web has a calendar: show today's date
     m = generate_trajectories(args.run_dir, config)
     calls = ", ".join(f"{k} {v}" for k, v in m["mean_tool_calls"].items())
     rates = ", ".join(f"{k} {v}" for k, v in m["acceptance_rate_by_difficulty"].items())
-    print(f"[trajectories] {m['n_accepted']}/{m['n_trajectories']} accepted (rate {m['acceptance_rate']}) "
-          f"from {m['n_tasks']} tasks in {m['seconds']} s")
+    print(f"[trajectories] {m['n_accepted']}/{m['n_trajectories']} accepted "
+          f"(rate {m['acceptance_rate']}) from {m['n_tasks']} tasks in {m['seconds']} s")
     print(f"[trajectories] mean tool calls: {calls}; acceptance by difficulty: {rates}")
     print(f"[trajectories] terminations: {m['terminations']}")
-    print(f"[trajectories] wrote {RunDir(args.run_dir).root / STAGE}")
+    out = RunDir(args.run_dir).root / STAGE
+    print(f"[trajectories] wrote {out}")
     failed = m["terminations"].get("policy_error", 0)
     if m["n_trajectories"] and failed == m["n_trajectories"]:
-        print(f"vsearcher-lite trajectories: error: all {failed} episodes ended on a policy error (the teacher "
-              f"never answered; see {RunDir(args.run_dir).root / STAGE / 'rollouts.jsonl'}); rerun to retry them",
+        print(f"vsearcher-lite trajectories: error: all {failed} episodes ended on a policy error "
+              f"(the teacher never answered; see {out / 'rollouts.jsonl'}); rerun to retry them",
               file=sys.stderr)
         return 1
     return 0

@@ -1,72 +1,54 @@
 """Pretraining documents for the tiny base: reading and copying, never the agent protocol.
 
-Every document is plain text made from sandbox worlds whose seeds are *not* the default world's
-(seed 0 is the world the agent is evaluated in; its facts must not be memorised). Six kinds,
-after the pretraining recipe of ``pretrain.py``:
+Plain text from sandbox worlds other than the evaluation world (``worlds``), in seven kinds:
 
-==========  ==================================================================================
-kind        what it teaches
 ==========  ==================================================================================
 page        language modelling of an article, a list, a news item or a travel note
-repeat      a list of names, years or words, then the same list again (pure induction copying)
-kv          "Name: value" lines, then the value recalled for some of the names (key -> value)
-pick        a result list, then which entry is the <kind> asked for (reading titles by type)
-lookup      a search-result list as the search tool prints it, then a fact, a name or a URL
-            copied from one entry
+repeat      a list of names, years or words, then the same list again (induction copying)
+kv          "Name: value" lines, then the value recalled for some of the names
+pick        a result list, then which entry is the <kind> asked for
+lookup      a search-result list, then a fact, a name or a URL copied from one entry
 pageqa      one to three pages as the visit tool prints them, a question, the answer copied
-            from the page; half of them restate it as "Answer: X"
-restate     a question about "the <kind> shown in the image" (or a fact-based description of
-            it), what that description names, then the question asked again with the name
+restate     a question about "the <kind> shown in the image" (or a description), what that
+            names, then the question asked again with the name
 ==========  ==================================================================================
 
-Result lists, page extracts and URLs are laid out with the toolbox's own formatting functions,
-so the base model has read text shaped like a tool's output. There is no chat template, no
-``<tool_call>``/``<tool_response>``/``<answer>`` markup and no agent trajectory anywhere: teaching the
-protocol is SFT's job, and the notebooks show SFT doing it.
+Result lists and pages use the toolbox's own formatting, so the model reads text shaped like a
+tool's output; no chat template, tool markup or trajectory appears (that is SFT's job).
 
-**No default-world names.** Names are built from random syllable roots, so another seed can
-produce a root of the default world ("Pejund"). Before any text is written, such roots are
-renamed in the other worlds (``rename_roots``); then every document is checked against every
-name and alias of the default world (``ForbiddenNames``) and dropped if one slips through.
-The probes of ``pretrain.py`` use the default world's names, which are therefore names the
-model never saw.
-
-A document is a list of segments ``(text, role)``; ``role`` marks the tokens that are copies
-("repeat", "recall", "answer") so that training can log their loss separately (the induction
-transition shows in the loss on the repeat half) and the probes know what to generate.
-Segments are tokenized one by one; every boundary is placed where the tokenizer splits anyway
-(before a word, after a space or a newline), so the ids equal those of the joined text.
+A document is a list of segments ``(text, role)``; ``role`` marks copy tokens ("repeat",
+"recall", "answer") so training logs their loss apart and the probes know what to generate.
+Segment boundaries fall where the tokenizer splits anyway, so the ids equal the joined text's.
 """
 
 from __future__ import annotations
 
-import functools
 import random
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Iterator
 
+from vsearcher_lite.model.worlds import (
+    CORPUS_WORLD_SEEDS,
+    DEFAULT_WORLD_ENTITIES,
+    DEFAULT_WORLD_SEED,
+    ForbiddenNames,
+    SourceEntity,
+    SourceFact,
+    SourceWorld,
+    _fresh_root,
+    build_source_world,
+    default_world_names,
+    name_roots,
+    substitute_words,
+)
 from vsearcher_lite.synthesis.describe import phrases_for
 from vsearcher_lite.tools.base import SearchHit
 from vsearcher_lite.tools.toolbox import format_image_hits, format_text_hits, format_visit
-from vsearcher_lite.world.generator import generate_world
-from vsearcher_lite.world.model import Fact
-from vsearcher_lite.world.prose import ArticleWriter, SecondaryWriter, article_url
-
-DEFAULT_WORLD_SEED = 0  # the evaluation world (``vsearcher-lite world`` default)
-DEFAULT_WORLD_ENTITIES = 2000
-CORPUS_WORLD_SEEDS = tuple(range(101, 121))
 
 DOC_KINDS = ("page", "repeat", "kv", "pick", "lookup", "pageqa", "restate")
 #: Segment roles whose tokens are copies; training logs their loss, probes generate them.
 COPY_ROLES = ("repeat", "recall", "answer")
 ROLE_IDS = {"": 0, "repeat": 1, "recall": 2, "answer": 3}
-
-#: A word: letters and digits. Underscores split words, so the name in a URL path
-#: (``.../wiki/Velna_River``) reads as the words of the title ("Velna", "River").
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_YEAR = re.compile(r"^(1[0-9]{3}|20[0-2][0-9]|2030)$")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +58,7 @@ _YEAR = re.compile(r"^(1[0-9]{3}|20[0-2][0-9]|2030)$")
 
 @dataclass
 class Doc:
-    """One document: ``segments`` of ``(text, role)``; ``role`` "" is context, else a copy target."""
+    """One document: ``segments`` of ``(text, role)``; role "" is context, else a copy target."""
 
     kind: str
     segments: list[tuple[str, str]]
@@ -87,7 +69,7 @@ class Doc:
         return "".join(t for t, _ in self.segments)
 
     def prompt_and_target(self) -> tuple[str, str]:
-        """The text before the first copy segment and that segment (what a probe asks and expects)."""
+        """The text before the first copy segment, and that segment (a probe's prompt, target)."""
         before = []
         for text, role in self.segments:
             if role in COPY_ROLES:
@@ -96,69 +78,14 @@ class Doc:
         raise ValueError(f"a {self.kind} document has no copy segment")
 
 
-# ---------------------------------------------------------------------------------------------
-# Source worlds and the default world's names
-# ---------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1)
-def code_vocabulary() -> frozenset:
-    """Lowercase words written in the world generator's source (kinds, templates, endings).
-
-    A word of a name that is *not* here was made from random syllables: a name root.
-    """
-    words: set[str] = set()
-    for path in (Path(__file__).resolve().parents[1] / "world").glob("*.py"):
-        words.update(w.lower() for w in _WORD.findall(path.read_text(encoding="utf-8")))
-    return frozenset(words)
-
-
-def name_roots(names: Iterable[str]) -> set[str]:
-    """The lowercase syllable roots in ``names`` (words that are not generator vocabulary or numbers).
-
-    >>> sorted(name_roots(["Pejund Cathedral", "the Gest River", "Battle of 1432"]))
-    ['gest', 'pejund']
-    """
-    vocab = code_vocabulary()
-    out = set()
-    for name in names:
-        for w in _WORD.findall(name):
-            lw = w.lower()
-            if lw not in vocab and not lw.isdigit():
-                out.add(lw)
-    return out
-
-
-def _fresh_root(rng: random.Random, taken: set[str], styled: bool = False) -> str:
-    """A name root not in ``taken`` (which it joins) and not a generator word.
-
-    ``styled``: drawn like the world's own names (plain roots, places, regions, family names)
-    instead of plain roots only.
-    """
-    from vsearcher_lite.world import names as name_parts
-
-    makers = ((name_parts.root, name_parts.root, name_parts.place_root, name_parts.family_name,
-               name_parts.region_root) if styled else (name_parts.root,))
-    for _ in range(1000):
-        make = rng.choice(makers)
-        word = make(rng, 2, 3) if make is name_parts.root else make(rng)
-        if word.lower() not in taken and word.lower() not in code_vocabulary():
-            taken.add(word.lower())
-            return word
-    raise RuntimeError("could not draw a fresh name root")
-
-
 def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
                   name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
-    r"""The document with every name root replaced by a freshly drawn one, the same within the document.
+    r"""The document with each name root replaced by a fresh one, consistently within it.
 
-    Why: the corpus comes from a fixed set of worlds, so over hours of training the model sees each
-    name hundreds of times and can "copy" a name it has memorised; the probes (and the agent) must
-    copy names never seen before. Fresh names per document make every copy a real one. Titles,
-    running text and URL paths change together ("Velna River", ``.../wiki/Velna_River``), so a
-    document stays consistent; ``forbidden_roots`` (the evaluation world's) are never drawn.
-    ``name_roots_of_world``: the roots of the source world's entity names; only those are renamed
-    (a page's ordinary words, "villages" or "founding", are not generator vocabulary either).
+    Over hours of training on a fixed set of worlds a model can "copy" names it has memorised;
+    with fresh names every copy is a real one. Titles, text and URL paths change together;
+    ``forbidden_roots`` (the evaluation world's) are never drawn, and only the roots in
+    ``name_roots_of_world`` (the source world's names) are renamed, not a page's ordinary words.
 
     >>> d = Doc("kv", [("Pejund: 1874\nPejund: ", ""), ("1874", "recall")])
     >>> new = refresh_names(d, random.Random(0))
@@ -176,167 +103,6 @@ def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str]
     return Doc(doc.kind, segments, dict(doc.meta, fresh_names=len(mapping)))
 
 
-def _match_case(new: str, old: str) -> str:
-    if old.isupper():
-        return new.upper()
-    if old[:1].isupper():
-        return new[:1].upper() + new[1:].lower()
-    return new.lower()
-
-
-def substitute_words(text: str, mapping: dict[str, str]) -> str:
-    """Replace whole words (case-insensitive keys, case of the original kept).
-
-    >>> substitute_words("Pejund and the Pejund Cathedral", {"pejund": "Voral"})
-    'Voral and the Voral Cathedral'
-    """
-    if not mapping:
-        return text
-    return _WORD.sub(lambda m: _match_case(mapping[m.group(0).lower()], m.group(0))
-                     if m.group(0).lower() in mapping else m.group(0), text)
-
-
-def rename_roots(drafts: list, forbidden: set[str], seed: int) -> dict[str, str]:
-    """Rename, in place, every root of ``drafts`` that is in ``forbidden``; returns the mapping.
-
-    Names, aliases and the labels and text values of facts change together, so pages written
-    afterwards stay consistent ("Pejund" and "Pejund Cathedral" both become "Voral ...").
-    """
-    used = name_roots(n for d in drafts for n in [d.name, *d.aliases])
-    clashes = sorted(used & forbidden)
-    if not clashes:
-        return {}
-    rng = random.Random(f"vsearcher-corpus-rename:{seed}")
-    taken = set(used) | set(forbidden)
-    mapping = {root: _fresh_root(rng, taken) for root in clashes}
-    for d in drafts:
-        d.name = substitute_words(d.name, mapping)
-        d.aliases = [substitute_words(a, mapping) for a in d.aliases]
-        new_facts = []
-        for f in d.facts:
-            value = substitute_words(f.value, mapping) if f.kind == "text" and isinstance(f.value, str) else f.value
-            new_facts.append(Fact(f.subject, f.relation, value, f.kind, f.label, substitute_words(f.value_label, mapping)))
-        d.facts = new_facts
-    return mapping
-
-
-class ForbiddenNames:
-    """Finds any of a set of names (whole words, exact case) in a text.
-
-    Only positions whose word starts a forbidden name are checked, so a check is linear in the
-    length of the text.
-    """
-
-    def __init__(self, names: Iterable[str]):
-        self.by_first: dict[str, set[tuple[str, ...]]] = {}
-        for name in names:
-            words = tuple(_WORD.findall(name))
-            if words:
-                self.by_first.setdefault(words[0], set()).add(words)
-        self.max_len = max((len(w) for s in self.by_first.values() for w in s), default=0)
-
-    def found(self, text: str) -> list[str]:
-        """The forbidden names that occur in ``text`` (empty when it is clean)."""
-        words = _WORD.findall(text)
-        hits = []
-        for i, w in enumerate(words):
-            for cand in self.by_first.get(w, ()):
-                if tuple(words[i:i + len(cand)]) == cand:
-                    hits.append(" ".join(cand))
-        return hits
-
-
-@functools.lru_cache(maxsize=4)
-def default_world_names(seed: int = DEFAULT_WORLD_SEED, n_entities: int = DEFAULT_WORLD_ENTITIES) -> tuple[str, ...]:
-    """Every entity name and alias of the default (evaluation) world, without building it on disk."""
-    world = generate_world(n_entities, seed)
-    return tuple(sorted({n for d in world.drafts for n in [d.name, *d.aliases] if n}))
-
-
-@dataclass
-class SourceFact:
-    relation: str
-    label: str
-    kind: str  # entity | year | number | text
-    value: str  # as the page writes it
-    value_noun: str = "one"  # what an entity value is ("town", "architect")
-
-
-@dataclass
-class SourceEntity:
-    """An entity as the corpus uses it: names, its article and the facts its article states."""
-
-    id: str
-    name: str
-    ref: str  # how running text names it ("the Velna River")
-    type: str
-    kind: str
-    title: str
-    url: str
-    paragraphs: list[str]
-    facts: list[SourceFact]
-
-
-@dataclass
-class SourcePage:
-    title: str
-    url: str
-    paragraphs: list[str]
-    kind: str
-
-
-@dataclass
-class SourceWorld:
-    """One world's entities and pages, ready to be written into documents."""
-
-    seed: int
-    entities: list[SourceEntity]
-    pages: list[SourcePage]
-    renamed: int = 0
-
-    def all_names(self) -> list[str]:
-        return [e.name for e in self.entities]
-
-
-def _fact_noun(f: Fact, by_id: dict) -> str:
-    if f.kind != "entity":
-        return "one"
-    target = by_id.get(f.value)
-    return target.kind if target is not None and target.kind else "one"
-
-
-def build_source_world(seed: int, n_entities: int, forbidden_roots: set[str] | None = None) -> SourceWorld:
-    """Generate a world's entities and pages in memory (no images, no SQLite).
-
-    ``forbidden_roots`` (the default world's name roots) are renamed away first.
-    """
-    world = generate_world(n_entities, seed)
-    drafts = world.drafts
-    renamed = rename_roots(drafts, set(forbidden_roots or ()), seed) if forbidden_roots else {}
-    by_id = {d.id: d for d in drafts}
-    writer = ArticleWriter(drafts, seed)
-    entities = []
-    for d in drafts:
-        written = writer.write(d)
-        text = " ".join(written.paragraphs)
-        facts = []
-        counts: dict[str, int] = {}
-        for f in d.facts:
-            counts[f.relation] = counts.get(f.relation, 0) + 1
-        for f in d.facts:
-            if f.relation == "instance_of" or counts[f.relation] > 1:
-                continue  # a relation with several values has no single answer to copy
-            value = by_id[f.value].name if f.kind == "entity" and f.value in by_id else f.value_text()
-            if value and value in text:  # only facts the page states can be copied from it
-                facts.append(SourceFact(f.relation, f.label, f.kind, value, _fact_noun(f, by_id)))
-        entities.append(SourceEntity(d.id, d.name, d.ref(), d.type, d.kind, d.name, article_url(d.name),
-                                     list(written.paragraphs), facts))
-    sec = SecondaryWriter(drafts, seed)
-    secondary = sec.lists() + sec.news(max(6, int(0.12 * n_entities))) + sec.travel(max(4, int(0.05 * n_entities)))
-    pages = [SourcePage(p.title, p.url, list(p.paragraphs), p.kind) for p in secondary]
-    return SourceWorld(seed, entities, pages, renamed=len(renamed))
-
-
 # ---------------------------------------------------------------------------------------------
 # Document writers (pure functions of a world and a random generator)
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +114,8 @@ def _sentences(text: str) -> list[str]:
     return split_sentences(text)
 
 
-def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random, words: int = 22) -> str:
+def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random,
+                words: int = 22) -> str:
     """A search-engine style snippet: about ``words`` words of the article around ``value``.
 
     It imitates the sandbox text search (a window of the page, "…" where it was cut).
@@ -396,12 +163,14 @@ def doc_repeat(world: SourceWorld, rng: random.Random) -> Doc:
     """3-12 items, then the exact same items again: every token of the second half can be copied."""
     style = rng.choice(("name", "name", "year", "mixed"))
     n = rng.randint(3, 12)
-    items = [_item(world, rng, rng.choice(("name", "year", "word")) if style == "mixed" else style) for _ in range(n)]
+    items = [_item(world, rng, rng.choice(("name", "year", "word")) if style == "mixed" else style)
+             for _ in range(n)]
     sep = rng.choice((", ", "; ", "\n"))
     body = sep.join(items)
     lead = rng.choice(("List: ", "Items: ", "", "Names: " if style == "name" else "Values: "))
     again = rng.choice(("\nAgain: ", "\nRepeat: ", "\n| ", "\nOnce more: "))
-    return Doc("repeat", [(f"{lead}{body}{again}", ""), (body, "repeat"), ("\n", "")], {"n_items": n})
+    return Doc("repeat", [(f"{lead}{body}{again}", ""), (body, "repeat"), ("\n", "")],
+               {"n_items": n})
 
 
 def doc_kv(world: SourceWorld, rng: random.Random) -> Doc:
@@ -409,8 +178,10 @@ def doc_kv(world: SourceWorld, rng: random.Random) -> Doc:
     n = rng.randint(3, 8)
     entities = rng.sample(world.entities, n)
     value_style = rng.choice(("year", "year", "kind"))
-    pairs = [(e.name, str(rng.randint(1000, 2024)) if value_style == "year" else e.kind) for e in entities]
-    segs: list[tuple[str, str]] = [("".join(f"{k}: {v}\n" for k, v in pairs) + rng.choice(("Recall:\n", "Again:\n", "\n")), "")]
+    pairs = [(e.name, str(rng.randint(1000, 2024)) if value_style == "year" else e.kind)
+             for e in entities]
+    lines = "".join(f"{k}: {v}\n" for k, v in pairs)
+    segs: list[tuple[str, str]] = [(lines + rng.choice(("Recall:\n", "Again:\n", "\n")), "")]
     asked = rng.sample(pairs, rng.randint(1, min(4, n)))
     for k, v in asked:
         segs.append((f"{k}: ", ""))
@@ -433,14 +204,18 @@ def doc_pick(world: SourceWorld, rng: random.Random) -> Doc:
     hits = [SearchHit(x.url, x.title, "") for x in entities]
     listing = format_image_hits(hits) if rng.random() < 0.5 else "\n".join(
         f"{i}. {x.title} ({x.kind})" for i, x in enumerate(entities, start=1))
-    question = rng.choice((f"The {e.kind} in this list is ", f"Which one is the {e.kind}? ", f"The {e.kind}: "))
-    return Doc("pick", [(f"{listing}\n{question}", ""), (e.title, "answer"), ("\n", "")], {"kind": e.kind})
+    question = rng.choice((f"The {e.kind} in this list is ", f"Which one is the {e.kind}? ",
+                           f"The {e.kind}: "))
+    return Doc("pick", [(f"{listing}\n{question}", ""), (e.title, "answer"), ("\n", "")],
+               {"kind": e.kind})
 
 
-def _question_for(entity: SourceEntity, fact: SourceFact, rng: random.Random, subject: str | None = None) -> str:
+def _question_for(entity: SourceEntity, fact: SourceFact, rng: random.Random,
+                  subject: str | None = None) -> str:
     phrases = phrases_for(fact.relation, fact.kind, fact.label)
     template = rng.choice(phrases.questions)
-    text = template.format(subject=entity.ref if subject is None else subject, value_noun=fact.value_noun,
+    text = template.format(subject=entity.ref if subject is None else subject,
+                           value_noun=fact.value_noun,
                            value_type=fact.value_noun)
     return _capitalised(text)
 
@@ -474,11 +249,13 @@ def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
     asked = rng.choice(e.facts)
     links = [f for f in e.facts if f.kind == "entity" and f is not asked and f.value in by_name]
     image = lambda kind: f"the {kind} {rng.choice(IMAGE_WORDS)}"  # noqa: E731
-    steps: list[tuple[str, str]] = []  # (description as the question has it, the name it stands for)
+    # (description as the question has it, the name it stands for)
+    steps: list[tuple[str, str]] = []
     if links and rng.random() < 0.5:
         link = rng.choice(links)
         inner = by_name[link.value]
-        outer = describe(e.kind, [Constraint(link.relation, OUT, link.value, "entity", link.value, link.label)], rng)
+        constraint = Constraint(link.relation, OUT, link.value, "entity", link.value, link.label)
+        outer = describe(e.kind, [constraint], rng)
         if link.value not in outer:
             return doc_repeat(world, rng)
         inner_desc = image(inner.kind)
@@ -492,19 +269,22 @@ def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
     current = question
     for description, name in steps:
         current = current.replace(description, name, 1)
-        segs += [(f"{_capitalised(description)} is {name}.\nQ: ", ""), (current, "answer"), ("\n", "")]
+        segs += [(f"{_capitalised(description)} is {name}.\nQ: ", ""),
+                 (current, "answer"), ("\n", "")]
     return Doc("restate", segs, {"levels": len(steps), "relation": asked.relation})
 
 
-def _restate(question: str, answer: str, rng: random.Random, restate: bool) -> list[tuple[str, str]]:
-    """``Q: ...\\nA: <answer>`` and, when ``restate``, a plain ``Answer: <answer>`` line after it."""
+def _restate(question: str, answer: str, rng: random.Random,
+             restate: bool) -> list[tuple[str, str]]:
+    """``Q: ...\\nA: <answer>`` and, when ``restate``, an ``Answer: <answer>`` line after it."""
     segs = [(f"Q: {question}\nA: ", ""), (answer, "answer"), ("\n", "")]
     if restate:
         segs += [("Answer: ", ""), (answer, "answer"), ("\n", "")]
     return segs
 
 
-def _lookup_question(target: SourceEntity, index: int, fact: SourceFact | None, snippet: str, rng: random.Random,
+def _lookup_question(target: SourceEntity, index: int, fact: SourceFact | None, snippet: str,
+                     rng: random.Random,
                      restate: bool) -> tuple[list[tuple[str, str]], str]:
     """Segments asking for one entry of a result list: the fact its snippet states, its URL or
     its title; and the mode used."""
@@ -534,14 +314,15 @@ def doc_lookup(world: SourceWorld, rng: random.Random, restate_share: float = 0.
     segs: list[tuple[str, str]] = [(format_text_hits(query, hits) + "\n", "")]
     modes = []
     for i in asked:
-        q, mode = _lookup_question(entities[i], i, facts[i], hits[i].snippet, rng, rng.random() < restate_share)
+        q, mode = _lookup_question(entities[i], i, facts[i], hits[i].snippet, rng,
+                                   rng.random() < restate_share)
         segs += q
         modes.append(mode)
     return Doc("lookup", segs, {"mode": modes[0], "modes": modes})
 
 
 def doc_pageqa(world: SourceWorld, rng: random.Random, restate_share: float = 0.5) -> Doc:
-    """One to three pages as the visit tool prints them, then a question answered from one of them."""
+    """One to three pages as the visit tool prints them, then a question answered from one."""
     n = rng.randint(1, 3)
     candidates = [e for e in rng.sample(world.entities, min(len(world.entities), 12)) if e.facts]
     if not candidates:
@@ -555,11 +336,13 @@ def doc_pageqa(world: SourceWorld, rng: random.Random, restate_share: float = 0.
     segs = [("\n\n".join(pages) + "\n", "")]
     facts = rng.sample(target.facts, min(len(target.facts), rng.randint(1, 2)))
     for fact in facts:
-        segs += _restate(_question_for(target, fact, rng), fact.value, rng, rng.random() < restate_share)
+        segs += _restate(_question_for(target, fact, rng), fact.value, rng,
+                         rng.random() < restate_share)
     return Doc("pageqa", segs, {"relation": facts[0].relation})
 
 
-WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pick, "lookup": doc_lookup,
+WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pick,
+           "lookup": doc_lookup,
            "pageqa": doc_pageqa, "restate": doc_restate}
 
 
@@ -578,12 +361,14 @@ class Corpus:
     """Documents from several source worlds, none of them naming an entity of the default world."""
 
     def __init__(self, world_seeds: Iterable[int] = CORPUS_WORLD_SEEDS, n_entities: int = 600, *,
-                 exclude_seed: int | None = DEFAULT_WORLD_SEED, exclude_entities: int = DEFAULT_WORLD_ENTITIES,
+                 exclude_seed: int | None = DEFAULT_WORLD_SEED,
+                 exclude_entities: int = DEFAULT_WORLD_ENTITIES,
                  restate_share: float = 0.5, fresh_names: bool = False):
         self.world_seeds = tuple(world_seeds)
         if exclude_seed is not None and exclude_seed in self.world_seeds:
             raise ValueError(f"the corpus may not use the evaluation world's seed {exclude_seed}")
-        forbidden = default_world_names(exclude_seed, exclude_entities) if exclude_seed is not None else ()
+        forbidden = (default_world_names(exclude_seed, exclude_entities)
+                     if exclude_seed is not None else ())
         self.forbidden = ForbiddenNames(forbidden)
         roots = name_roots(forbidden)
         self.forbidden_roots = frozenset(roots)
@@ -599,7 +384,10 @@ class Corpus:
         writer = WRITERS[kind]
         for _ in range(20):
             world = rng.choice(self.worlds)
-            doc = writer(world, rng, self.restate_share) if kind in ("lookup", "pageqa") else writer(world, rng)
+            if kind in ("lookup", "pageqa"):
+                doc = writer(world, rng, self.restate_share)
+            else:
+                doc = writer(world, rng)
             if self.fresh_names:
                 doc = refresh_names(doc, rng, self.forbidden_roots, self.world_roots[world.seed])
             if not self.forbidden.found(doc.text):
@@ -611,7 +399,8 @@ class Corpus:
         """An endless, deterministic stream of documents drawn by the weights of ``mix``."""
         unknown = set(mix) - set(WRITERS)
         if unknown:
-            raise ValueError(f"unknown document kind(s) {sorted(unknown)}; known: {', '.join(DOC_KINDS)}")
+            known = ", ".join(DOC_KINDS)
+            raise ValueError(f"unknown document kind(s) {sorted(unknown)}; known: {known}")
         kinds = [k for k in DOC_KINDS if mix.get(k, 0) > 0]
         weights = [mix[k] for k in kinds]
         rng = random.Random(f"vsearcher-corpus:{seed}")
@@ -625,8 +414,3 @@ class Corpus:
         stream = self.stream({k: 1.0 for k in DOC_KINDS}, seed)
         texts += [next(stream).text for _ in range(n_docs)]
         return texts
-
-
-def probe_world(seed: int = DEFAULT_WORLD_SEED, n_entities: int = DEFAULT_WORLD_ENTITIES) -> SourceWorld:
-    """The evaluation world as a source of probe documents (its names never occur in the corpus)."""
-    return build_source_world(seed, n_entities)

@@ -1,25 +1,16 @@
 """The cpu profile's tiny Qwen3-VL: its config, an image-only processor, building, saving, loading.
 
-The model is an ordinary ``Qwen3VLForConditionalGeneration`` built from the hand-written config
-below (hidden 256, 4 layers, 8 heads of 32, vision tower of depth 2; about 5M parameters). It is saved as an ordinary Hugging Face folder, so
-``AutoModelForImageTextToText.from_pretrained(dir)`` and ``AutoProcessor.from_pretrained(dir)``
-load it, and the same loading code (``load_base``) takes a real Qwen3-VL checkpoint or hub id in
-the GPU profiles.
+An ordinary ``Qwen3VLForConditionalGeneration`` (hidden 256, 4 layers, 8 heads of 32, a vision
+tower of depth 2: about 5M parameters) saved as an ordinary Hugging Face folder, so the
+``Auto*`` classes and ``load_base`` load it as they load a real Qwen3-VL. Three differences:
 
-Three things differ from a stock Qwen3-VL folder, each for a measured reason:
-
-- **No video processor.** ``Qwen3VLProcessor`` needs one and every video processor needs
-  torchvision, which has no CPU wheel here. ``Qwen3VLImageOnlyProcessor`` leaves it out (the
-  processor's parts are read from its ``__init__`` signature) and returns torch tensors for
-  ``pixel_values`` and ``image_grid_thw`` even when called without ``return_tensors`` (TRL calls
-  it that way, and the PIL image processor would otherwise give numpy arrays). It is registered
-  with ``AutoProcessor`` when this module is imported (``import vsearcher_lite.model.tiny``; the
-  local chat backend imports it before it loads a folder).
-- **TRL's own ``qwen3_vl.jinja`` chat template, byte for byte.** TRL recognises templates by exact
-  comparison: only then does it swap in its training template (assistant-only loss) and its
-  tool-call parser.
-- **``suppress_tokens``** for the vision placeholders in ``generation_config``: a weak model that
-  samples ``<|image_pad|>`` breaks the next forward pass (image features and tokens no longer match).
+- **No video processor** (every one needs torchvision, which has no CPU wheel here):
+  ``Qwen3VLImageOnlyProcessor`` leaves it out, returns torch tensors even without
+  ``return_tensors`` (TRL calls it so) and is registered with ``AutoProcessor`` on import.
+- **TRL's own ``qwen3_vl.jinja`` chat template, byte for byte**: TRL recognises templates by
+  exact comparison before it swaps in its training template and tool-call parser.
+- **``suppress_tokens``** for the vision placeholders: a weak model that samples
+  ``<|image_pad|>`` breaks the next forward pass.
 """
 
 from __future__ import annotations
@@ -99,7 +90,8 @@ def _processor_class():
             self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
             self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
             self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
-            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+            ProcessorMixin.__init__(self, image_processor, tokenizer,
+                                    chat_template=chat_template, **kwargs)
             self.vision_start_token = "<|vision_start|>"
             self.vision_end_token = "<|vision_end|>"
             self.vision_start_token_id = tokenizer.convert_tokens_to_ids(self.vision_start_token)
@@ -107,7 +99,8 @@ def _processor_class():
 
         def __call__(self, images=None, text=None, videos=None, **kwargs):
             if videos is not None:
-                raise ValueError("this processor reads images only (no video processor: torchvision is not installed)")
+                raise ValueError("this processor reads images only "
+                                 "(no video processor: torchvision is not installed)")
             out = super().__call__(images=images, text=text, **kwargs)
             import numpy as np
             import torch
@@ -118,9 +111,8 @@ def _processor_class():
             return out
 
         def _adjust_assistant_masks_indices(self, processed_dict, generation_indices):
-            # transformers walks the offset tensor one element at a time, most of SFT's collate time;
-            # the same walk over nested lists gives the same masks (tests/test_sft.py) several times
-            # faster (benchmarks/sft_collate.py; docs/results.md).
+            # transformers walks the offset tensor one element at a time; the same walk over
+            # nested lists gives the same masks several times faster (docs/results.md)
             offsets = processed_dict.get("offset_mapping")
             if hasattr(offsets, "tolist"):
                 processed_dict["offset_mapping"] = offsets.tolist()
@@ -171,7 +163,7 @@ def build_processor(tokenizer, image_processor: dict | None = None):
 
 
 def tiny_config(tokenizer, text: dict | None = None, vision: dict | None = None):
-    """The ``Qwen3VLConfig`` of the tiny model for ``tokenizer`` (vocabulary and token ids from it)."""
+    """The tiny model's ``Qwen3VLConfig`` for ``tokenizer`` (vocabulary and token ids from it)."""
     from transformers import Qwen3VLConfig
 
     text_cfg = copy.deepcopy({**TEXT_CONFIG, **(text or {})})
@@ -191,7 +183,7 @@ def tiny_config(tokenizer, text: dict | None = None, vision: dict | None = None)
 
 
 def generation_defaults(model, tokenizer) -> None:
-    """Stop at ``<|im_end|>`` (or ``<|endoftext|>``), pad with ``<|endoftext|>``, never emit vision tokens."""
+    """Stop at ``<|im_end|>`` or ``<|endoftext|>``, pad with the latter, never emit vision ids."""
     gc = model.generation_config
     gc.eos_token_id = [token_id(tokenizer, EOS_TOKEN), token_id(tokenizer, PAD_TOKEN)]
     gc.pad_token_id = token_id(tokenizer, PAD_TOKEN)
@@ -203,8 +195,9 @@ def generation_defaults(model, tokenizer) -> None:
     gc.top_k = None
 
 
-def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None, vision: dict | None = None):
-    """A freshly initialised tiny ``Qwen3VLForConditionalGeneration`` (fp32), deterministic in ``seed``."""
+def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None,
+                     vision: dict | None = None):
+    """A freshly initialised tiny ``Qwen3VLForConditionalGeneration`` (fp32), fixed by ``seed``."""
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
@@ -218,7 +211,7 @@ def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None, visi
 
 
 #: Plain-text cues for the tokens pretraining never shows: each markup token starts from the
-#: embedding of its cue, so a short SFT does not start from random markup (without them it answered a constant year).
+#: embedding of its cue, so a short SFT does not start from random markup.
 MARKUP_CUES: dict[str, str] = {
     "<answer>": "Answer: ",
     "</answer>": "\n",
@@ -233,8 +226,10 @@ MARKUP_CUES: dict[str, str] = {
 }
 
 
-def init_unseen_token_embeddings(model, tokenizer, cues: dict[str, str] | None = None) -> dict[str, list[int]]:
-    """Set each token in ``cues`` to the mean embedding of its cue text's tokens; returns the cue ids used.
+def init_unseen_token_embeddings(model, tokenizer,
+                                 cues: dict[str, str] | None = None) -> dict[str, list[int]]:
+    """Set each token in ``cues`` to the mean embedding of its cue text's tokens; returns the cue
+    ids used.
 
     For SFT from the pretrained base: the chat and agent markup tokens were never seen in
     pretraining, so their (tied) embeddings are still random. Starting ``<answer>`` where
@@ -263,7 +258,8 @@ def count_parameters(model) -> dict[str, int]:
     return {"total": int(total), "vision": int(vision), "text": int(total - vision)}
 
 
-def save_base(model, processor, out_dir: str | os.PathLike, extra_files: dict[str, str] | None = None) -> Path:
+def save_base(model, processor, out_dir: str | os.PathLike,
+              extra_files: dict[str, str] | None = None) -> Path:
     """Save model (safetensors) + processor + tokenizer into ``out_dir`` atomically.
 
     Everything is written into a temporary sibling folder that replaces ``out_dir`` at the end,
@@ -293,9 +289,11 @@ def default_base_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "tiny_base"
 
 
-def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None = None, dtype: Any = None,
+def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None = None,
+              dtype: Any = None,
               **kwargs: Any):
-    """``(model, processor)`` for the shipped tiny base (``None``), a local checkpoint folder or a hub id.
+    """``(model, processor)`` for the shipped tiny base (``None``), a local checkpoint folder or a
+    hub id.
 
     The ordinary code path: ``AutoModelForImageTextToText`` and ``AutoProcessor``. A folder saved
     with ``Qwen3VLImageOnlyProcessor`` finds it because importing this module registers it. A
@@ -308,8 +306,8 @@ def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None
     source = str(default_base_dir() if path_or_id is None else path_or_id)
     looks_local = os.path.sep in source or source.startswith(".") or Path(source).exists()
     if looks_local and not (Path(source) / "config.json").is_file():
-        raise InputError(f"{source}: no model here (no config.json); run `vsearcher-lite pretrain --out {source}` "
-                         "or give a hub id")
+        raise InputError(f"{source}: no model here (no config.json); "
+                         f"run `vsearcher-lite pretrain --out {source}` or give a hub id")
     if dtype is not None:
         kwargs["dtype"] = dtype
     try:

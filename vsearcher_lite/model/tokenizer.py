@@ -1,22 +1,14 @@
-"""The tiny base model's tokenizer: byte-level BPE trained here, deterministic, built so copying is easy.
-
-Why it is not Qwen's tokenizer:
+"""The tiny base model's tokenizer: byte-level BPE trained here, deterministic, easy to copy with.
 
 - **A name tokenizes the same everywhere.** Qwen's pre-tokenizer glues a leading space or quote
-  to the word after it, so ``Zanura`` becomes `` Zanura`` in a result list and ``"Zanura`` inside a
-  JSON query: copying a name then needs a mapping between two spellings. Here the pre-tokenizer
-  splits text into runs of letters, single digits, runs of other symbols and runs of whitespace,
-  so a word never absorbs its neighbours.
-- **A year is one token.** Every year 1000..2030 is an added token that only matches a whole
-  number (``single_word``), so copying a year is copying one token, and "18745" is never read as
-  "1874" + "5".
-- **The chat and agent markup are single tokens.** Qwen's chat and vision tokens are special
-  tokens; the agent tags (``<think>``, ``<tool_call>``, ``<answer>`` ...) are added as *non*-special
-  tokens, as Qwen does, so ``decode(..., skip_special_tokens=True)`` keeps them (the agent's
-  format check and TRL's tool-call parser read them).
+  to a word, so a name has two spellings (in a result list and in a JSON query); here text
+  splits into runs of letters, single digits, other symbols and whitespace.
+- **A year is one token.** Every year 1000..2030 is an added token matching only a whole
+  number, so "18745" is never "1874" + "5".
+- **The agent markup are single, non-special tokens** (as in Qwen), so decoding with
+  ``skip_special_tokens=True`` keeps them for the format check and TRL's tool-call parser.
 
-The vocabulary is small (a few thousand merges plus the years) because the sandbox's language
-is small; a small vocabulary also keeps the embedding matrix, most of a tiny model, small.
+The vocabulary is small, as the sandbox's language is, which keeps the embedding small too.
 """
 
 from __future__ import annotations
@@ -41,7 +33,8 @@ SPECIAL_TOKENS = (
     "<|video_pad|>",
 )
 #: Placeholders the model must never generate on its own (``suppress_tokens``).
-VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+                 "<|video_pad|>")
 #: The agent protocol's tags (``vsearcher_lite.agent.protocol``): added, not special.
 MARKUP_TOKENS = (
     "<think>",
@@ -65,14 +58,24 @@ PRE_TOKENIZER_PATTERN = r"\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+"
 DEFAULT_VOCAB_SIZE = 2048  # BPE vocabulary before the added tokens
 
 
-def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2):
+def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
+                    min_frequency: int = 2):
     """Train the tokenizer on ``texts`` and wrap it for transformers.
 
     Deterministic: the same texts in the same order give the same vocabulary. Returns a
     ``PreTrainedTokenizerFast`` with ``eos = <|im_end|>``, ``pad = <|endoftext|>`` and left padding
     (batched generation needs the prompt ends aligned).
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     raw = Tokenizer(models.BPE())
@@ -90,9 +93,10 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
         show_progress=False,
     )
     raw.train_from_iterator(texts, trainer)
-    raw.add_tokens([AddedToken(t, single_word=False, normalized=False, special=False) for t in MARKUP_TOKENS])
+    plain = dict(normalized=False, special=False)
+    raw.add_tokens([AddedToken(t, single_word=False, **plain) for t in MARKUP_TOKENS])
     # single_word: "1874" matches only as a whole number, never inside "18745" or "x1874".
-    raw.add_tokens([AddedToken(y, single_word=True, normalized=False, special=False) for y in YEAR_TOKENS])
+    raw.add_tokens([AddedToken(y, single_word=True, **plain) for y in YEAR_TOKENS])
     tok = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         eos_token=EOS_TOKEN,
@@ -101,7 +105,8 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
         model_max_length=4096,
         clean_up_tokenization_spaces=False,
     )
-    tok.add_special_tokens({"additional_special_tokens": [t for t in SPECIAL_TOKENS if t not in (EOS_TOKEN, PAD_TOKEN)]},
+    extra = [t for t in SPECIAL_TOKENS if t not in (EOS_TOKEN, PAD_TOKEN)]
+    tok.add_special_tokens({"additional_special_tokens": extra},
                            replace_extra_special_tokens=False)
     return tok
 

@@ -1,20 +1,14 @@
 """Re-solving a synthesized question through its recorded chain (sandbox only).
 
-The released code froze the answer after the initial QA and never checked it again (upstream
-digest, section A.5). Here every round of a rule-written task records the constraints of its
-description, so a finished question can be solved the way an ideal searcher would, using the
-world's facts instead of the recorded entity ids:
+Every round of a rule-written task records the constraints of its description, so a finished
+question can be solved as an ideal searcher would, from the world's facts: the image entity is
+known from the image (or, withheld, could be any entity of its type); rounds are undone from
+the last to the first, each description matched against the whole world; the seed's answer
+relation is read off every seed candidate.
 
-1. the image entity is known from the image (or, with the image withheld, it could be any
-   entity of its type);
-2. rounds are undone from the last to the first: each description is matched against the whole
-   world, with the entities hidden by later rounds standing for the sets found for them;
-3. the seed's answer relation is read off every seed candidate.
-
-``answer_invariance`` asks that every round resolve to exactly its recorded entity and that
-the answer set is exactly the task's answer. ``text_only_answers`` is the same solve with the
-image withheld: when it still yields one answer, the text alone pins the answer down, and the
-text-only filter removes the task.
+``answer_invariance`` asks that every round resolve to exactly its recorded entity and the
+answers be exactly the task's answer. ``text_only_answers`` is the same solve with the image
+withheld: one answer means the text alone pins the answer down.
 """
 
 from __future__ import annotations
@@ -31,7 +25,8 @@ NO_ANSWER = "<no single value>"
 @dataclass
 class ChainSolution:
     answers: set[str]  # folded answer texts over every seed candidate
-    candidates: dict[str, set[str]] = field(default_factory=dict)  # hidden entity id -> ids that fit
+    # hidden entity id -> ids that fit
+    candidates: dict[str, set[str]] = field(default_factory=dict)
 
 
 def is_checkable(task: Task) -> bool:
@@ -53,7 +48,8 @@ def solve_chain(task: Task, index: FactIndex, *, image_known: bool = True) -> Ch
             options[img.entity_id] = index.candidates(etype, [noun] if noun is not None else [])
     for rnd in reversed(task.rounds):
         constraints = [Constraint.from_dict(c) for c in rnd.constraints]
-        options[rnd.entity_id] = index.candidates(rnd.entity_type, constraints, value_options=options)
+        options[rnd.entity_id] = index.candidates(rnd.entity_type, constraints,
+                                                  value_options=options)
     seeds = options.get(task.seed_id, {task.seed_id})
     answers = set()
     for s in seeds:
@@ -77,13 +73,16 @@ def answer_invariance(task: Task, index: FactIndex) -> InvarianceResult:
         found = solution.candidates.get(rnd.entity_id, set())
         if found != {rnd.entity_id}:
             return InvarianceResult(
-                False, f"round {rnd.round}: the description fits {len(found)} entities, not only {rnd.entity}"
+                False,
+                f"round {rnd.round}: the description fits {len(found)} entities, "
+                f"not only {rnd.entity}"
             )
     if solution.answers != {fold(task.answer)}:
-        return InvarianceResult(False, f"the chain gives {sorted(solution.answers)}, not {task.answer!r}")
+        return InvarianceResult(False,
+                                f"the chain gives {sorted(solution.answers)}, not {task.answer!r}")
     return InvarianceResult(True)
 
 
 def text_only_answers(task: Task, index: FactIndex) -> set[str]:
-    """The answers the text alone allows (image withheld); one answer means the image is not needed."""
+    """The answers the text alone allows (image withheld): one means the image is not needed."""
     return solve_chain(task, index, image_known=False).answers

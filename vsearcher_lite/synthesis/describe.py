@@ -1,21 +1,14 @@
 """Descriptions that identify an entity: the building block of a text-injection round.
 
-A round hides a named entity behind a *description*: its type plus one or two facts about it,
-for example "the bridge designed by Ilsa Maren" or "the architect who designed the Velmora
-Bridge". In the sandbox every fact is structured, so a description is a list of
-``Constraint`` s that can be checked against the whole world:
+A round hides a named entity behind its type plus one or two facts ("the bridge designed by
+Ilsa Maren"). In the sandbox a description is a list of ``Constraint`` s checkable against the
+whole world: ``direction="out"`` when the hidden entity is the fact's subject, ``"in"`` when it
+is the fact's value.
 
-- ``direction="out"``: the hidden entity is the fact's subject (``hidden --designed_by--> value``);
-- ``direction="in"``: the hidden entity is the fact's value (``value --designed_by--> hidden``),
-  where ``value`` is then the fact's subject.
-
-``FactIndex`` holds every fact of a world in dictionaries, so "which entities of this type
-satisfy these constraints?" is a few set intersections. The rule writer uses it to pick
-*distinctive* descriptions (exactly one entity fits), and the invariance check and the
-text-only filter use it to re-solve a finished question.
-
-The English wording of a constraint comes from ``RelationPhrases``: several templates per
-relation and direction, so that questions do not all read alike.
+``FactIndex`` holds a world's facts in dictionaries, so "which entities of this type satisfy
+these constraints?" is a few set intersections: the rule writer picks *distinctive*
+descriptions with it, and the invariance check and text-only filter re-solve questions.
+``RelationPhrases`` words a constraint, several templates per relation and direction.
 """
 
 from __future__ import annotations
@@ -56,7 +49,8 @@ class Constraint:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Constraint":
-        return cls(**{k: d[k] for k in ("relation", "direction", "value", "kind", "value_text", "label") if k in d})
+        keys = ("relation", "direction", "value", "kind", "value_text", "label")
+        return cls(**{k: d[k] for k in keys if k in d})
 
     @classmethod
     def from_fact(cls, fact: Fact, hidden: str, name_of=None) -> "Constraint":
@@ -118,9 +112,11 @@ class FactIndex:
         elif hasattr(source, "all_entities"):
             entities = list(source.all_entities())
         else:
-            raise TypeError(f"{type(source).__name__} cannot list its entities, so it cannot be indexed")
+            raise TypeError(f"{type(source).__name__} cannot list its entities, "
+                            "so it cannot be indexed")
         bulk = getattr(source, "all_facts", None)
-        facts = list(bulk()) if bulk is not None else [f for e in entities for f in source.facts(e.id)]
+        facts = (list(bulk()) if bulk is not None
+                 else [f for e in entities for f in source.facts(e.id)])
         return cls(entities, facts)
 
     # -- lookups -----------------------------------------------------------------------------
@@ -139,7 +135,7 @@ class FactIndex:
         return None
 
     def noun_of(self, entity_id: str) -> str:
-        """How a description names the entity's kind: its ``instance_of``/``occupation``, else its type."""
+        """How a description names the kind: ``instance_of``/``occupation``, else the type."""
         c = self.noun_constraint(entity_id)
         return str(c.value_text) if c is not None else self.type_of(entity_id).replace("_", " ")
 
@@ -152,7 +148,7 @@ class FactIndex:
         return f"the {entity.name}" if the else entity.name
 
     def constraints_of(self, entity_id: str) -> list[Constraint]:
-        """Every constraint a fact puts on the entity, outgoing first, in a stable order (cached: do not modify)."""
+        """Every constraint a fact puts on the entity, outgoing first (cached: do not modify)."""
         cached = self._constraints.get(entity_id)
         if cached is not None:
             return cached
@@ -166,9 +162,8 @@ class FactIndex:
         return found
 
     def matching(self, c: Constraint, value_options: Iterable[str] | None = None) -> set[str]:
-        """Entities that satisfy ``c``; ``value_options`` replaces an entity value by several candidates.
-
-        The returned set may be the index's own: callers must not modify it.
+        """Entities that satisfy ``c``; ``value_options`` replaces an entity value by several
+        candidates. The returned set may be the index's own: callers must not modify it.
         """
         if not c.is_entity:
             return self._subjects.get((c.relation, "=" + literal_key(c.value)), EMPTY)
@@ -225,8 +220,10 @@ class FactIndex:
 def takes_article(entity: Entity) -> bool:
     """Whether running text puts "the" before a name, for sources that do not say.
 
-    >>> takes_article(Entity("E1", "Velna River", "river")), takes_article(Entity("E2", "Orsk", "settlement"))
-    (True, False)
+    >>> takes_article(Entity("E1", "Velna River", "river"))
+    True
+    >>> takes_article(Entity("E2", "Orsk", "settlement"))
+    False
     """
     if entity.type in ("river", "building", "event", "vessel"):
         return True
@@ -245,8 +242,10 @@ class RelationPhrases:
 
     - ``questions``: initial questions asking for the value, with ``{subject}`` (the seed's name)
       and ``{value_type}`` (the type of an entity answer);
-    - ``out``: predicates describing the subject by its value (``{value}``), e.g. "designed by {value}";
-    - ``inward``: predicates describing the value by the subject (``{subject}``), e.g. "who designed {subject}".
+    - ``out``: predicates describing the subject by its value (``{value}``), e.g. "designed by
+      {value}";
+    - ``inward``: predicates describing the value by the subject (``{subject}``), e.g. "who
+      designed {subject}".
 
     Every predicate must read well after "the <type>" and after "and".
     """
@@ -286,87 +285,126 @@ P = RelationPhrases
 # by a whole description, and words after it would pile up at the end of the question.
 PHRASES: dict[str, RelationPhrases] = {
     # places
-    "located_in": P(("Which {value_noun} is home to {subject}?", "In which {value_noun} can one find {subject}?"),
+    "located_in": P(("Which {value_noun} is home to {subject}?",
+                     "In which {value_noun} can one find {subject}?"),
                     ("located in {value}", "that lies in {value}", "that stands in {value}"),
                     ("that is home to {subject}", "that contains {subject}")),
-    "capital": P(("What is the capital of {subject}?", "Which {value_noun} is the capital of {subject}?"),
-                 ("whose capital is {value}",), ("that is the capital of {subject}", "that serves as the capital of {subject}")),
-    "borders": P(("Which {value_noun} borders {subject}?",), ("that borders {value}", "bordering {value}"),
+    "capital": P(("What is the capital of {subject}?",
+                  "Which {value_noun} is the capital of {subject}?"),
+                 ("whose capital is {value}",),
+                 ("that is the capital of {subject}", "that serves as the capital of {subject}")),
+    "borders": P(("Which {value_noun} borders {subject}?",),
+                 ("that borders {value}", "bordering {value}"),
                  ("that borders {subject}", "bordering {subject}")),
-    "twinned_with": P(("Which {value_noun} is twinned with {subject}?",), ("twinned with {value}", "that is twinned with {value}"),
+    "twinned_with": P(("Which {value_noun} is twinned with {subject}?",),
+                      ("twinned with {value}", "that is twinned with {value}"),
                       ("twinned with {subject}", "that is twinned with {subject}")),
     "flows_through": P(("Which {value_noun} lies on the course of {subject}?",),
                        ("that flows through {value}", "flowing through {value}"),
                        ("that lies on {subject}", "on the course of {subject}")),
-    "source": P(("Which {value_noun} is the source of {subject}?",), ("that rises on {value}", "whose source is on {value}"),
+    "source": P(("Which {value_noun} is the source of {subject}?",),
+                ("that rises on {value}", "whose source is on {value}"),
                 ("that is the source of {subject}", "on which rises {subject}")),
-    "flows_into": P(("Which {value_noun} receives the waters of {subject}?",), ("that flows into {value}", "that empties into {value}"),
+    "flows_into": P(("Which {value_noun} receives the waters of {subject}?",),
+                    ("that flows into {value}", "that empties into {value}"),
                     ("fed by {subject}", "that receives the waters of {subject}")),
     "headquartered_in": P(("Which {value_noun} hosts the headquarters of {subject}?",),
                           ("headquartered in {value}", "based in {value}"),
-                          ("that hosts the headquarters of {subject}", "that is home to {subject}")),
-    "held_in": P(("Which {value_noun} hosted {subject}?",), ("held in {value}", "that took place in {value}"),
+                          ("that hosts the headquarters of {subject}",
+                           "that is home to {subject}")),
+    "held_in": P(("Which {value_noun} hosted {subject}?",),
+                 ("held in {value}", "that took place in {value}"),
                  ("that hosted {subject}", "that was the venue of {subject}")),
-    "kept_in": P(("Which {value_noun} holds {subject}?",), ("kept in {value}", "held in the collection of {value}"),
+    "kept_in": P(("Which {value_noun} holds {subject}?",),
+                 ("kept in {value}", "held in the collection of {value}"),
                  ("that holds {subject}", "whose collection includes {subject}")),
-    "native_to": P(("Which {value_noun} is home to {subject}?",), ("native to {value}", "that is native to {value}"),
+    "native_to": P(("Which {value_noun} is home to {subject}?",),
+                   ("native to {value}", "that is native to {value}"),
                    ("that is home to {subject}",)),
-    "home_port": P(("What is the home port of {subject}?",), ("whose home port is {value}", "registered in {value}"),
+    "home_port": P(("What is the home port of {subject}?",),
+                   ("whose home port is {value}", "registered in {value}"),
                    ("that is the home port of {subject}",)),
-    "crosses": P(("Which {value_noun} is crossed by {subject}?",), ("that crosses {value}", "spanning {value}"),
+    "crosses": P(("Which {value_noun} is crossed by {subject}?",),
+                 ("that crosses {value}", "spanning {value}"),
                  ("crossed by {subject}", "spanned by {subject}")),
     "depicts": P(("What is depicted in {subject}?",), ("depicting {value}", "that depicts {value}"),
                  ("depicted in {subject}", "portrayed in {subject}")),
     # people
-    "born_in": P(("What was the birthplace of {subject}?", "Which {value_noun} was the birthplace of {subject}?"),
+    "born_in": P(("What was the birthplace of {subject}?",
+                  "Which {value_noun} was the birthplace of {subject}?"),
                  ("born in {value}",), ("that was the birthplace of {subject}",)),
-    "died_in": P(("Which {value_noun} was the place of death of {subject}?",), ("who died in {value}",),
+    "died_in": P(("Which {value_noun} was the place of death of {subject}?",),
+                 ("who died in {value}",),
                  ("that was the place of death of {subject}",)),
-    "educated_at": P(("Which {value_noun} educated {subject}?",), ("educated at {value}", "who studied at {value}"),
+    "educated_at": P(("Which {value_noun} educated {subject}?",),
+                     ("educated at {value}", "who studied at {value}"),
                      ("that educated {subject}", "attended by {subject}")),
-    "member_of": P(("Which {value_noun} had among its members {subject}?",), ("who was a member of {value}",),
+    "member_of": P(("Which {value_noun} had among its members {subject}?",),
+                   ("who was a member of {value}",),
                    ("whose members included {subject}",)),
-    "founded_by": P(("Who founded {subject}?", "Which {value_noun} founded {subject}?"), ("founded by {value}",),
+    "founded_by": P(("Who founded {subject}?", "Which {value_noun} founded {subject}?"),
+                    ("founded by {value}",),
                     ("who founded {subject}", "who established {subject}")),
-    "designed_by": P(("Who designed {subject}?", "Which {value_noun} designed {subject}?"), ("designed by {value}",),
+    "designed_by": P(("Who designed {subject}?", "Which {value_noun} designed {subject}?"),
+                     ("designed by {value}",),
                      ("who designed {subject}", "responsible for the design of {subject}")),
     "first_ascended_by": P(("Who made the first ascent of {subject}?",),
                            ("first climbed by {value}", "whose first ascent was made by {value}"),
-                           ("who made the first ascent of {subject}", "who first climbed {subject}")),
-    "created_by": P(("Who created {subject}?", "Which {value_noun} made {subject}?"), ("created by {value}", "made by {value}"),
+                           ("who made the first ascent of {subject}",
+                            "who first climbed {subject}")),
+    "created_by": P(("Who created {subject}?", "Which {value_noun} made {subject}?"),
+                    ("created by {value}", "made by {value}"),
                     ("who created {subject}", "who made {subject}")),
-    "led_by": P(("Who led {subject}?",), ("led by {value}",), ("who led {subject}", "who was the leader of {subject}")),
+    "led_by": P(("Who led {subject}?",), ("led by {value}",),
+                ("who led {subject}", "who was the leader of {subject}")),
     "described_by": P(("Who first described {subject}?",), ("first described by {value}",),
                       ("who first described {subject}",)),
-    "named_after": P(("Which {value_noun} is honoured in the name of {subject}?",), ("named after {value}",),
+    "named_after": P(("Which {value_noun} is honoured in the name of {subject}?",),
+                     ("named after {value}",),
                      ("honoured in the name of {subject}",)),
     # organisations
-    "commissioned_by": P(("Which {value_noun} commissioned {subject}?",), ("commissioned by {value}",),
+    "commissioned_by": P(("Which {value_noun} commissioned {subject}?",),
+                         ("commissioned by {value}",),
                          ("that commissioned {subject}",)),
-    "organised_by": P(("Which {value_noun} organised {subject}?",), ("organised by {value}",), ("that organised {subject}",)),
-    "built_by": P(("Which {value_noun} built {subject}?",), ("built by {value}",), ("that built {subject}",)),
+    "organised_by": P(("Which {value_noun} organised {subject}?",), ("organised by {value}",),
+                      ("that organised {subject}",)),
+    "built_by": P(("Which {value_noun} built {subject}?",), ("built by {value}",),
+                  ("that built {subject}",)),
     # years
-    "year_established": P(("What is the year of establishment of {subject}?",), ("established in {value}", "that was established in {value}")),
-    "year_founded": P(("What is the founding year of {subject}?", "In what year was the founding of {subject}?"),
+    "year_established": P(("What is the year of establishment of {subject}?",),
+                          ("established in {value}", "that was established in {value}")),
+    "year_founded": P(("What is the founding year of {subject}?",
+                       "In what year was the founding of {subject}?"),
                       ("founded in {value}", "that was founded in {value}")),
-    "year_built": P(("In what year was the construction of {subject} completed?", "What is the completion year of {subject}?"),
+    "year_built": P(("In what year was the construction of {subject} completed?",
+                     "What is the completion year of {subject}?"),
                     ("built in {value}", "completed in {value}")),
-    "year_born": P(("What is the birth year of {subject}?",), ("born in {value}", "who was born in {value}")),
+    "year_born": P(("What is the birth year of {subject}?",),
+                   ("born in {value}", "who was born in {value}")),
     "year_died": P(("What is the year of death of {subject}?",), ("who died in {value}",)),
-    "year_created": P(("What year is given for the creation of {subject}?",), ("created in {value}", "made in {value}")),
-    "year_held": P(("What year saw {subject}?", "In what year did the event take place that is known as {subject}?"),
+    "year_created": P(("What year is given for the creation of {subject}?",),
+                      ("created in {value}", "made in {value}")),
+    "year_held": P(("What year saw {subject}?",
+                    "In what year did the event take place that is known as {subject}?"),
                    ("held in {value}", "that took place in {value}")),
-    "year_described": P(("What is the year of the first description of {subject}?",), ("first described in {value}",)),
-    "year_launched": P(("What is the launch year of {subject}?",), ("launched in {value}", "that was launched in {value}")),
-    "first_ascent_year": P(("In what year was the first ascent of {subject}?",), ("first climbed in {value}",)),
+    "year_described": P(("What is the year of the first description of {subject}?",),
+                        ("first described in {value}",)),
+    "year_launched": P(("What is the launch year of {subject}?",),
+                       ("launched in {value}", "that was launched in {value}")),
+    "first_ascent_year": P(("In what year was the first ascent of {subject}?",),
+                           ("first climbed in {value}",)),
     # measures
     "population": P(("What is the population of {subject}?",), ("with a population of {value}",)),
     "area": P(("What is the area of {subject}?",), ("covering {value}", "with an area of {value}")),
-    "elevation": P(("What is the elevation of {subject}?",), ("at an elevation of {value}", "that rises to {value}")),
-    "length": P(("What is the length of {subject}?",), ("{value} long", "with a length of {value}")),
-    "height": P(("What is the height of {subject}?",), ("{value} tall", "with a height of {value}")),
+    "elevation": P(("What is the elevation of {subject}?",),
+                   ("at an elevation of {value}", "that rises to {value}")),
+    "length": P(("What is the length of {subject}?",),
+                ("{value} long", "with a length of {value}")),
+    "height": P(("What is the height of {subject}?",),
+                ("{value} tall", "with a height of {value}")),
     "depth": P(("What is the maximum depth of {subject}?",), ("with a maximum depth of {value}",)),
-    "participants": P(("How many participants took part in {subject}?",), ("attended by {value} participants",)),
+    "participants": P(("How many participants took part in {subject}?",),
+                      ("attended by {value} participants",)),
     "members": P(("What is the number of members of {subject}?",), ("with {value} members",)),
     "tonnage": P(("What is the gross tonnage of {subject}?",), ("of {value} gross tonnage",)),
     # texts
@@ -403,7 +441,8 @@ class Description:
 def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> str:
     """The English predicate for one constraint (``clause=True`` prefers a relative clause).
 
-    >>> constraint_predicate(Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren"), random.Random(0), clause=False)
+    >>> c = Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren")
+    >>> constraint_predicate(c, random.Random(0), clause=False)
     'designed by Ilsa Maren'
     """
     ph = phrases_for(c.relation, c.kind, c.label)
@@ -412,7 +451,8 @@ def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> 
         return rng.choice(options).format(subject=c.value_text)
     options = ph.out
     if clause:
-        full = tuple(o for o in options if o.split(" ", 1)[0] in ("that", "who", "whose", "which", "where", "with"))
+        full = tuple(o for o in options if o.split(" ", 1)[0] in ("that", "who", "whose", "which",
+                                                                  "where", "with"))
         options = full or options
     return rng.choice(options).format(value=c.value_text)
 
@@ -420,12 +460,14 @@ def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> 
 def describe(noun: str, constraints: Iterable[Constraint], rng: random.Random) -> str:
     """Word a description: "the <noun> <predicate>[ and <predicate>]".
 
-    >>> describe("bridge", [Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren")], random.Random(0))
+    >>> c = Constraint("designed_by", OUT, "E1", value_text="Ilsa Maren")
+    >>> describe("bridge", [c], random.Random(0))
     'the bridge designed by Ilsa Maren'
     """
-    preds = [constraint_predicate(c, rng, clause=False) for c in constraints if c.relation not in NOUN_RELATIONS]
+    worded = [c for c in constraints if c.relation not in NOUN_RELATIONS]
+    preds = [constraint_predicate(c, rng, clause=False) for c in worded]
     if len(preds) > 1:
-        preds = [constraint_predicate(c, rng, clause=True) for c in constraints if c.relation not in NOUN_RELATIONS]
+        preds = [constraint_predicate(c, rng, clause=True) for c in worded]
     return f"the {noun.replace('_', ' ')} " + " and ".join(preds)
 
 

@@ -1,19 +1,15 @@
 """Stage `filter`: the paper's four filters, the kept task files and the exam (paper 2.1, 2.4, A.2).
 
-Each filter labels a task ``True`` when it *removes* it (the released code's convention):
+Each filter labels a task ``True`` when it *removes* it (the released code's convention). The
+paper's filter, then the offline (sandbox) one:
 
-======================================  =========================================  ==========================================
-filter                                   paper / released code                      offline (sandbox) implementation
-======================================  =========================================  ==========================================
-``answer_in_question``                  the answer appears in the question         normalised whole-word match, any case
-``image_too_simple``                    a VLM judges the image too simple          colour count, edge density, entropy
-``can_be_directly_answered``            a weaker VLM answers from image+question   one-step retrieval shortcut: the top text
-                                                                                   hit for the question is the seed's page or
-                                                                                   shows the answer, or the top image hit is
-                                                                                   the seed's page
-``can_be_directly_answered_with_text``  a weaker LLM answers from the text alone   the chain solved with the image withheld
-                                                                                   still gives exactly one answer
-======================================  =========================================  ==========================================
+- ``answer_in_question``: the answer appears in the question; a normalised whole-word match.
+- ``image_too_simple``: a VLM judges the image too simple; colour count, edge density, entropy.
+- ``can_be_directly_answered``: a weaker VLM answers from image and question; a one-step
+  retrieval shortcut (the top text hit for the question is the seed's page or shows the
+  answer, or the top image hit is the seed's page).
+- ``can_be_directly_answered_with_text``: a weaker LLM answers from the text alone; the chain
+  solved with the image withheld still gives exactly one answer.
 
 The LLM/VLM versions (``DirectAnswerLLM``, ``ImageJudgeVLM``) serve live runs; their replies
 are graded by the judge role (``agent.judge``). A filter that cannot reach a verdict (a chat
@@ -24,9 +20,9 @@ Outputs in ``RUN_DIR/filter/``:
 - ``labeled.jsonl``: every task with ``filters`` (name -> removes?) and the details (resumable);
 - ``train.jsonl`` (kept training tasks, all levels), ``train_easy.jsonl`` / ``train_medium.jsonl``
   / ``train_hard.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the MM-SearchExam counterpart);
-- ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``), training-side tasks whose seeds no task of
-  ``train.jsonl`` uses (SFT's teacher trajectories come from ``train.jsonl``), so GRPO does not train
-  on tasks the SFT model has memorised; its tasks are left out of ``train.jsonl`` and the level files;
+- ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``): training-side tasks whose seeds no
+  task of ``train.jsonl`` (SFT's source) uses, so GRPO does not train on tasks the SFT model has
+  memorised; they are left out of ``train.jsonl`` and the level files;
 - ``funnel.csv`` (tasks left after each filter, per difficulty) and ``metrics.json``.
 """
 
@@ -44,8 +40,9 @@ from vsearcher_lite.chat import ChatBackend, ChatError, roles_usage
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, write_jsonl
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
+from vsearcher_lite.synthesis.seeds import rows_to_csv
 from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
-from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer
+from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer, read_prompts
 
 FILTER_ORDER = (
     "answer_in_question",
@@ -89,21 +86,15 @@ class AnswerInQuestion(TaskFilter):
 
 @dataclass
 class ComplexityThresholds:
-    """An image is too simple when its colours carry little information.
-
-    Calibrated on the sandbox's pictures after the question perturbation (crop, resize, JPEG):
-    over 800 of them, colour entropy was at most 2.2 bits for 95% of the deliberately simple
-    ones (flags, text cards) and at least 4.0 bits for 95% of the rich ones; edge density did
-    not separate them. The line sits between: 3.0 bits. A picture with a handful of colours is
-    simple whatever its entropy.
-    """
+    """An image is too simple when its colours carry little information: low colour entropy
+    (calibrated on perturbed sandbox pictures; docs/results.md) or a handful of colours."""
 
     max_entropy: float = 3.0  # bits of colour entropy (16 levels per channel)
     max_colours: int = 8  # distinct colours
 
 
 def image_measures(path: str | Path) -> dict:
-    """Colour count, colour entropy and edge density of an image file (``world.images.image_complexity``)."""
+    """Colour count, colour entropy and edge density of an image file."""
     from PIL import Image
 
     from vsearcher_lite.world.images import image_complexity
@@ -202,22 +193,21 @@ class TextOnlyChain(TaskFilter):
         if not is_checkable(task) or task.image is None:
             return FilterLabel(None, "the task has no structured chain to solve")
         solution = solve_chain(task, self.index, image_known=False)
-        widest = max((len(solution.candidates.get(r.entity_id, ())) for r in task.rounds), default=1)
+        widths = [len(solution.candidates.get(r.entity_id, ())) for r in task.rounds]
+        widest = max(widths, default=1)
         unique = solution.answers == {fold(task.answer)}
         removes = unique and widest <= self.max_candidates
-        return FilterLabel(removes, f"{len(solution.answers)} possible answers, widest step {widest} candidates")
+        why = f"{len(solution.answers)} possible answers, widest step {widest} candidates"
+        return FilterLabel(removes, why)
 
 
 # ---------------------------------------------------------------------------------------------
 # LLM / VLM filters (live runs)
 
-DIRECT_ANSWER_PROMPT = """Answer the question below immediately, from what you already know{image_note}. Do not explain and do not search: reply with the answer alone, as a short phrase. If you do not know, give your best guess.
-
-Question: {question}"""
-
-IMAGE_SIMPLE_PROMPT = """Look at this image. Is it a simple image that carries little information, such as a national flag, a logo on a plain background or an image that is mostly easy-to-read text? Or is it a complex, information-rich image (a photograph of a place, a building, a landscape, an artwork...)?
-
-Reply with one word: "yes" if it is simple, "no" if it is complex."""
+#: The LLM filters' prompts (package data: a prompt's lines are its own).
+PROMPTS = read_prompts(Path(__file__).with_name("filter_prompts.txt"))
+DIRECT_ANSWER_PROMPT = PROMPTS["DIRECT_ANSWER_PROMPT"]
+IMAGE_SIMPLE_PROMPT = PROMPTS["IMAGE_SIMPLE_PROMPT"]
 
 
 def image_part(path: str) -> dict:
@@ -232,7 +222,7 @@ class DirectAnswerLLM(TaskFilter):
         self.judge = judge
         self.with_image = with_image
         self.max_attempts = max_attempts
-        self.name = "can_be_directly_answered" if with_image else "can_be_directly_answered_with_text"
+        self.name = "can_be_directly_answered" + ("" if with_image else "_with_text")
 
     def label(self, task: Task) -> FilterLabel:
         note = " and the image" if self.with_image else ""
@@ -252,7 +242,8 @@ class DirectAnswerLLM(TaskFilter):
                 continue
             prediction = clean_line_reply(reply)
             verdict = self.judge.judge(task.question, task.answer, prediction, aliases=task.aliases)
-            return FilterLabel(bool(verdict.correct), {"prediction": prediction, "judge": verdict.reason})
+            return FilterLabel(bool(verdict.correct),
+                               {"prediction": prediction, "judge": verdict.reason})
         return FilterLabel(None, f"chat failed: {last}")
 
 
@@ -284,7 +275,9 @@ class ImageJudgeVLM(TaskFilter):
     def label(self, task: Task) -> FilterLabel:
         if not task.image_path:
             return FilterLabel(True, "no question image")
-        messages = [{"role": "user", "content": [{"type": "text", "text": IMAGE_SIMPLE_PROMPT}, image_part(task.image_path)]}]
+        messages = [{"role": "user",
+                     "content": [{"type": "text", "text": IMAGE_SIMPLE_PROMPT},
+                                 image_part(task.image_path)]}]
         last = ""
         for _ in range(self.max_attempts):
             try:
@@ -312,7 +305,8 @@ class FilterConfig:
     thresholds: ComplexityThresholds = field(default_factory=ComplexityThresholds)
     short_circuit: bool = False  # skip later filters once one removes the task (saves LLM calls)
     rl_tasks: int = 1000  # RL pool: at most this many tasks (paper A.4: 1K RL tasks); 0: no pool
-    rl_max_share: float = 1 / 3  # ... from at most this share of the training seeds (SFT keeps the rest)
+    # ... from at most this share of the training seeds (SFT keeps the rest)
+    rl_max_share: float = 1 / 3
     seed: int = 0
     progress: bool = True
 
@@ -320,10 +314,12 @@ class FilterConfig:
         if self.rl_tasks < 0:
             raise InputError(f"rl_tasks (--rl-tasks) must not be negative, got {self.rl_tasks}")
         if not 0 <= self.rl_max_share < 1:
-            raise InputError(f"rl_max_share (--rl-max-share) must be in [0, 1), got {self.rl_max_share}")
+            raise InputError("rl_max_share (--rl-max-share) must be in [0, 1), "
+                             f"got {self.rl_max_share}")
 
 
-def offline_filters(source, index: FactIndex, backends: dict, thresholds: ComplexityThresholds) -> list[TaskFilter]:
+def offline_filters(source, index: FactIndex, backends: dict,
+                    thresholds: ComplexityThresholds) -> list[TaskFilter]:
     def seed_url(seed_id: str) -> str:
         return source.page(seed_id).url
 
@@ -340,7 +336,8 @@ def llm_filters(config: FilterConfig) -> list[TaskFilter]:
     from vsearcher_lite.chat import make_chat
 
     if config.chat is None and config.vlm is None:
-        raise InputError("LLM filters need a chat backend: pass --filter-chat (and --filter-vlm for the image filters)")
+        raise InputError("LLM filters need a chat backend: pass --filter-chat "
+                         "(and --filter-vlm for the image filters)")
     llm = make_chat(config.chat if config.chat is not None else config.vlm)
     vlm = make_chat(config.vlm) if config.vlm is not None else llm
     judge = make_judge(config.judge)
@@ -361,7 +358,7 @@ def label_task(task: Task, filters: list[TaskFilter], short_circuit: bool = Fals
             continue
         try:
             lab = f.label(task)
-        except Exception as exc:  # a backend failure marks the task unverified, it does not end the run
+        except Exception as exc:  # a failure marks the task unverified, not the run ended
             lab = FilterLabel(None, f"{type(exc).__name__}: {exc}")
         task.filters[f.name] = lab.removes
         if lab.detail:
@@ -372,11 +369,11 @@ def label_task(task: Task, filters: list[TaskFilter], short_circuit: bool = Fals
 
 def is_kept(task: dict) -> bool:
     labels = task.get("filters", {})
-    return all(labels.get(name) is False for name in FILTER_ORDER if name in labels) and bool(labels)
+    return bool(labels) and all(labels.get(n) is False for n in FILTER_ORDER if n in labels)
 
 
 def first_removal(task: dict) -> str | None:
-    """The first filter (in ``FILTER_ORDER``) that removes the task, ``"unverified"``, or ``None``."""
+    """The first filter in ``FILTER_ORDER`` removing the task, ``"unverified"`` or ``None``."""
     labels = task.get("filters", {})
     for name in FILTER_ORDER:
         if labels.get(name) is True:
@@ -401,12 +398,6 @@ def funnel_rows(tasks: list[dict]) -> list[dict]:
         left -= removed.get("unverified", 0)
         rows.append({"difficulty": level, "stage": "kept", "remaining": left})
     return rows
-
-
-def rows_to_csv(rows: list[dict]) -> str:
-    from vsearcher_lite.synthesis.seeds import rows_to_csv as to_csv
-
-    return to_csv(rows)
 
 
 def run_filter(
@@ -434,7 +425,8 @@ def run_filter(
         else:
             index = index_for(source)
             if index is None:
-                raise InputError("offline filters need the sandbox world; use --filter-mode llm with chat backends for live runs")
+                raise InputError("offline filters need the sandbox world; use --filter-mode llm "
+                                 "with chat backends for live runs")
             world_obj = getattr(source, "world", None)  # SandboxKnowledge keeps its SandboxWorld
             backends = sandbox_backends(world_obj if world_obj is not None
                                         else open_sandbox(run_dir))
@@ -458,7 +450,8 @@ def run_filter(
     write_jsonl(out / "rl_tasks.jsonl", rl_pool)
     write_jsonl(out / "train.jsonl", by_split["train"])
     for level in (ONEHOP, *DIFFICULTY_ROUNDS):
-        write_jsonl(out / f"train_{level}.jsonl", [r for r in by_split["train"] if r.get("difficulty") == level])
+        write_jsonl(out / f"train_{level}.jsonl",
+                    [r for r in by_split["train"] if r.get("difficulty") == level])
     write_jsonl(out / "heldout.jsonl", by_split["heldout"])
     write_jsonl(out / "exam.jsonl", by_split["exam"])
     atomic_write_text(out / "funnel.csv", rows_to_csv(funnel_rows(labeled)))
@@ -473,7 +466,8 @@ def run_filter(
         labeled_this_run=len(todo),
     )
     roles = {f.name: f for f in filters}
-    roles.update({f"{f.name}.judge": f.judge for f in filters if getattr(f, "judge", None) is not None})
+    roles.update({f"{f.name}.judge": f.judge for f in filters
+                  if getattr(f, "judge", None) is not None})
     usage = roles_usage(roles)
     if usage:
         metrics["chat_usage"] = usage
@@ -481,14 +475,16 @@ def run_filter(
     return metrics
 
 
-def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """``(SFT training tasks, RL pool)``: every kept training task of a seeded random set of training seeds
+def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
+                  seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """``(SFT training tasks, RL pool)``: every kept training task of a seeded random set of
+    training seeds
     goes to the RL pool, the rest stays for SFT, both in file order.
 
-    Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks or
-    ``max_share`` of the training seeds, whichever comes first (``FilterConfig`` checks both ranges). Taking whole seeds keeps the pool
-    disjoint from SFT's tasks by seed, the way the held-out split is kept apart from training; the
-    pool's levels are those of the training split.
+    Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks
+    or ``max_share`` of the training seeds, whichever comes first (``FilterConfig`` checks both
+    ranges). Taking whole seeds keeps the pool disjoint from SFT's tasks by seed, the way the
+    held-out split is kept apart from training; the pool's levels are those of the training split.
 
     >>> train = [{"id": f"t{i}", "seed_id": f"E{i % 4}"} for i in range(8)]  # 4 seeds, 2 tasks each
     >>> sft, rl = split_rl_pool(train, n_tasks=100, max_share=0.5)
@@ -505,7 +501,8 @@ def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: in
             break
         chosen.add(seed_id)
         total += per_seed[seed_id]
-    return [t for t in train if t["seed_id"] not in chosen], [t for t in train if t["seed_id"] in chosen]
+    return ([t for t in train if t["seed_id"] not in chosen],
+            [t for t in train if t["seed_id"] in chosen])
 
 
 def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
@@ -514,38 +511,47 @@ def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
     sft_seeds = {t["seed_id"] for t in by_split["train"]}
     sft_images = {(t.get("image") or {}).get("entity_id") for t in by_split["train"]} - {None}
     by_level = Counter(t.get("difficulty") for t in pool)
+    pictured = [(t.get("image") or {}).get("entity_id") for t in pool]
     return {
         "n_tasks": len(pool),
         "n_by_difficulty": {lvl: by_level.get(lvl, 0) for lvl in LEVELS if by_level.get(lvl, 0)},
         "n_seeds": len(seeds),
         "share_of_training_seeds": round(len(seeds) / max(1, len(seeds | sft_seeds)), 4),
-        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]}) for s in ("train", "heldout", "exam")},
-        # like held-out tasks, a pool task may picture an entity that some SFT task is about or pictures
-        "image_entity_in_sft_tasks": sum(1 for t in pool if (t.get("image") or {}).get("entity_id") in sft_seeds | sft_images),
+        "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]})
+                         for s in ("train", "heldout", "exam")},
+        # like a held-out task, a pool task may picture an entity an SFT task is about or pictures
+        "image_entity_in_sft_tasks": sum(1 for e in pictured if e in sft_seeds | sft_images),
     }
 
 
 def filter_metrics(labeled: list[dict], kept: list[dict]) -> dict:
-    flagged = {name: sum(1 for t in labeled if t.get("filters", {}).get(name) is True) for name in FILTER_ORDER}
+    flagged = {name: sum(1 for t in labeled if t.get("filters", {}).get(name) is True)
+               for name in FILTER_ORDER}
     removed = Counter(first_removal(t) for t in labeled)
     per_level = {}
     for level in LEVELS:
         group = [t for t in labeled if t.get("difficulty") == level]
         r = Counter(first_removal(t) for t in group)
-        per_level[level] = {"n_input": len(group), **{name: r.get(name, 0) for name in FILTER_ORDER},
-                            "unverified": r.get("unverified", 0), "n_kept": sum(1 for t in kept if t.get("difficulty") == level)}
+        per_level[level] = {"n_input": len(group),
+                            **{name: r.get(name, 0) for name in FILTER_ORDER},
+                            "unverified": r.get("unverified", 0),
+                            "n_kept": sum(1 for t in kept if t.get("difficulty") == level)}
     train_seeds = {t["seed_id"] for t in labeled if t.get("split") in ("train", "heldout")}
     exam_seeds = {t["seed_id"] for t in labeled if t.get("split") == "exam"}
     return {
         "n_input": len(labeled),
         "n_kept": len(kept),
-        "n_kept_by_split": {s: sum(1 for t in kept if t.get("split") == s) for s in ("train", "heldout", "exam")},
-        "n_kept_by_difficulty": {lvl: sum(1 for t in kept if t.get("difficulty") == lvl) for lvl in LEVELS},
-        "removed": {name: removed.get(name, 0) for name in FILTER_ORDER},  # by the first filter that fires
+        "n_kept_by_split": {s: sum(1 for t in kept if t.get("split") == s)
+                            for s in ("train", "heldout", "exam")},
+        "n_kept_by_difficulty": {lvl: sum(1 for t in kept if t.get("difficulty") == lvl)
+                                 for lvl in LEVELS},
+        # by the first filter that fires
+        "removed": {name: removed.get(name, 0) for name in FILTER_ORDER},
         "flagged": flagged,  # each filter on its own
         "unverified": removed.get("unverified", 0),
         "by_difficulty": per_level,
-        "kept_with_answer_in_question": sum(1 for t in kept if mentions_answer(t["question"], t["answer"], t.get("aliases", []))),
+        "kept_with_answer_in_question": sum(
+            1 for t in kept if mentions_answer(t["question"], t["answer"], t.get("aliases", []))),
         "exam_seed_overlap_with_training": len(exam_seeds & train_seeds),
         "n_exam": sum(1 for t in kept if t.get("split") == "exam"),
     }

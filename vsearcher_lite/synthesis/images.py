@@ -1,10 +1,5 @@
-"""Fetching a live entity's picture so that image injection can perturb a local copy.
-
-In the sandbox every picture is a local file. In the live world an entity's image is a URL
-(Wikipedia / Wikimedia Commons, or a local Kiwix server); image injection downloads it once,
-checks that the bytes really are an image, and writes it atomically next to the question image.
-The released pipeline passed LAN URLs on to the VLM and re-hosted images by hand later;
-here the question image is always a local file under the run folder.
+"""Fetching a live entity's picture, so that image injection perturbs a local, checked copy
+(in the sandbox every picture is already a local file).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The LLM writer: the six writer operations as prompts to any chat backend.
+"""The LLM writer: the six writer operations as prompts to any chat backend (paper A.2).
 
-The paper used Qwen2.5-72B-Instruct behind vLLM for all of them (appendix A.2). The prompts
-below are this project's own. Differences from the released code, on purpose:
-
-- every reply is validated: JSON for the initial QA (code fences and surrounding prose are
-  tolerated), the picked entity must occur in the question word for word, a rewrite must drop
-  the hidden name and must not reveal the answer, the image rewrite must say "in the image";
-- an invalid reply is retried (up to ``max_attempts`` replies per operation) with a short note
-  saying what was wrong; a failed chat call is retried too; what still fails raises
-  ``WriterError`` with a counted reason;
-- a long page is cut *before* the instructions are appended, so the instructions and the
-  entity's name are never the part that is lost.
+The prompts (``writer_prompts.txt``) are this project's own. Every reply is validated (JSON for
+the initial QA, the picked entity in the question word for word, a rewrite without the hidden
+name or the answer, an image rewrite saying "in the image"); an invalid reply or a failed call
+is retried up to ``max_attempts`` times with a note on what was wrong, and what still fails
+raises a counted ``WriterError``. A long page is cut before the instructions are appended.
 """
 
 from __future__ import annotations
@@ -18,9 +12,20 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Callable
 
 from vsearcher_lite.chat import ChatBackend, ChatError
+from vsearcher_lite.synthesis.text import (
+    clean_line_reply,
+    contains_name,
+    find_name_span,
+    first_json_object,
+    fold,
+    mentions_answer,
+    read_prompts,
+    strip_code_fences,
+)
 from vsearcher_lite.synthesis.writer import (
     MAX_ANSWER_WORDS,
     FactChoice,
@@ -29,77 +34,20 @@ from vsearcher_lite.synthesis.writer import (
     Writer,
     WriterError,
 )
-from vsearcher_lite.synthesis.text import (
-    clean_line_reply,
-    contains_name,
-    find_name_span,
-    first_json_object,
-    fold,
-    mentions_answer,
-    strip_code_fences,
-)
 from vsearcher_lite.world.model import Fact, PageContent, Seed
 
 MAX_PAGE_CHARS = 6000  # enough for the lead paragraphs of a Wikipedia article
 MAX_FACT_WORDS = 45
 IMAGE_MARKERS = ("in the image", "in the picture", "in the photo")
 
-INITIAL_QA_PROMPT = """You write quiz questions from encyclopedia articles.
-
-Article title: {title}
-Article text:
-<<<
-{text}
->>>
-
-Write ONE question about "{title}" that this article answers.
-- The question is a single sentence and contains the name "{title}" exactly as written here.
-- It has exactly one correct answer, which the article states.
-- The answer is a single word or a short phrase of at most {max_words} words (a name, a place, a year...), so that it is easy to check.
-- The answer does not appear in the question.
-
-Reply with a JSON object and nothing else, in this form:
-{{"question": "...", "answer": "..."}}"""
-
-PICK_ENTITY_PROMPT = """Question: {question}
-
-Choose one named entity that appears in this question word for word: a proper name of a place, building, river, mountain, organisation, person, artwork or event. Do not choose descriptive words such as a nationality, a profession or a common noun.{avoid}
-
-Reply with the entity exactly as it is written in the question, and nothing else."""
-
-EXTRACT_FACT_PROMPT = """Article about "{entity}":
-<<<
-{text}
->>>
-
-From this article, choose ONE fact about "{entity}" that few readers would know and that names as many other specific entities (people, places, organisations, years) as possible.
-Good: "{entity} was rebuilt in 1874 by the engineer Ansel Voight for the Harrow and Lisle Railway." (obscure, names a person, an organisation and a year)
-Bad: "{entity} is well known." (vague) or a headline fact that everybody knows.
-Write the fact as one sentence of at most {max_words} words that mentions "{entity}".{avoid}
-
-Reply with the sentence only."""
-
-REWRITE_PROMPT = """Question: {question}
-Entity to hide: {entity}
-Fact about it: {fact}
-
-Rewrite the question so that the name "{entity}" disappears and the entity is referred to through the fact instead; use the least-known, most entity-rich details of the fact. Keep the rest of the question as it is, keep it one grammatical question, and keep its answer the same.{avoid}
-
-Example. Question: "Who designed the Velmora Bridge?" Entity: "Velmora Bridge". Fact: "The Velmora Bridge replaced a ferry of the Ostwick Company in 1874." Rewrite: "Who designed the bridge that replaced a ferry of the Ostwick Company in 1874?"
-
-Reply with the rewritten question only."""
-
-PICK_CRITICAL_PROMPT = """Question: {question}
-
-Choose the named entity in this question that matters most for finding the answer: the one a solver would have to identify first. It must appear in the question word for word and be something that can be shown in a picture (a place, building, landscape, object, artwork...).{avoid}
-
-Reply with the entity exactly as it is written in the question, and nothing else."""
-
-HIDE_FOR_IMAGE_PROMPT = """Question: {question}
-
-The reader will see a picture of "{entity}" ({article} {type}) next to this question. Rewrite the question so that the name "{entity}" disappears and the question refers to it as "the {type} shown in the image". Change nothing else and keep it one grammatical question.{avoid}
-
-Reply with the rewritten question only."""
+#: The writer's prompts (package data: a prompt's lines are its own).
+PROMPTS = read_prompts(Path(__file__).with_name("writer_prompts.txt"))
+INITIAL_QA_PROMPT = PROMPTS["INITIAL_QA_PROMPT"]
+PICK_ENTITY_PROMPT = PROMPTS["PICK_ENTITY_PROMPT"]
+EXTRACT_FACT_PROMPT = PROMPTS["EXTRACT_FACT_PROMPT"]
+REWRITE_PROMPT = PROMPTS["REWRITE_PROMPT"]
+PICK_CRITICAL_PROMPT = PROMPTS["PICK_CRITICAL_PROMPT"]
+HIDE_FOR_IMAGE_PROMPT = PROMPTS["HIDE_FOR_IMAGE_PROMPT"]
 
 
 def avoid_note(answer: str, names: list[str] | tuple = ()) -> str:
@@ -223,7 +171,9 @@ class LLMWriter(Writer):
                 # Show the model its reply and what was wrong with it, then ask again.
                 messages = messages[:1] + [
                     {"role": "assistant", "content": reply if isinstance(reply, str) else ""},
-                    {"role": "user", "content": f"That reply cannot be used ({exc}). Please answer again, following the instructions exactly."},
+                    {"role": "user",
+                     "content": f"That reply cannot be used ({exc}). Please answer again, "
+                                "following the instructions exactly."},
                 ]
         assert last is not None
         with self._lock:
@@ -277,10 +227,12 @@ class LLMWriter(Writer):
         return self.ask("initial_qa", prompt, parse, ctx)
 
     def pick_entity(self, question: str, ctx: WriteContext) -> str:
-        prompt = PICK_ENTITY_PROMPT.format(question=question, avoid=avoid_note("", sorted(ctx.tried)))
+        prompt = PICK_ENTITY_PROMPT.format(question=question,
+                                           avoid=avoid_note("", sorted(ctx.tried)))
         return self.ask("pick_entity", prompt, lambda r: self._pick(question, ctx, r), ctx)
 
-    def extract_fact(self, entity_id: str, entity: str, page: PageContent, ctx: WriteContext) -> FactChoice:
+    def extract_fact(self, entity_id: str, entity: str, page: PageContent,
+                     ctx: WriteContext) -> FactChoice:
         prompt = EXTRACT_FACT_PROMPT.format(
             entity=entity,
             text=cut_page(page.text, self.max_page_chars),
@@ -302,14 +254,18 @@ class LLMWriter(Writer):
         return self.ask("extract_fact", prompt, parse, ctx)
 
     def rewrite(self, question: str, entity: str, fact: FactChoice, ctx: WriteContext) -> str:
-        prompt = REWRITE_PROMPT.format(question=question, entity=entity, fact=fact.sentence, avoid=avoid_note(ctx.answer))
-        return self.ask("rewrite", prompt, lambda r: self._check_question(r, question, entity, ctx), ctx)
+        prompt = REWRITE_PROMPT.format(question=question, entity=entity, fact=fact.sentence,
+                                       avoid=avoid_note(ctx.answer))
+        return self.ask("rewrite", prompt,
+                        lambda r: self._check_question(r, question, entity, ctx), ctx)
 
     def pick_critical_entity(self, question: str, ctx: WriteContext) -> str:
-        prompt = PICK_CRITICAL_PROMPT.format(question=question, avoid=avoid_note("", sorted(ctx.tried)))
+        prompt = PICK_CRITICAL_PROMPT.format(question=question,
+                                             avoid=avoid_note("", sorted(ctx.tried)))
         return self.ask("pick_critical_entity", prompt, lambda r: self._pick(question, ctx, r), ctx)
 
-    def hide_for_image(self, question: str, entity: str, entity_type: str, ctx: WriteContext) -> str:
+    def hide_for_image(self, question: str, entity: str, entity_type: str,
+                       ctx: WriteContext) -> str:
         noun = entity_type.replace("_", " ") or "thing"
         prompt = HIDE_FOR_IMAGE_PROMPT.format(
             question=question,

@@ -24,7 +24,8 @@ from vsearcher_lite.synthesis.filters import FILTER_ORDER
 from vsearcher_lite.synthesis.task import LEVEL_ORDER
 
 LEVELS = LEVEL_ORDER
-LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b", "exam": "#5b6dcd"}
+LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b",
+                 "exam": "#5b6dcd"}
 STAGE_NAMES = {
     "synthesized": "synthesized",
     "answer_in_question": "answer not in question",
@@ -48,7 +49,8 @@ def read_csv_rows(path: str | Path) -> list[dict]:
 
 # -- 01 seeds ----------------------------------------------------------------------------------
 
-def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *, max_points: int = 4000):
+def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *,
+                 max_points: int = 4000):
     """Every entity as a point (sitelinks, statements); the rare-but-documented corner shaded.
 
     Points are jittered slightly (counts are integers and pile up) and thinned to ``max_points``.
@@ -64,13 +66,15 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *, m
     rows = list(rows)
     if len(rows) > max_points:
         rows = rng.sample(rows, max_points)
+    others = [r for r in rows if not r["selected"] and not r["is_person"]]
     groups = {
         "selected seeds": [r for r in rows if r["selected"]],
         "people (excluded)": [r for r in rows if not r["selected"] and r["is_person"]],
-        "no image (excluded)": [r for r in rows if not r["selected"] and not r["is_person"] and not r["has_image"]],
-        "other entities": [r for r in rows if not r["selected"] and not r["is_person"] and r["has_image"]],
+        "no image (excluded)": [r for r in others if not r["has_image"]],
+        "other entities": [r for r in others if r["has_image"]],
     }
-    colours = {"selected seeds": "#c0392b", "people (excluded)": "#9aa5b1", "no image (excluded)": "#d5dbe0",
+    colours = {"selected seeds": "#c0392b", "people (excluded)": "#9aa5b1",
+               "no image (excluded)": "#d5dbe0",
                "other entities": "#5b6dcd"}
     max_sitelinks = max([r["sitelinks"] for r in rows] + [sitelinks_max])
     log_x = max_sitelinks > 200
@@ -87,7 +91,8 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *, m
             y=[r["statements"] + rng.uniform(-0.3, 0.3) for r in group],
             mode="markers", name=f"{name} ({len(group)})",
             marker=dict(size=4, color=colours[name], opacity=0.6),
-            text=[f"{r['id']} ({r['type']}): {r['sitelinks']} sitelinks" for r in group], hoverinfo="text",
+            text=[f"{r['id']} ({r['type']}): {r['sitelinks']} sitelinks" for r in group],
+            hoverinfo="text",
         ))
     top = max([r["statements"] for r in rows] + [statements_min + 1])
     if log_x:  # plotly places shapes on a log axis in log10 units
@@ -96,11 +101,13 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *, m
                      title="sitelinks + 1 (how widely covered; log scale)")
     else:
         x0, x1 = -0.5, sitelinks_max + 0.5
-        xaxis = dict(type="linear", range=[-0.5, max_sitelinks + 0.5], title="sitelinks (how widely covered)")
+        xaxis = dict(type="linear", range=[-0.5, max_sitelinks + 0.5],
+                     title="sitelinks (how widely covered)")
     fig.add_shape(type="rect", x0=x0, x1=x1, y0=statements_min - 0.5, y1=top + 1,
                   line=dict(color="#c0392b", dash="dash"), fillcolor="rgba(192,57,43,0.07)")
     fig.update_layout(
-        title=f"Seeds: sitelinks <= {sitelinks_max} and statements >= {statements_min} (paper 2.1, A.2)",
+        title=f"Seeds: sitelinks <= {sitelinks_max} and statements >= {statements_min} "
+              "(paper 2.1, A.2)",
         xaxis=xaxis, yaxis_title="statements (how well documented)", height=480,
     )
     return fig
@@ -110,7 +117,8 @@ def pool_bars(pool_sizes: dict[str, int]):
     import plotly.graph_objects as go
 
     names = list(pool_sizes)
-    fig = go.Figure(go.Bar(x=names, y=[pool_sizes[n] for n in names], text=[pool_sizes[n] for n in names],
+    fig = go.Figure(go.Bar(x=names, y=[pool_sizes[n] for n in names],
+                           text=[pool_sizes[n] for n in names],
                            marker_color=[LEVEL_COLOURS.get(n, "#7f8c8d") for n in names]))
     fig.update_layout(title="Seeds per pool (disjoint: the exam never shares a seed with training)",
                       yaxis_title="seeds", height=360)
@@ -126,15 +134,18 @@ def question_length_figure(metrics: dict):
 
     by_round = {int(k): v for k, v in metrics["mean_question_words_by_round"].items()}
     per_level = metrics["mean_question_words"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("after each injection round", "per difficulty level"))
-    fig.add_trace(go.Scatter(x=sorted(by_round), y=[by_round[k] for k in sorted(by_round)], mode="lines+markers",
+    fig = make_subplots(rows=1, cols=2,
+                        subplot_titles=("after each injection round", "per difficulty level"))
+    fig.add_trace(go.Scatter(x=sorted(by_round), y=[by_round[k] for k in sorted(by_round)],
+                             mode="lines+markers",
                              name="mean words"), row=1, col=1)
     levels = [lvl for lvl in LEVELS if per_level.get(lvl)]
     fig.add_trace(go.Bar(x=levels, y=[per_level[lvl] for lvl in levels], name="mean words",
                          marker_color=[LEVEL_COLOURS[lvl] for lvl in levels]), row=1, col=2)
     fig.update_xaxes(title_text="round (0 = initial question)", row=1, col=1)
     fig.update_yaxes(title_text="words", row=1, col=1)
-    fig.update_layout(showlegend=False, height=380, title="Questions grow with every injection round")
+    fig.update_layout(showlegend=False, height=380,
+                      title="Questions grow with every injection round")
     return fig
 
 
@@ -152,10 +163,11 @@ def highlight(text: str, phrase: str, colour: str = "#fde2a7") -> str:
 
 
 def round_html(task: dict, index: int) -> str:
-    """One step of a task's story: step 0 is the initial QA, then one step per round, then the image."""
+    """One step of a task's story: 0 is the initial QA, then one per round, then the image."""
     rounds = task.get("rounds", [])
     if index == 0:
-        return (f"<b>Initial question</b> (about the seed <i>{html.escape(task.get('seed_title', ''))}</i>)<br>"
+        seed = html.escape(task.get("seed_title", ""))
+        return (f"<b>Initial question</b> (about the seed <i>{seed}</i>)<br>"
                 f"{html.escape(task.get('initial_question') or task['question'])}<br>"
                 f"<b>Answer:</b> {html.escape(task['answer'])}")
     if index <= len(rounds):
@@ -178,7 +190,8 @@ def rounds_viewer(task: dict):
 
     n_steps = 1 + len(task.get("rounds", [])) + (1 if task.get("image") else 0)
     heading = f"<b>{html.escape(task['id'])}</b> ({html.escape(str(task.get('difficulty')))})"
-    return StepView([round_html(task, i) for i in range(n_steps)], heading, first=0)  # step 0: the initial QA
+    # step 0: the initial QA
+    return StepView([round_html(task, i) for i in range(n_steps)], heading, first=0)
 
 
 # -- 03 image injection ------------------------------------------------------------------------
@@ -198,22 +211,26 @@ def image_data_url(path: str | Path, max_side: int = 240) -> str:
 
 
 def task_cards_html(tasks: Iterable[dict], *, show_source: bool = True) -> str:
-    """Tasks as cards: the question image (and the entity's own picture), the question, the answer."""
+    """Tasks as cards: the question image (and the entity's own picture), question and answer."""
     cards = []
     for t in tasks:
         img = t.get("image") or {}
         pictures = []
         if t.get("image_path") and Path(t["image_path"]).is_file():
-            pictures.append(f'<figure style="margin:0 8px 0 0"><img src="{image_data_url(t["image_path"])}"><figcaption>'
-                            f"question image</figcaption></figure>")
+            pictures.append('<figure style="margin:0 8px 0 0">'
+                            f'<img src="{image_data_url(t["image_path"])}"><figcaption>'
+                            "question image</figcaption></figure>")
         source = img.get("source_image")
         if show_source and source and Path(source).is_file():
-            pictures.append(f'<figure style="margin:0"><img src="{image_data_url(source)}"><figcaption>'
-                            f"{html.escape(img.get('entity', ''))} (the entity's own picture)</figcaption></figure>")
+            entity = html.escape(img.get("entity", ""))
+            pictures.append(f'<figure style="margin:0"><img src="{image_data_url(source)}">'
+                            f"<figcaption>{entity} (the entity's own picture)</figcaption>"
+                            "</figure>")
         cards.append(
             '<div style="border:1px solid #ccd;border-radius:6px;padding:8px;margin:6px 0">'
             f'<div style="display:flex">{"".join(pictures)}</div>'
-            f"<p><b>{html.escape(t['id'])}</b> ({t.get('difficulty')}): {highlight(t['question'], img.get('description', ''))}</p>"
+            f"<p><b>{html.escape(t['id'])}</b> ({t.get('difficulty')}): "
+            f"{highlight(t['question'], img.get('description', ''))}</p>"
             f"<p><b>Answer:</b> {html.escape(t['answer'])}</p></div>"
         )
     return "\n".join(cards)
@@ -230,7 +247,8 @@ def funnel_figure(rows: list[dict]):
         group = [r for r in rows if r["difficulty"] == level]
         if not group or not group[0]["remaining"]:
             continue
-        fig.add_trace(go.Funnel(name=level, y=[STAGE_NAMES.get(r["stage"], r["stage"]) for r in group],
+        fig.add_trace(go.Funnel(name=level,
+                                y=[STAGE_NAMES.get(r["stage"], r["stage"]) for r in group],
                                 x=[r["remaining"] for r in group], textinfo="value+percent initial",
                                 marker=dict(color=LEVEL_COLOURS[level])))
     fig.update_layout(title="The four filters (paper 2.1): tasks left after each", height=460)
@@ -241,20 +259,26 @@ def complexity_scatter(labeled: list[dict]):
     """Colour entropy against colour count of the question images; the too-simple ones marked."""
     import plotly.graph_objects as go
 
+    measured = [t for t in labeled if isinstance(
+        t.get("extra", {}).get("filter_details", {}).get("image_too_simple"), dict)]
     fig = go.Figure()
-    for simple, name, colour in ((True, "too simple (removed)", "#c0392b"), (False, "kept by this filter", "#5b6dcd")):
-        group = [t for t in labeled if t.get("filters", {}).get("image_too_simple") is simple
-                 and isinstance(t.get("extra", {}).get("filter_details", {}).get("image_too_simple"), dict)]
+    for simple, name, colour in ((True, "too simple (removed)", "#c0392b"),
+                                 (False, "kept by this filter", "#5b6dcd")):
+        group = [t for t in measured if t.get("filters", {}).get("image_too_simple") is simple]
         details = [t["extra"]["filter_details"]["image_too_simple"] for t in group]
-        fig.add_trace(go.Scatter(x=[d["colours"] for d in details], y=[d["entropy"] for d in details], mode="markers",
-                                 name=f"{name} ({len(group)})", marker=dict(color=colour, size=7, opacity=0.7),
+        fig.add_trace(go.Scatter(x=[d["colours"] for d in details],
+                                 y=[d["entropy"] for d in details], mode="markers",
+                                 name=f"{name} ({len(group)})",
+                                 marker=dict(color=colour, size=7, opacity=0.7),
                                  text=[t["id"] for t in group], hoverinfo="text"))
-    fig.update_layout(title="Image complexity of the question images", xaxis_title="distinct colours",
+    fig.update_layout(title="Image complexity of the question images",
+                      xaxis_title="distinct colours",
                       yaxis_title="colour entropy (bits)", xaxis_type="log", height=400)
     return fig
 
 
 def filter_table(metrics: dict) -> list[dict[str, Any]]:
     """Per filter: tasks it flags on its own and tasks it removes first (for a small table)."""
-    return [{"filter": name, "flagged": metrics["flagged"][name], "removed (first to fire)": metrics["removed"][name]}
+    return [{"filter": name, "flagged": metrics["flagged"][name],
+             "removed (first to fire)": metrics["removed"][name]}
             for name in FILTER_ORDER]

@@ -17,14 +17,19 @@ notebook's scatter plot) and ``RUN_DIR/seeds/metrics.json``.
 
 from __future__ import annotations
 
-import csv
-import io
 import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from vsearcher_lite.runio import InputError, RunDir, atomic_write_text, read_jsonl, write_jsonl
+from vsearcher_lite.runio import (
+    InputError,
+    RunDir,
+    atomic_write_text,
+    csv_text,
+    read_jsonl,
+    write_jsonl,
+)
 from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS
 from vsearcher_lite.world.model import KnowledgeSource, Seed
 
@@ -48,14 +53,16 @@ class SeedConfig:
     seed: int = 0
 
     def thresholds(self, source: KnowledgeSource) -> tuple[int, int]:
-        return (
-            self.sitelinks_max if self.sitelinks_max is not None else default_threshold(source, "SITELINKS_MAX", 10),
-            self.statements_min if self.statements_min is not None else default_threshold(source, "STATEMENTS_MIN", 20),
-        )
+        sitelinks, statements = self.sitelinks_max, self.statements_min
+        if sitelinks is None:
+            sitelinks = default_threshold(source, "SITELINKS_MAX", 10)
+        if statements is None:
+            statements = default_threshold(source, "STATEMENTS_MIN", 20)
+        return sitelinks, statements
 
 
 def default_threshold(source: KnowledgeSource, name: str, fallback: int) -> int:
-    """The source's ``DEFAULT_<name>`` (an attribute, or a constant of its module), else the paper's value."""
+    """The source's ``DEFAULT_<name>`` (attribute or module constant), else the paper's value."""
     import sys
 
     for holder in (source, sys.modules.get(type(source).__module__)):
@@ -96,7 +103,8 @@ def interleave(counts: dict[str, int]) -> list[str]:
     out = []
     for i in range(total):
         # the label furthest behind its share so far goes next
-        k = max(counts, key=lambda k: (counts[k] * (i + 1) / total - taken[k], -list(counts).index(k)))
+        k = max(counts,
+                key=lambda k: (counts[k] * (i + 1) / total - taken[k], -list(counts).index(k)))
         taken[k] += 1
         out.append(k)
     return out
@@ -106,8 +114,9 @@ def assign_pools(seeds: list[Seed], config: SeedConfig) -> dict[str, str]:
     """Seed id -> pool. Deterministic for ``config.seed``; every seed in exactly one pool."""
     shares = (config.exam_share, config.heldout_share)
     if any(not 0 <= x < 1 for x in shares) or sum(shares) >= 1:
-        raise InputError(f"exam_share and heldout_share must each be in [0, 1) and leave seeds for training "
-                         f"(sum below 1), got {config.exam_share} and {config.heldout_share}")
+        raise InputError("exam_share and heldout_share must each be in [0, 1) and leave seeds "
+                         f"for training (sum below 1), got {config.exam_share} and "
+                         f"{config.heldout_share}")
     order = sorted(seeds, key=lambda s: s.id)
     random.Random(f"vsearcher-seeds:{config.seed}").shuffle(order)
     n = len(order)
@@ -116,15 +125,17 @@ def assign_pools(seeds: list[Seed], config: SeedConfig) -> dict[str, str]:
     if n >= 3:  # every pool non-empty when there is anything to split
         n_exam, n_heldout = max(1, n_exam), max(1, n_heldout)
     n_train = max(0, n - n_exam - n_heldout)
-    labels = ["exam"] * n_exam + ["heldout"] * n_heldout + interleave(split_counts(n_train, config.mix))
+    train = interleave(split_counts(n_train, config.mix))
+    labels = ["exam"] * n_exam + ["heldout"] * n_heldout + train
     return {s.id: pool for s, pool in zip(order, labels)}
 
 
 def select_seeds(source: KnowledgeSource, config: SeedConfig) -> list[Seed]:
-    """The source's seeds under the config's thresholds, de-duplicated by id, in the source's order."""
+    """The source's seeds under the config's thresholds, de-duplicated, in the source's order."""
     smax, smin = config.thresholds(source)
     seeds = source.seeds(
-        smax, smin, require_image=config.require_image, exclude_people=config.exclude_people, limit=config.limit
+        smax, smin, require_image=config.require_image, exclude_people=config.exclude_people,
+        limit=config.limit
     )
     unique: dict[str, Seed] = {}
     for s in seeds:
@@ -152,15 +163,14 @@ def population_rows(source: KnowledgeSource, selected: set[str]) -> list[dict] |
 
 
 def rows_to_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["id"], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    """``rows`` as CSV under the first row's keys."""
+    return csv_text(rows, list(rows[0]) if rows else ["id"])
 
 
-def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *, source: KnowledgeSource | None = None) -> dict:
-    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv``, ``metrics.json``."""
+def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
+              source: KnowledgeSource | None = None) -> dict:
+    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv`` and
+    ``metrics.json``; returns the metrics."""
     from vsearcher_lite.synthesis.sources import open_source
 
     config = config or SeedConfig()
@@ -203,17 +213,19 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *, source: 
 
 
 def read_seeds(run_dir: str | Path) -> list[dict]:
-    """The seed records of a run (each with its ``pool``); ``InputError`` says what to run when missing."""
+    """The seed records of a run (with ``pool``); ``InputError`` says what to run if missing."""
     path = Path(run_dir) / "seeds" / "seeds.jsonl"
     if not path.exists():
-        raise InputError(f"{path} does not exist: run `vsearcher-lite seeds --run-dir {run_dir}` first")
+        raise InputError(f"{path} does not exist: "
+                         f"run `vsearcher-lite seeds --run-dir {run_dir}` first")
     records = list(read_jsonl(path))
     for number, rec in enumerate(records, start=1):
         missing = [k for k in ("id", "title", "pool") if k not in rec]
         if missing:
             raise InputError(f"{path}:{number}: seed record is missing {', '.join(missing)}")
         if rec["pool"] not in POOLS:
-            raise InputError(f"{path}:{number}: unknown pool {rec['pool']!r} (expected one of {', '.join(POOLS)})")
+            raise InputError(f"{path}:{number}: unknown pool {rec['pool']!r} "
+                             f"(expected one of {', '.join(POOLS)})")
     return records
 
 
@@ -227,7 +239,8 @@ def seed_from_record(rec: dict) -> Seed:
     )
 
 
-def ensure_seeds(run_dir: str | Path, config: SeedConfig | None = None, *, source: KnowledgeSource | None = None) -> list[dict]:
+def ensure_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
+                 source: KnowledgeSource | None = None) -> list[dict]:
     """The run's seeds, selecting them with defaults first when the stage has not run."""
     if not (Path(run_dir) / "seeds" / "seeds.jsonl").exists():
         run_seeds(run_dir, config, source=source)

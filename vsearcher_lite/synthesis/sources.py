@@ -15,14 +15,15 @@ from typing import Any
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.world.model import KnowledgeSource
 
-DEFAULT_WORLD_ENTITIES = 2000  # the cpu profile's world: builds in seconds, enough for CI-sized runs
+DEFAULT_WORLD_ENTITIES = 2000  # the cpu profile's world: builds in seconds, CI-sized
 
 
 def world_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "world"
 
 
-def open_sandbox(run_dir: str | Path, *, n_entities: int = DEFAULT_WORLD_ENTITIES, seed: int = 0) -> Any:
+def open_sandbox(run_dir: str | Path, *, n_entities: int = DEFAULT_WORLD_ENTITIES,
+                 seed: int = 0) -> Any:
     """The run's sandbox world (a ``SandboxWorld``), built first when there is none."""
     from vsearcher_lite.relocate import check_not_moved
     from vsearcher_lite.world.store import MANIFEST, ensure_world, open_world

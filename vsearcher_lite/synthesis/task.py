@@ -1,24 +1,24 @@
 """The task record: one synthesized question, with how it was built.
 
 A task is what synthesis writes, filtering labels, the teacher solves, SFT and GRPO train on,
-and evaluation scores. Its benchmark-facing fields are the same as MM-SearchExam's
-(``question``, ``image_path``, ``answer``); the rest records every injection round, which the
-released code did not keep, so a student can step through how a
+and evaluation scores. Its benchmark fields are MM-SearchExam's (``question``, ``image_path``,
+``answer``); the rest records every injection round, so a reader can step through how a
 question grew and the sandbox can check that the answer still holds.
 
-How a chain reads. Round 0 asks about the seed entity. Round ``i`` picks an entity named in
-the current question and replaces its name by ``description``, a phrase built from one fact
-about it (``fact``). Image injection finally replaces one named entity by "the <type> shown in
-the image". Solving goes the other way: identify the image's entity, then undo the rounds
-from the last to the first, then read the seed's page.
+Round 0 asks about the seed. Round ``i`` replaces an entity named in the question by
+``description``, built from one ``fact`` about it; image injection replaces one by "the <type>
+shown in the image". Solving undoes this from the image to the seed's page.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text-injection rounds per level
+from vsearcher_lite.runio import InputError, read_jsonl_numbered
+
+DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text rounds per level
 EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
 #: A warm-up level that is not in the paper: the seed's own question with the seed hidden behind its
 #: picture (no text round), so one image search and one page read answer it. The paper's filter
@@ -71,7 +71,7 @@ class Task:
     id: str
     question: str
     answer: str
-    image_path: str | None = None  # the question image: a perturbed copy of the image entity's picture
+    image_path: str | None = None  # a perturbed copy of the image entity's picture
     difficulty: str = "easy"  # easy | medium | hard | exam
     split: str = "train"  # train | heldout | exam
     aliases: list[str] = field(default_factory=list)  # other accepted spellings of the answer
@@ -82,7 +82,7 @@ class Task:
     rounds: list[InjectionRound] = field(default_factory=list)
     image: ImageInjection | None = None
     world: str = "sandbox"
-    filters: dict[str, Any] = field(default_factory=dict)  # filter name -> True when it removes the task
+    filters: dict[str, Any] = field(default_factory=dict)  # filter -> True if it removes the task
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -103,3 +103,18 @@ class Task:
     @property
     def n_rounds(self) -> int:
         return len(self.rounds)
+
+
+def read_tasks(path: str | Path, hint: str | None = None) -> list[Task]:
+    """Tasks from a JSONL file; ``InputError`` names a bad record's line, or, for a missing file,
+    the command that writes it (``hint``)."""
+    path = Path(path)
+    if hint and not path.exists():
+        raise InputError(f"{path} does not exist: run `{hint}` first")
+    tasks = []
+    for number, rec in read_jsonl_numbered(path):
+        try:
+            tasks.append(Task.from_dict(rec))
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{path}:{number}: not a task record ({exc})") from None
+    return tasks

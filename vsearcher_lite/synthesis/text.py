@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 
 from vsearcher_lite.agent.judge import normalize_answer
 
@@ -52,14 +53,15 @@ def replace_name(text: str, name: str, replacement: str) -> str:
 
     >>> replace_name("Velmora lies on the Drun.", "Velmora", "the town founded in 1702")
     'The town founded in 1702 lies on the Drun.'
-    >>> replace_name("Who designed the Orsk Bridge?", "Orsk Bridge", "the bridge shown in the image")
-    'Who designed the bridge shown in the image?'
+    >>> replace_name("Who designed the Orsk Bridge?", "Orsk Bridge", "the bridge in the image")
+    'Who designed the bridge in the image?'
     """
     m = _name_pattern(name).search(text)
     if m is None:
         raise ValueError(f"{name!r} does not occur in {text!r}")
     start = m.start()
-    # "the Velna River" -> "the river ...", not "the the river ...": the description brings its own article.
+    # "the Velna River" -> "the river ...", not "the the river ...": the description brings its
+    # own article
     if replacement[:4].lower() == "the ":
         before = re.search(r"(?<!\w)the\s+$", text[:start], re.IGNORECASE)
         if before:
@@ -168,7 +170,9 @@ def first_json_object(text: str) -> str | None:
     return None
 
 
-LEADING_LABEL_RE = re.compile(r"^\s*(?:entity|answer|output|fact|question|name|rewritten question|new question)\s*:\s*", re.I)
+LEADING_LABEL_RE = re.compile(
+    r"^\s*(?:entity|answer|output|fact|question|name|rewritten question|new question)\s*:\s*",
+    re.I)
 
 
 def clean_line_reply(text: str) -> str:
@@ -190,3 +194,11 @@ def clean_line_reply(text: str) -> str:
     if len(line) >= 2 and line[0] in "“‘" and line[-1] in "”’":
         line = line[1:-1].strip()
     return line
+
+
+def read_prompts(path: str | Path) -> dict[str, str]:
+    """The prompts of a prompt file: each starts after a ``=== NAME ===`` line and ends, without
+    its last newline, where the next one starts."""
+    parts = re.split(r"^=== (\w+) ===\n", Path(path).read_text(encoding="utf-8"), flags=re.M)
+    return {name: body[:-1] if body.endswith("\n") else body
+            for name, body in zip(parts[1::2], parts[2::2])}

@@ -1,26 +1,18 @@
-"""The writer role: the six operations that turn a seed into an injected question.
+"""The writer role: the six operations that turn a seed into an injected question (paper 2.1, A.2).
 
-Paper sections 2.1 and A.2 describe one LLM doing all of them. This module defines the
-``Writer`` interface and ``RuleWriter``, the offline writer for the sandbox, which does the same
-operations from the world's structured facts; ``llm_writer.LLMWriter`` does them with prompts.
+``Writer`` is the interface; ``RuleWriter`` does the operations offline from the sandbox's
+structured facts, ``llm_writer.LLMWriter`` with prompts:
 
-======================  ==========================================================
-operation               what it returns
-======================  ==========================================================
-``initial_qa``          ``InitialQA``: a one-sentence question about the seed, a short answer
-``pick_entity``         the name of one entity in the question to hide
-``extract_fact``        ``FactChoice``: a fact about that entity and the phrase built from it
-``rewrite``             the question with the entity replaced by that phrase
-``pick_critical_entity``  the name of the entity the image will show
-``hide_for_image``      the question with that entity replaced by "the <type> shown in the image"
-======================  ==========================================================
+- ``initial_qa`` -> ``InitialQA``: a one-sentence question about the seed, a short answer;
+- ``pick_entity``: the name of one entity in the question to hide;
+- ``extract_fact`` -> ``FactChoice``: a fact about it and the phrase built from it;
+- ``rewrite``: the question with the entity replaced by that phrase;
+- ``pick_critical_entity``: the name of the entity the image will show;
+- ``hide_for_image``: the question with it replaced by "the <type> shown in the image".
 
-Every operation either returns a valid result or raises ``WriterError`` with a short machine
-reason (``"malformed_json"``, ``"entity_not_in_question"``, ...); the injection loop counts the
-reasons and drops the task, it never crashes. ``WriteContext`` carries what a writer may need
-besides the question: the task so far, the names currently in the question (``mentions``:
-name -> entity id), the entities already used in the chain, and a per-task random generator
-(so results do not depend on which thread ran the task).
+Each returns a valid result or raises ``WriterError`` with a short counted reason. A
+``WriteContext`` carries the task so far, the names in the question (``mentions``), the
+entities used in the chain and a per-task random generator.
 """
 
 from __future__ import annotations
@@ -42,12 +34,19 @@ from vsearcher_lite.synthesis.describe import (
     phrases_for,
 )
 from vsearcher_lite.synthesis.task import ImageInjection, Task
-from vsearcher_lite.synthesis.text import contains_name, find_name_span, fold, mentions_answer, replace_name, sentence_case
+from vsearcher_lite.synthesis.text import (
+    contains_name,
+    find_name_span,
+    fold,
+    mentions_answer,
+    replace_name,
+    sentence_case,
+)
 from vsearcher_lite.world.model import Fact, KnowledgeSource, PageContent, Seed
 
 
 class WriterError(RuntimeError):
-    """An operation could not produce a valid result; ``reason`` is a short key counted in metrics."""
+    """An operation could not produce a valid result; ``reason`` is a short counted key."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -75,7 +74,8 @@ class FactChoice:
     fact: dict  # the main Fact as a dict (free-text facts: kind "text")
     entity_type: str = ""
     constraints: list[Constraint] = field(default_factory=list)
-    new_mentions: dict[str, str] = field(default_factory=dict)  # names the description introduces -> ids
+    # names the description introduces -> ids
+    new_mentions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,7 +102,8 @@ class Writer(abc.ABC):
     def pick_entity(self, question: str, ctx: WriteContext) -> str: ...
 
     @abc.abstractmethod
-    def extract_fact(self, entity_id: str, entity: str, page: PageContent, ctx: WriteContext) -> FactChoice: ...
+    def extract_fact(self, entity_id: str, entity: str, page: PageContent,
+                     ctx: WriteContext) -> FactChoice: ...
 
     @abc.abstractmethod
     def rewrite(self, question: str, entity: str, fact: FactChoice, ctx: WriteContext) -> str: ...
@@ -111,13 +112,15 @@ class Writer(abc.ABC):
     def pick_critical_entity(self, question: str, ctx: WriteContext) -> str: ...
 
     @abc.abstractmethod
-    def hide_for_image(self, question: str, entity: str, entity_type: str, ctx: WriteContext) -> str:
+    def hide_for_image(self, question: str, entity: str, entity_type: str,
+                       ctx: WriteContext) -> str:
         """``entity_type`` is the noun the image phrase uses ("bridge", "town")."""
 
 
 # ---------------------------------------------------------------------------------------------
 
-IMAGE_PHRASES = ("the {type} shown in the image", "the {type} shown in the image", "the {type} pictured in the image")
+IMAGE_PHRASES = ("the {type} shown in the image", "the {type} shown in the image",
+                 "the {type} pictured in the image")
 MAX_ANSWER_WORDS = 6  # "a single word or a short phrase" (paper 2.1)
 
 
@@ -159,7 +162,8 @@ class RuleWriter(Writer):
                 continue
             if mentions_answer(self.index.ref_of(seed_id), text):
                 continue  # "Where is the Orsk Harbour Company based?" - "Orsk" gives itself away
-            if f.kind == "entity" and (str(f.value) == seed_id or str(f.value) not in self.index.entities):
+            value = str(f.value)
+            if f.kind == "entity" and (value == seed_id or value not in self.index.entities):
                 continue
             out.append(f)
         return out
@@ -174,14 +178,16 @@ class RuleWriter(Writer):
         # hides the seed behind it, and later rounds need a name to hide in turn.
         extendable = [f for f in facts if self.can_extend(seed.id, f, ctx)]
         if not extendable:
-            raise WriterError("seed_not_extendable", f"no answer leaves {seed.id} describable by another entity")
+            raise WriterError("seed_not_extendable",
+                              f"no answer leaves {seed.id} describable by another entity")
         facts = extendable
         # Entity and year answers read most like the paper's short, checkable answers.
         weights = [2.0 if f.kind in ("entity", "year") else 1.0 for f in facts]
         fact = ctx.rng.choices(facts, weights=weights, k=1)[0]
         value_noun = self.index.noun_of(str(fact.value)) if fact.kind == "entity" else "one"
         template = ctx.rng.choice(phrases_for(fact.relation, fact.kind, fact.label).questions)
-        question = sentence_case(template.format(subject=self.index.ref_of(seed.id), value_noun=value_noun))
+        question = sentence_case(template.format(subject=self.index.ref_of(seed.id),
+                                                 value_noun=value_noun))
         aliases: list[str] = []
         answer_entity = None
         if fact.kind == "entity":
@@ -190,11 +196,15 @@ class RuleWriter(Writer):
         return InitialQA(question, fact.value_text(), fact.relation, aliases, answer_entity)
 
     def can_extend(self, seed_id: str, answer: Fact, ctx: WriteContext) -> bool:
-        """Would the seed still have a distinctive description naming an entity, with this answer?"""
-        probe_task = dataclasses.replace(ctx.task, answer=answer.value_text(), answer_relation=answer.relation,
-                                         seed_id=seed_id, extra={"answer_entity_id": str(answer.value)} if answer.kind == "entity" else {})
-        probe = WriteContext(probe_task, ctx.rng, used={seed_id} | ({str(answer.value)} if answer.kind == "entity" else set()))
-        return any(any(c.is_entity for c in o) for o in self.distinctive_descriptions(seed_id, probe))
+        """Would the seed keep a distinctive description naming an entity, with this answer?"""
+        is_entity = answer.kind == "entity"
+        probe_task = dataclasses.replace(
+            ctx.task, answer=answer.value_text(), answer_relation=answer.relation, seed_id=seed_id,
+            extra={"answer_entity_id": str(answer.value)} if is_entity else {})
+        used = {seed_id} | ({str(answer.value)} if is_entity else set())
+        probe = WriteContext(probe_task, ctx.rng, used=used)
+        options = self.distinctive_descriptions(seed_id, probe)
+        return any(any(c.is_entity for c in o) for o in options)
 
     # -- one injection round -----------------------------------------------------------------
     def pick_entity(self, question: str, ctx: WriteContext) -> str:
@@ -228,8 +238,10 @@ class RuleWriter(Writer):
                 if value in used or value == answer_entity:
                     return False
                 new_name = self.index.name_of(value)
-                if f" {hidden_folded} " in f" {fold(new_name)} " or self.names_clash(new_name, others):
-                    return False  # "the town that hosted the Orsk Festival" while hiding Orsk: the name stays
+                inside = f" {hidden_folded} " in f" {fold(new_name)} "
+                if inside or self.names_clash(new_name, others):
+                    # "the town that hosted the Orsk Festival" while hiding Orsk: the name stays
+                    return False
             text = fold(c.value_text)
             return bool(text) and not (answer and (answer in text or text in answer))
 
@@ -238,7 +250,8 @@ class RuleWriter(Writer):
     def usable_constraints(self, entity_id: str, ctx: WriteContext) -> list[Constraint]:
         """The entity's constraints that this task's question may use (see ``allowed``)."""
         ok = self.allowed(entity_id, ctx)
-        return [c for c in self.index.constraints_of(entity_id) if c.relation not in NOUN_RELATIONS and ok(c)]
+        return [c for c in self.index.constraints_of(entity_id)
+                if c.relation not in NOUN_RELATIONS and ok(c)]
 
     @staticmethod
     def names_clash(name: str, others: list[str]) -> bool:
@@ -246,8 +259,8 @@ class RuleWriter(Writer):
 
         Two such names in one question would make "replace the name" ambiguous.
 
-        >>> RuleWriter.names_clash("Orsk Festival", ["Orsk"]), RuleWriter.names_clash("Orskmere", ["Orsk"])
-        (True, False)
+        >>> [RuleWriter.names_clash(n, ["Orsk"]) for n in ("Orsk Festival", "Orskmere")]
+        [True, False]
         """
         a = f" {fold(name)} "
         for o in others:
@@ -273,8 +286,10 @@ class RuleWriter(Writer):
         value = str(c.value)
         noun = self.index.noun_constraint(value)
         kind = self.index.candidates(self.index.type_of(value), [noun] if noun is not None else [])
-        base = [self.index.noun_constraint(entity_id)] if self.index.noun_constraint(entity_id) is not None else []
-        fits = self.index.candidates(self.index.type_of(entity_id), base + list(option), value_options={value: kind})
+        own_noun = self.index.noun_constraint(entity_id)
+        base = [own_noun] if own_noun is not None else []
+        fits = self.index.candidates(self.index.type_of(entity_id), base + list(option),
+                                     value_options={value: kind})
         return len(fits) > 1
 
     def successors(self, entity_id: str) -> frozenset:
@@ -285,9 +300,8 @@ class RuleWriter(Writer):
         found = self._successors.get(entity_id)
         if found is None:
             probe = WriteContext(Task(id="probe", question="", answer=""), random.Random(0))
-            found = frozenset(
-                str(c.value) for o in self.distinctive_descriptions(entity_id, probe) for c in o if c.is_entity
-            )
+            options = self.distinctive_descriptions(entity_id, probe)
+            found = frozenset(str(c.value) for o in options for c in o if c.is_entity)
             self._successors[entity_id] = found
         return found
 
@@ -302,7 +316,11 @@ class RuleWriter(Writer):
         out = [c for c in self.index.constraints_of(entity_id) if c.direction == OUT]
         inbound = [c for c in self.index.constraints_of(entity_id) if c.direction != OUT]
         if len(inbound) > self.MAX_INBOUND:
-            inbound.sort(key=lambda c: hashlib.blake2b(f"{entity_id}|{c.relation}|{c.value}".encode(), digest_size=8).digest())
+            def key(c: Constraint) -> bytes:
+                text = f"{entity_id}|{c.relation}|{c.value}"
+                return hashlib.blake2b(text.encode(), digest_size=8).digest()
+
+            inbound.sort(key=key)
             inbound = inbound[: self.MAX_INBOUND]
         return out + inbound
 
@@ -319,9 +337,11 @@ class RuleWriter(Writer):
             base = [noun] if noun is not None else []
             singles, rest = [], []
             for c in self.considered_constraints(entity_id):
-                if c.relation in NOUN_RELATIONS or (c.is_entity and str(c.value) not in self.index.entities):
+                unknown = c.is_entity and str(c.value) not in self.index.entities
+                if c.relation in NOUN_RELATIONS or unknown:
                     continue
-                (singles if self.index.candidates(etype, base + [c]) == {entity_id} else rest).append(c)
+                alone = self.index.candidates(etype, base + [c]) == {entity_id}
+                (singles if alone else rest).append(c)
             cached = self._singles[entity_id] = (singles, rest)
         return cached
 
@@ -341,7 +361,8 @@ class RuleWriter(Writer):
             self._pairs[entity_id] = cached
         return cached
 
-    def distinctive_descriptions(self, entity_id: str, ctx: WriteContext) -> list[tuple[Constraint, ...]]:
+    def distinctive_descriptions(self, entity_id: str,
+                                 ctx: WriteContext) -> list[tuple[Constraint, ...]]:
         """Constraint sets (one, else two) that only ``entity_id`` satisfies among its kind,
         restricted to what this task's question may mention."""
         ok = self.allowed(entity_id, ctx)
@@ -350,7 +371,8 @@ class RuleWriter(Writer):
             return singles
         return [p for p in self.static_pairs(entity_id) if ok(p[0]) and ok(p[1])]
 
-    def extract_fact(self, entity_id: str, entity: str, page: PageContent, ctx: WriteContext) -> FactChoice:
+    def extract_fact(self, entity_id: str, entity: str, page: PageContent,
+                     ctx: WriteContext) -> FactChoice:
         if entity_id not in self.index.entities:
             raise WriterError("page_not_found", f"{entity!r} ({entity_id}) is not in the world")
         options = self.distinctive_descriptions(entity_id, ctx)
@@ -359,7 +381,8 @@ class RuleWriter(Writer):
             # The question must keep a named entity: for the next round and for the image.
             options = [o for o in options if any(c.is_entity for c in o)]
         if not options:
-            raise WriterError("no_distinctive_fact", f"no fact tells {entity!r} apart from other entities")
+            raise WriterError("no_distinctive_fact",
+                              f"no fact tells {entity!r} apart from other entities")
         if ctx.rounds_left == 0 and not any(self.has_image(ctx.mentions[n]) for n in others):
             # Last round: the image injection that follows needs a named entity with a picture,
             # and one that matters: without the picture the description must stop being unique.
@@ -388,10 +411,12 @@ class RuleWriter(Writer):
         noun = self.index.noun_constraint(entity_id)
         main = chosen[0]
         if main.direction == OUT:
-            fact = Fact(entity_id, main.relation, main.value, main.kind, main.label, main.value_text if main.is_entity else "")
+            fact = Fact(entity_id, main.relation, main.value, main.kind, main.label,
+                        main.value_text if main.is_entity else "")
         else:
             fact = Fact(str(main.value), main.relation, entity_id, "entity", main.label, entity)
-        new_mentions = {self.index.name_of(str(c.value)): str(c.value) for c in chosen if c.is_entity}
+        new_mentions = {self.index.name_of(str(c.value)): str(c.value)
+                        for c in chosen if c.is_entity}
         return FactChoice(
             entity_id=entity_id,
             entity=entity,
@@ -427,14 +452,16 @@ class RuleWriter(Writer):
         for n in names:
             eid = ctx.mentions[n]
             probe = dataclasses.replace(
-                ctx.task, image=ImageInjection(eid, n, "", "", question, question, self.index.type_of(eid))
+                ctx.task,
+                image=ImageInjection(eid, n, "", "", question, question, self.index.type_of(eid))
             )
             openness = len(text_only_answers(probe, self.index)) if probe.answer_relation else 0
             scored.append((openness, ctx.rng.random(), n))
         scored.sort(reverse=True)
         return scored[0][2]
 
-    def hide_for_image(self, question: str, entity: str, entity_type: str, ctx: WriteContext) -> str:
+    def hide_for_image(self, question: str, entity: str, entity_type: str,
+                       ctx: WriteContext) -> str:
         span = find_name_span(question, entity)
         if span is None:
             raise WriterError("entity_not_in_question", entity)
