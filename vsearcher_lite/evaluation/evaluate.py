@@ -311,7 +311,8 @@ def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBack
     """The chat backend of a spec, a local model loaded on ``device`` (``runtime.resolve_device``); a
     local image-text model with ``batch`` > 1 comes behind the batcher
     (``rl.batched_chat.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
-    from vsearcher_lite.chat import TransformersChat, make_chat
+    from vsearcher_lite.chat import make_chat
+    from vsearcher_lite.chat_transformers import TransformersChat
 
     if spec == "base":
         from vsearcher_lite.model.tiny import default_base_dir
