@@ -16,7 +16,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from vsearcher_lite.world.generator import Draft, PRESENT_YEAR
+from vsearcher_lite.world.schema import PRESENT_YEAR, Draft
 from vsearcher_lite.world.model import Fact
 
 SITE = "https://wiki.sandbox.test"
