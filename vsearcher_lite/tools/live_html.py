@@ -77,7 +77,7 @@ class HtmlExtract:
 
     @property
     def paragraphs(self) -> list[str]:
-        """The text of ``<p>`` elements only: the article prose (what the released code kept)."""
+        """The text of ``<p>`` elements only: the article prose."""
         return [text for tag, text in self.blocks if tag == "p"]
 
     def representative_image(self) -> HtmlImage | None:

@@ -218,8 +218,7 @@ def parse_jina_text(body: str, url: str, *, max_chars: int = 20000) -> PageConte
     """A ``PageContent`` from Jina Reader's default text response.
 
     The header lines (``Title:``, ``URL Source:`` ...) give the title; the page is what follows
-    ``Markdown Content:``. Without that marker (the released code crashed, upstream I.5) the
-    whole body, minus any header lines, is the page.
+    ``Markdown Content:``, or without that marker the whole body minus the header lines.
 
     >>> body = "Title: Ex\\n\\nURL Source: https://ex.org/\\n\\nMarkdown Content:\\n# Ex\\nHello."
     >>> p = parse_jina_text(body, "https://ex.org/")

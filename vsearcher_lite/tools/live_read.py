@@ -202,11 +202,8 @@ SUMMARY_INSTRUCTIONS = (
 
 def build_summary_messages(page: PageContent, goal: str,
                            max_page_chars: int = DEFAULT_SUMMARY_PAGE_CHARS) -> list[dict]:
-    """The chat messages for a goal-conditioned page summary.
-
-    The page text is cut to ``max_page_chars`` *before* it goes into the prompt, and the goal
-    comes after the page, so the goal is never lost (the released code cut the whole prompt at
-    a token budget and could drop its tail).
+    """The chat messages for a goal-conditioned page summary. The page text is cut to
+    ``max_page_chars`` first and the goal comes after it, so the goal is never cut off.
 
     >>> msgs = build_summary_messages(PageContent("https://a.org", "A", ["x " * 100]), "find y", 50)
     >>> msgs[-1]["content"].rstrip().endswith("Goal: find y"), len(msgs[-1]["content"]) < 400

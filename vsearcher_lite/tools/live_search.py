@@ -68,11 +68,8 @@ class ReplayMiss(ToolError, CacheMiss):
 
 
 class HttpBackend:
-    """A lazily built ``HttpClient`` with this backend's key, and record/replay through the cache.
-
-    The key and the client are resolved on the first live call, so a backend in replay mode
-    needs neither.
-    """
+    """A backend's ``HttpClient`` and key, made on the first live call (so replay needs neither),
+    and record/replay through the cache."""
 
     service = "live"
     key_var: str | None = None
@@ -205,14 +202,11 @@ class GoogleCustomSearch(HttpBackend, TextSearchBackend):
 
 
 class HttpImageChecker:
-    """Is an image URL reachable and really an image? (paper A.1: pages whose similar image is
-    reachable from our network and a valid image file).
+    """Is an image URL reachable and really an image (paper A.1)? Calling it returns a bool.
 
-    GETs the first bytes through an ``HttpClient`` with the SSRF guard (image URLs come from a
-    third party) and sniffs them; the ``Content-Type`` a server claims is not trusted. Calling
-    the checker returns a bool. Definite answers are recorded in the cache; a transient failure
-    (timeout, 5xx) counts as unreachable now and is not recorded, and a replay that finds no
-    record for a URL (because its check failed that way while recording) answers False too.
+    It sniffs the first bytes, fetched through the SSRF guard (a server's ``Content-Type`` is not
+    trusted). Definite answers are recorded; a transient failure counts as unreachable and is
+    not, so a replay without a record answers False as well.
     """
 
     def __init__(self, client: HttpClient | None = None, *, cache: ToolCache | None = None,
@@ -274,12 +268,9 @@ class _TransientCheckFailure(RuntimeError):
 
 
 class VisionWebDetection(HttpBackend, ImageSearchBackend):
-    """Reverse image search with Cloud Vision WEB_DETECTION (the paper's image search).
-
-    Walks ``pagesWithMatchingImages`` in order; for each page takes the first matching image
-    (full matches first, then partial) that ``image_checker`` accepts; skips the page if none
-    passes; stops at ``k`` pages. A local image is sent as bytes, a URL as ``imageUri``.
-    """
+    """Reverse image search with Cloud Vision WEB_DETECTION (the paper's image search): the
+    pages with matching images, in order, each with its first image that ``image_checker``
+    accepts (pages with none are skipped), up to ``k``."""
 
     name = "vision"
     service = "cloud-vision"

@@ -1,17 +1,10 @@
 """The sandbox's entities and facts: a seeded, deterministic generator of a fictional world.
 
-The generator works in dependency order so that every fact is consistent by construction:
-regions, then settlements inside them, natural features, people (born in settlements that
-already existed), organisations (founded by adults who were alive), people's memberships,
-then the works that people make (buildings, artworks, species descriptions, first ascents,
-ships) with years inside their makers' working lives, and events in settlements that existed.
-
-Creators are drawn with heavy-tailed weights, so a few architects design many buildings and
-most design one or two. That is what makes generic descriptions ("a bridge designed by X")
-ambiguous while combinations ("the bridge designed by X in 1874") stay distinctive.
-
-Everything random goes through ``random.Random`` instances seeded from ``(seed, stage)``
-strings, so the same seed gives the same world on every machine and Python run.
+Stages run in dependency order, so every fact is consistent by construction: regions,
+settlements, nature, people born where a settlement stood, organisations founded by living
+adults, memberships, then the works (``world/works.py``). Makers are drawn with heavy-tailed
+weights, so "a bridge designed by X" is ambiguous while "the bridge designed by X in 1874" is
+not. Each stage has its own ``random.Random`` seeded from ``(seed, stage)``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Procedural pictures for the sandbox, the question-image perturbation, and image features.
 
-- ``draw_image(style, key)``: a 160x120 picture whose look depends on the entity type (flags
-  for regions, skylines for settlements, facades for buildings, portraits, ships ...). Flags and
-  plain text cards are deliberately simple; the rest are rich (gradients, shapes, patterns,
-  noise). ``key`` seeds every random choice, so the same key gives the same pixels.
-- ``lookalike(image, key)``: a near copy with changed details, placed on distractor pages so
-  that image search returns several plausible candidates, as the real web does.
-- ``perturb_image(src, dst, seed)``: the question image of a task: a random crop that keeps
-  most of the picture, a resize, a mild colour shift and a JPEG re-encode.
-  Image search must therefore be near-duplicate search, not a file-hash lookup.
-- ``image_features(image)``: the vector used by near-duplicate search: small colour layouts
-  (mean-centred thumbnails), a coarse colour histogram and the mean colour, L2-normalised, so
-  cosine similarity is a dot product. Tolerant to the perturbations above.
+``draw_image(style, key)`` draws a 160x120 picture in the style of the entity type (flags,
+skylines, facades, portraits, ships ...), seeded by ``key``. ``lookalike`` makes near copies for
+distractor pages; ``perturb_image`` makes a task's question image (crop, resize, colour shift,
+JPEG), so image search must be near-duplicate search; ``image_features`` is the L2-normalised
+vector that search compares, tolerant to those perturbations.
 """
 
 from __future__ import annotations
