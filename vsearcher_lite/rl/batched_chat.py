@@ -36,7 +36,13 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from vsearcher_lite.chat import LOCAL_SAMPLING_KEYS, SAMPLING_KEYS, ChatBackend, ChatError, cut_at_stop
+from vsearcher_lite.chat import (
+    LOCAL_SAMPLING_KEYS,
+    SAMPLING_KEYS,
+    ChatBackend,
+    ChatError,
+    cut_at_stop,
+)
 from vsearcher_lite.chat_transformers import processor_message, repeat_guard_kwargs
 
 _thread = threading.local()
