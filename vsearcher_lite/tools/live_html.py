@@ -41,13 +41,8 @@ SKIP_CLASSES = frozenset(
 MIN_IMAGE_SIDE = 50
 
 IMAGE_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
-    (b"\xff\xd8\xff", 0, "jpeg"),
-    (b"\x89PNG\r\n\x1a\n", 0, "png"),
-    (b"GIF87a", 0, "gif"),
-    (b"GIF89a", 0, "gif"),
-    (b"BM", 0, "bmp"),
-    (b"II*\x00", 0, "tiff"),
-    (b"MM\x00*", 0, "tiff"),
+    (b"\xff\xd8\xff", 0, "jpeg"), (b"\x89PNG\r\n\x1a\n", 0, "png"), (b"GIF87a", 0, "gif"),
+    (b"GIF89a", 0, "gif"), (b"BM", 0, "bmp"), (b"II*\x00", 0, "tiff"), (b"MM\x00*", 0, "tiff"),
     (b"\x00\x00\x01\x00", 0, "ico"),
 )
 
