@@ -18,25 +18,9 @@ from vsearcher_lite.chat import ChatBackend
 from vsearcher_lite.net.guard import UrlGuard
 from vsearcher_lite.net.secrets import get_secret
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.tools import live_read as read
+from vsearcher_lite.tools import live_search as search
 from vsearcher_lite.tools.base import ImageSearchBackend, PageReader, Summariser, TextSearchBackend
-from vsearcher_lite.tools.live_read import (
-    NS_FETCH,
-    NS_JINA,
-    DirectFetchReader,
-    JinaReader,
-    LLMSummariser,
-    default_offline_summariser,
-)
-from vsearcher_lite.tools.live_search import (
-    NS_CSE,
-    NS_LENS,
-    NS_SERPER,
-    NS_VISION,
-    GoogleCustomSearch,
-    SerperLens,
-    SerperTextSearch,
-    VisionWebDetection,
-)
 
 TEXT_BACKENDS = ("serper", "google_cse")
 IMAGE_BACKENDS = ("vision", "serper_lens")
@@ -105,9 +89,9 @@ def choose_live_backends(*, cache: ToolCache | None = None, env_file: str | None
         def only(ns: str, other: str) -> bool:
             return ns in recorded and other not in recorded
 
-        text = text or ("google_cse" if only(NS_CSE, NS_SERPER) else "serper")
-        image = image or ("serper_lens" if only(NS_LENS, NS_VISION) else "vision")
-        reader = reader or ("jina" if only(NS_JINA, NS_FETCH) else "direct")
+        text = text or ("google_cse" if only(search.NS_CSE, search.NS_SERPER) else "serper")
+        image = image or ("serper_lens" if only(search.NS_LENS, search.NS_VISION) else "vision")
+        reader = reader or ("jina" if only(read.NS_JINA, read.NS_FETCH) else "direct")
         return {"text": text, "image": image, "reader": reader}
     if text is None:
         if _has("SERPER_API_KEY", env_file):
@@ -151,13 +135,15 @@ def make_live_backends(*, chat: ChatBackend | None = None, cache: ToolCache | No
     names = choose_live_backends(cache=cache, env_file=env_file, text=text, image=image,
                                  reader=reader)
     common = {"cache": cache, "env_file": env_file, "http_options": http_options}
-    text_backend: TextSearchBackend = (SerperTextSearch(**common) if names["text"] == "serper"
-                                       else GoogleCustomSearch(**common))
+    serper = names["text"] == "serper"
+    text_class = search.SerperTextSearch if serper else search.GoogleCustomSearch
+    text_backend: TextSearchBackend = text_class(**common)
     image_backend: ImageSearchBackend = (
-        VisionWebDetection(guard=guard, **common) if names["image"] == "vision"
-        else SerperLens(**common))
-    reader_class = JinaReader if names["reader"] == "jina" else DirectFetchReader
+        search.VisionWebDetection(guard=guard, **common) if names["image"] == "vision"
+        else search.SerperLens(**common))
+    reader_class = read.JinaReader if names["reader"] == "jina" else read.DirectFetchReader
     reader_backend: PageReader = reader_class(guard=guard, **common)
     if summariser is None:
-        summariser = LLMSummariser(chat) if chat is not None else default_offline_summariser()
+        summariser = (read.LLMSummariser(chat) if chat is not None
+                      else read.default_offline_summariser())
     return LiveBackends(text_backend, image_backend, reader_backend, summariser)

@@ -24,28 +24,8 @@ from vsearcher_lite.cache import ToolCache
 from vsearcher_lite.net.http import HttpClient, HttpError
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.live_html import extract_html
+from vsearcher_lite.world import sparql as wd
 from vsearcher_lite.world.model import Entity, Fact, ImageRef, KnowledgeSource, PageContent, Seed
-from vsearcher_lite.world.sparql import (
-    DEFAULT_OFFSET_WINDOW,
-    DEFAULT_SITELINKS_MAX,
-    DEFAULT_STATEMENTS_MIN,
-    DEFAULT_WINDOW,
-    MAX_FACTS,
-    QID,
-    SparqlError,
-    as_int,
-    build_entity_query,
-    build_enwiki_count_query,
-    build_facts_query,
-    build_seed_query_offset,
-    build_seed_query_slice,
-    build_titles_query,
-    qid_from_uri,
-    rows_to_facts,
-    rows_to_seeds,
-    slice_offsets,
-    sparql_rows,
-)
 
 WDQS_URL = "https://query.wikidata.org/sparql"
 WIKIPEDIA_URL = "https://en.wikipedia.org"
@@ -178,7 +158,7 @@ def parse_summary(payload: Any) -> dict:
     ``{"title", "qid", "type", "image", "url"}``; optional fields may be ``None``.
     """
     if not isinstance(payload, dict):
-        raise SparqlError("the Wikipedia summary response is not a JSON object")
+        raise wd.SparqlError("the Wikipedia summary response is not a JSON object")
     titles = payload.get("titles") if isinstance(payload.get("titles"), dict) else {}
     image = None
     for key in ("originalimage", "thumbnail"):
@@ -218,7 +198,7 @@ class LiveKnowledge(KnowledgeSource):
                  chunking: str = "slice",
                  window: int | None = None, user_agent: str | None = None,
                  sparql_client: HttpClient | None = None, wiki_client: HttpClient | None = None,
-                 http_options: dict | None = None, max_facts: int = MAX_FACTS):
+                 http_options: dict | None = None, max_facts: int = wd.MAX_FACTS):
         if chunking not in ("slice", "offset"):
             raise InputError(f"unknown chunking {chunking!r}; "
                              "use 'slice' (query.wikidata.org) or 'offset'")
@@ -233,7 +213,8 @@ class LiveKnowledge(KnowledgeSource):
         self.kiwix_url = kiwix_url.rstrip("/") if kiwix_url else None
         self.kiwix_book = kiwix_book
         self.chunking = chunking
-        self.window = window or (DEFAULT_WINDOW if chunking == "slice" else DEFAULT_OFFSET_WINDOW)
+        default = wd.DEFAULT_WINDOW if chunking == "slice" else wd.DEFAULT_OFFSET_WINDOW
+        self.window = window or default
         self.max_facts = max_facts
         self._user_agent = user_agent
         self._http_options = dict(http_options or {})
@@ -300,11 +281,11 @@ class LiveKnowledge(KnowledgeSource):
                 payload = client.get_json(self.endpoint, params=form, headers=headers)
             else:
                 payload = client.post_json(self.endpoint, data=form, headers=headers)
-            sparql_rows(payload)  # refuse to record an answer that is not a SPARQL result
+            wd.sparql_rows(payload)  # refuse to record an answer that is not a SPARQL result
             return payload
 
         payload = self._recorded(NS_SPARQL, {"endpoint": self.endpoint, "query": query}, live)
-        return sparql_rows(payload)
+        return wd.sparql_rows(payload)
 
     def _fetch(self, namespace: str, url: str, *, as_json: bool) -> dict:
         """``{"status": 200, "body": ...}`` or ``{"status": 404}`` for ``url`` (both cached)."""
@@ -329,26 +310,26 @@ class LiveKnowledge(KnowledgeSource):
 
     # -- seeds ----------------------------------------------------------------------------------
 
-    def seed_queries(self, sitelinks_max: int = DEFAULT_SITELINKS_MAX,
-                     statements_min: int = DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
+    def seed_queries(self, sitelinks_max: int = wd.DEFAULT_SITELINKS_MAX,
+                     statements_min: int = wd.DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
                      exclude_people: bool = True) -> Iterator[str]:
         """The window queries ``seeds`` sends, in order (``slice`` asks the count first)."""
         kw = dict(require_image=require_image, exclude_people=exclude_people, window=self.window)
         if self.chunking == "slice":
-            rows = self.sparql(build_enwiki_count_query())
-            total = as_int(rows[0].get("count")) if rows else None
+            rows = self.sparql(wd.build_enwiki_count_query())
+            total = wd.as_int(rows[0].get("count")) if rows else None
             if total is None:
-                raise SparqlError("the count of English Wikipedia articles came back empty")
-            for offset in slice_offsets(total, self.window):
-                yield build_seed_query_slice(sitelinks_max, statements_min, offset=offset, **kw)
+                raise wd.SparqlError("the count of English Wikipedia articles came back empty")
+            for offset in wd.slice_offsets(total, self.window):
+                yield wd.build_seed_query_slice(sitelinks_max, statements_min, offset=offset, **kw)
         else:
             offset = 0
             while True:
-                yield build_seed_query_offset(sitelinks_max, statements_min, offset=offset, **kw)
+                yield wd.build_seed_query_offset(sitelinks_max, statements_min, offset=offset, **kw)
                 offset += self.window
 
-    def seeds(self, sitelinks_max: int = DEFAULT_SITELINKS_MAX,
-              statements_min: int = DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
+    def seeds(self, sitelinks_max: int = wd.DEFAULT_SITELINKS_MAX,
+              statements_min: int = wd.DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
               exclude_people: bool = True, limit: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> list[Seed]:
         """Rare-but-documented seeds (``world/sparql.py``), de-duplicated by QID, in window order.
@@ -359,7 +340,7 @@ class LiveKnowledge(KnowledgeSource):
                                     exclude_people=exclude_people)
         for index, query in enumerate(queries):
             rows = self.sparql(query)
-            for seed in rows_to_seeds(rows):
+            for seed in wd.rows_to_seeds(rows):
                 if seed.id not in seen:
                     seen.add(seed.id)
                     seeds.append(seed)
@@ -391,13 +372,13 @@ class LiveKnowledge(KnowledgeSource):
     @staticmethod
     def _check_qid(qid: str) -> str:
         qid = str(qid).strip()
-        if not QID.match(qid):
+        if not wd.QID.match(qid):
             raise LookupError(f"{qid!r} is not a Wikidata id (expected Q followed by digits)")
         return qid
 
     def entity(self, entity_id: str) -> Entity:
         qid = self._check_qid(entity_id)
-        rows = self.sparql(build_entity_query(qid))
+        rows = self.sparql(wd.build_entity_query(qid))
         if not rows:
             raise LookupError(f"Wikidata has no item {qid}")
         first = rows[0]
@@ -406,15 +387,15 @@ class LiveKnowledge(KnowledgeSource):
             self._remember(qid, title)
         # A type without an English label comes back as its bare QID: no use as a type name.
         types = [r["typeLabel"] for r in rows
-                 if r.get("typeLabel") and not QID.match(r["typeLabel"])]
+                 if r.get("typeLabel") and not wd.QID.match(r["typeLabel"])]
         aliases = [a.strip() for a in (first.get("itemAltLabel") or "").split(",") if a.strip()]
         return Entity(
             id=qid,
             name=first.get("itemLabel") or title or qid,
             type=types[0] if types else "",
             aliases=aliases,
-            sitelinks=as_int(first.get("sitelinks")) or 0,
-            statements=as_int(first.get("statements")) or 0,
+            sitelinks=wd.as_int(first.get("sitelinks")) or 0,
+            statements=wd.as_int(first.get("statements")) or 0,
             url=self.article_url(title) if title else "",
             is_person=(first.get("human") or "").lower() in ("true", "1"),
         )
@@ -424,7 +405,7 @@ class LiveKnowledge(KnowledgeSource):
         name = (name or "").strip()
         if not name:
             return None
-        if QID.match(name):
+        if wd.QID.match(name):
             return name
         title = name.replace("_", " ")
         if title in self._qids:
@@ -454,8 +435,8 @@ class LiveKnowledge(KnowledgeSource):
                 todo.append(t)
         for start in range(0, len(todo), TITLES_PER_QUERY):
             batch = todo[start:start + TITLES_PER_QUERY]
-            for row in self.sparql(build_titles_query(batch)):
-                qid = qid_from_uri(row.get("item", ""))
+            for row in self.sparql(wd.build_titles_query(batch)):
+                qid = wd.qid_from_uri(row.get("item", ""))
                 if qid and row.get("title"):
                     out[row["title"]] = qid
                     self._remember(qid, row["title"])
@@ -549,8 +530,8 @@ class LiveKnowledge(KnowledgeSource):
     def facts(self, entity_id: str) -> list[Fact]:
         """A few Wikidata claims: item-valued ones with English labels, and years of dates."""
         qid = self._check_qid(entity_id)
-        rows = self.sparql(build_facts_query(qid, self.max_facts * 2))
-        return rows_to_facts(qid, rows, self.max_facts)
+        rows = self.sparql(wd.build_facts_query(qid, self.max_facts * 2))
+        return wd.rows_to_facts(qid, rows, self.max_facts)
 
     def links(self, entity_id: str) -> list[str]:
         """QIDs of the articles the entity's article links to, in link order."""

@@ -13,30 +13,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from vsearcher_lite.world import templates as wording
 from vsearcher_lite.world.model import Fact
 from vsearcher_lite.world.schema import PRESENT_YEAR, Draft
-from vsearcher_lite.world.templates import (
-    ALIASES,
-    ARRIVALS,
-    CLAUSES,
-    DEAD,
-    FILLER,
-    INBOUND,
-    INBOUND_ONE,
-    LEAD_PLACES,
-    LEADS,
-    LIVING,
-    MULTI,
-    NEWS_ENDINGS,
-    NEWS_HEADLINES,
-    PAIRS,
-    SIGHTS,
-    SINGLE,
-    SINGLE_BY_TYPE,
-    TIPS,
-    TRAVEL_TITLES,
-    WORKS_WITH_YEARS,
-)
 
 SITE = "https://wiki.sandbox.test"
 
@@ -160,17 +139,17 @@ class ArticleWriter:
             occ, born_in = take("occupation"), take("born_in")
             yb, yd = take("year_born"), take("year_died")
             place = self.value(born_in, out)
-            templates = LIVING if yd is None else DEAD
+            templates = wording.LIVING if yd is None else wording.DEAD
             return cap(rng.choice(templates).format(
                 n=name, b=yb.value, d=yd.value if yd else "", o=a_an(occ.value), p=place))
         kind = take("instance_of")
         k = kind.value if kind else d.kind
-        where = LEAD_PLACES.get(t)
+        where = wording.LEAD_PLACES.get(t)
         place_fact = take(where) if where else None
         if place_fact is None:
             return cap(f"{name} is {a_an(k)}.")
         v = self.value(place_fact, out)
-        template = rng.choice(LEADS.get(t, LEADS[""]))
+        template = rng.choice(wording.LEADS.get(t, wording.LEADS[""]))
         return cap(template.format(n=name, a=a_an(k), k=k, v=v))
 
     def write(self, d: Draft) -> Written:
@@ -184,9 +163,9 @@ class ArticleWriter:
         first = [lead]
         if d.aliases:
             names = join_names(d.aliases)
-            first.append(rng.choice(ALIASES).format(a=names, S=cap(d.ref())))
+            first.append(rng.choice(wording.ALIASES).format(a=names, S=cap(d.ref())))
         body = self.fact_sentences(d, facts, out, rng)
-        fillers = list(FILLER["any"]) + list(FILLER.get(d.type, ()))
+        fillers = list(wording.FILLER["any"]) + list(wording.FILLER.get(d.type, ()))
         rng.shuffle(fillers)
         for filler in fillers[: rng.randint(1, 3)]:
             body.insert(rng.randint(0, len(body)), cap(filler.format(s=self.short_ref(d, rng))))
@@ -208,7 +187,7 @@ class ArticleWriter:
         """One sentence per remaining fact (or per pair / per multi-valued relation), shuffled."""
         sentences: list[str] = []
         remaining = list(facts)
-        for (a, b), templates in PAIRS.items():
+        for (a, b), templates in wording.PAIRS.items():
             fa = next((f for f in remaining if f.relation == a), None)
             fb = next((f for f in remaining if f.relation == b), None)
             if fa is not None and fb is not None and rng.random() < 0.7:
@@ -216,7 +195,7 @@ class ArticleWriter:
                 remaining.remove(fb)
                 template = rng.choice(templates)
                 sentences.append(self.render(template, d, self.short_ref(d, rng), out, fa, fb))
-        for rel, templates in MULTI.items():
+        for rel, templates in wording.MULTI.items():
             group = [f for f in remaining if f.relation == rel]
             if group:
                 for f in group:
@@ -228,7 +207,8 @@ class ArticleWriter:
             if f.relation == "instance_of":
                 sentences.append(cap(f"{self.short_ref(d, rng)} is {a_an(str(f.value))}."))
                 continue
-            templates = SINGLE_BY_TYPE.get((d.type, f.relation)) or SINGLE[f.relation]
+            by_type = wording.SINGLE_BY_TYPE.get((d.type, f.relation))
+            templates = by_type or wording.SINGLE[f.relation]
             sentences.append(self.render(rng.choice(templates), d, self.short_ref(d, rng), out, f))
         rng.shuffle(sentences)
         return sentences
@@ -236,7 +216,7 @@ class ArticleWriter:
     def inbound_sentences(self, d: Draft, out: Written, rng: random.Random) -> list[str]:
         groups: dict[tuple[str, str], list[Draft]] = {}
         for f in self.inbound.get(d.id, []):
-            if f.relation in INBOUND:
+            if f.relation in wording.INBOUND:
                 subject = self.by_id[f.subject]
                 groups.setdefault((f.relation, subject.type), []).append(subject)
         sentences = []
@@ -246,14 +226,14 @@ class ArticleWriter:
             items = []
             for x in subjects:
                 ref = out.mention(x)
-                year_rel = WORKS_WITH_YEARS.get(rel)
+                year_rel = wording.WORKS_WITH_YEARS.get(rel)
                 if year_rel:
                     year = next((f.value for f in x.facts if f.relation == year_rel), None)
                     ref = f"{ref} ({year})" if year is not None else ref
                 items.append(ref)
             many = len(items) > 1
-            template = rng.choice(INBOUND_ONE[rel] if not many and rel in INBOUND_ONE
-                                  else INBOUND[rel])
+            one = not many and rel in wording.INBOUND_ONE
+            template = rng.choice(wording.INBOUND_ONE[rel] if one else wording.INBOUND[rel])
             text = template.format(s=d.ref(), v=join_names(items), P=cap(PLURALS[type_]),
                                    p=PLURALS[type_], flow="flow" if many else "flows",
                                    rise="rise" if many else "rises", be="are" if many else "is")
@@ -292,12 +272,12 @@ class SecondaryWriter:
 
     def fact_clause(self, d: Draft, rng: random.Random, out: Written) -> str | None:
         """A short clause with one fact about ``d`` (``"built in 1874"``), or None."""
-        options = [f for f in d.facts if f.relation in CLAUSES]
+        options = [f for f in d.facts if f.relation in wording.CLAUSES]
         if not options:
             return None
         f = rng.choice(options)
         v = out.mention(self.by_id[f.value]) if f.kind == "entity" else f.value_text()
-        return CLAUSES[f.relation].format(v=v)
+        return wording.CLAUSES[f.relation].format(v=v)
 
     def describe(self, d: Draft, rng: random.Random, out: Written) -> str:
         ref = out.mention(d)
@@ -315,14 +295,14 @@ class SecondaryWriter:
             d = rng.choice(pool)
             out = Written(paragraphs=[])
             n = d.ref()
-            title = cap(rng.choice(NEWS_HEADLINES[d.type]).format(n=n, N=cap(n)))
+            title = cap(rng.choice(wording.NEWS_HEADLINES[d.type]).format(n=n, N=cap(n)))
             year = rng.randint(1995, PRESENT_YEAR)
             out.mention(d)
             first = [f"{cap(self.describe(d, rng, out))} was in the news this week."]
             for f in rng.sample(d.facts, min(2, len(d.facts))):
                 if f.relation in ("instance_of",):
                     continue
-                templates = SINGLE.get(f.relation)
+                templates = wording.SINGLE.get(f.relation)
                 if not templates:
                     continue
                 v = out.mention(self.by_id[f.value]) if f.kind == "entity" else f.value_text()
@@ -333,7 +313,7 @@ class SecondaryWriter:
             second = [f"Meanwhile, {self.describe(others[0], rng, out)} drew attention from local "
                       "readers.",
                       f"Our correspondent also visited {out.mention(others[1])}.",
-                      rng.choice(NEWS_ENDINGS)]
+                      rng.choice(wording.NEWS_ENDINGS)]
             page = SecondaryPage(
                 url=f"{SITE}/news/{year}/{dash_slug(title)}-{i + 1}", title=title, kind="news",
                 paragraphs=[" ".join(first), " ".join(second)], mentions=out.mentions, subject=d.id,
@@ -399,14 +379,15 @@ class SecondaryWriter:
             region = near.get(town.region, [])
             sights = list(near.get(town.id, [])) + rng.sample(region, min(2, len(region)))
             out = Written(paragraphs=[])
-            title = cap(rng.choice(TRAVEL_TITLES).format(n=town.name, N=town.name))
-            first = [f"We arrived in {out.mention(town)} on a grey morning.", rng.choice(ARRIVALS)]
+            title = cap(rng.choice(wording.TRAVEL_TITLES).format(n=town.name, N=town.name))
+            first = [f"We arrived in {out.mention(town)} on a grey morning.",
+                     rng.choice(wording.ARRIVALS)]
             second = []
             for s in rng.sample(sights, min(3, len(sights))):
                 # Each wording describes the sight afresh (the draws stay those of the templates).
-                options = tuple(t.format(x=self.describe(s, rng, out)) for t in SIGHTS)
+                options = tuple(t.format(x=self.describe(s, rng, out)) for t in wording.SIGHTS)
                 second.append(rng.choice(options))
-            second.append(rng.choice(TIPS))
+            second.append(rng.choice(wording.TIPS))
             pages.append(SecondaryPage(
                 url=f"{SITE}/travel/{dash_slug(town.name)}-{i + 1}", title=title, kind="travel",
                 paragraphs=[" ".join(first), " ".join(second)], mentions=out.mentions,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from vsearcher_lite.world.model import Fact
-from vsearcher_lite.world.prose import CLAUSES
+from vsearcher_lite.world.templates import CLAUSES
 
 # Facts that describe what an entity is rather than something about it.
 IDENTITY_RELATIONS = frozenset({"instance_of", "occupation"})
