@@ -121,6 +121,17 @@ class HttpBackend:
     def _tool_error(self, what: str, exc: Exception) -> ToolError:
         return ToolError(redact(f"{self.service} {what} failed: {exc}"))
 
+    def _answer(self, namespace: str, request: dict, what: str, live: Callable[[], Any]) -> Any:
+        """``live()``'s answer, recorded or replayed; an HTTP failure becomes a ``ToolError``."""
+        try:
+            return self._recorded(namespace, request, live)
+        except HttpError as exc:
+            raise self._tool_error(what, exc) from None
+
+    def _post(self, url: str, body: dict, key_header: str) -> Callable[[], Any]:
+        """The live call that POSTs ``body`` to ``url`` with the key in ``key_header``."""
+        return lambda: self.client.post_json(url, json=body, headers={key_header: self.api_key()})
+
 
 def _sha256_file(path: Path) -> tuple[bytes, str]:
     data = path.read_bytes()
@@ -145,15 +156,8 @@ class SerperTextSearch(HttpBackend, TextSearchBackend):
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         body = self.request_body(query, k)
         request = {"url": SERPER_SEARCH_URL, "body": body}
-
-        def live() -> Any:
-            headers = {"X-API-KEY": self.api_key()}
-            return self.client.post_json(SERPER_SEARCH_URL, json=body, headers=headers)
-
-        try:
-            payload = self._recorded(NS_SERPER, request, live)
-        except HttpError as exc:
-            raise self._tool_error(f"text search for {query!r}", exc) from None
+        live = self._post(SERPER_SEARCH_URL, body, "X-API-KEY")
+        payload = self._answer(NS_SERPER, request, f"text search for {query!r}", live)
         return parse_serper_search(payload, k)
 
 
@@ -194,10 +198,7 @@ class GoogleCustomSearch(HttpBackend, TextSearchBackend):
             params = {"key": self.api_key(), "cx": self.engine_id(), "q": query, "num": num}
             return self.client.get_json(GOOGLE_CSE_URL, params=params)
 
-        try:
-            payload = self._recorded(NS_CSE, request, live)
-        except HttpError as exc:
-            raise self._tool_error(f"text search for {query!r}", exc) from None
+        payload = self._answer(NS_CSE, request, f"text search for {query!r}", live)
         return parse_google_cse(payload, k)
 
 
@@ -300,15 +301,8 @@ class VisionWebDetection(HttpBackend, ImageSearchBackend):
         features = [{"type": "WEB_DETECTION", "maxResults": self.max_results}]
         body = {"requests": [{"image": image_field, "features": features}]}
         request = {"url": VISION_URL, "image": image_record, "features": features}
-
-        def live() -> Any:
-            headers = {"X-Goog-Api-Key": self.api_key()}
-            return self.client.post_json(VISION_URL, json=body, headers=headers)
-
-        try:
-            payload = self._recorded(NS_VISION, request, live)
-        except HttpError as exc:
-            raise self._tool_error("image search", exc) from None
+        live = self._post(VISION_URL, body, "X-Goog-Api-Key")
+        payload = self._answer(NS_VISION, request, "image search", live)
         return self.select_pages(parse_vision_response(payload), k)
 
     def select_pages(self, pages: list, k: int) -> list[ImageHit]:
@@ -357,13 +351,6 @@ class SerperLens(HttpBackend, ImageSearchBackend):
             )
         body = {"url": image.location, "gl": self.gl, "hl": self.hl}
         request = {"url": SERPER_LENS_URL, "body": body}
-
-        def live() -> Any:
-            headers = {"X-API-KEY": self.api_key()}
-            return self.client.post_json(SERPER_LENS_URL, json=body, headers=headers)
-
-        try:
-            payload = self._recorded(NS_LENS, request, live)
-        except HttpError as exc:
-            raise self._tool_error("image search", exc) from None
+        live = self._post(SERPER_LENS_URL, body, "X-API-KEY")
+        payload = self._answer(NS_LENS, request, "image search", live)
         return parse_serper_lens(payload, k)
