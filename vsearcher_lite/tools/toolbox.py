@@ -87,17 +87,9 @@ def image_fingerprint(image: ImageRef) -> str:
 class Toolbox:
     """The agent-facing tools over one set of backends (sandbox or live)."""
 
-    def __init__(
-        self,
-        text: TextSearchBackend,
-        image: ImageSearchBackend,
-        reader: PageReader,
-        summariser: Summariser,
-        *,
-        cache: ToolCache | None = None,
-        top_k: int = DEFAULT_TOP_K,
-        namespace: str = "tools",
-    ):
+    def __init__(self, text: TextSearchBackend, image: ImageSearchBackend, reader: PageReader,
+                 summariser: Summariser, *, cache: ToolCache | None = None,
+                 top_k: int = DEFAULT_TOP_K, namespace: str = "tools"):
         self.text, self.image, self.reader, self.summariser = text, image, reader, summariser
         self.cache = cache
         self.top_k = top_k

@@ -28,18 +28,11 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 
 # Which drawing style each entity type gets (the first entry of a pair is the common one).
 STYLES_BY_TYPE: dict[str, tuple[tuple[str, float], ...]] = {
-    "region": (("flag", 1.0),),
-    "settlement": (("skyline", 1.0),),
-    "river": (("river", 1.0),),
-    "mountain": (("mountain", 1.0),),
-    "lake": (("lake", 1.0),),
-    "building": (("facade", 1.0),),
-    "organisation": (("emblem", 0.6), ("text", 0.4)),
-    "person": (("portrait", 1.0),),
-    "artwork": (("abstract", 1.0),),
-    "event": (("poster", 0.7), ("text", 0.3)),
-    "species": (("specimen", 1.0),),
-    "vessel": (("ship", 1.0),),
+    "region": (("flag", 1.0),), "settlement": (("skyline", 1.0),), "river": (("river", 1.0),),
+    "mountain": (("mountain", 1.0),), "lake": (("lake", 1.0),), "building": (("facade", 1.0),),
+    "organisation": (("emblem", 0.6), ("text", 0.4)), "person": (("portrait", 1.0),),
+    "artwork": (("abstract", 1.0),), "event": (("poster", 0.7), ("text", 0.3)),
+    "species": (("specimen", 1.0),), "vessel": (("ship", 1.0),),
 }
 SIMPLE_STYLES = frozenset({"flag", "text"})
 
