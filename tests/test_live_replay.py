@@ -28,13 +28,13 @@ from fixtures.recorded.mockweb import (
 from test_live_world import UA, wiki_web
 from vsearcher_lite.cache import CacheMiss, ToolCache
 from vsearcher_lite.net.guard import UrlGuard
-from vsearcher_lite.tools.live import (
-    JINA_URL,
+from vsearcher_lite.tools.live import make_live_backends
+from vsearcher_lite.tools.live_read import JINA_URL
+from vsearcher_lite.tools.live_search import (
     SERPER_SEARCH_URL,
     VISION_URL,
     ReplayMiss,
     SerperTextSearch,
-    make_live_backends,
 )
 from vsearcher_lite.tools.base import ToolError
 from vsearcher_lite.tools.sandbox import ExtractiveSummariser

@@ -31,24 +31,25 @@ from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.net.guard import UrlGuard
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.base import Summariser, ToolError
-from vsearcher_lite.tools.live import (
-    GOOGLE_CSE_URL,
+from vsearcher_lite.tools.live import choose_live_backends, make_live_backends
+from vsearcher_lite.tools.live_read import (
     JINA_URL,
+    DirectFetchReader,
+    JinaReader,
+    LLMSummariser,
+    build_summary_messages,
+    page_from_fetch,
+)
+from vsearcher_lite.tools.live_search import (
+    GOOGLE_CSE_URL,
     SERPER_LENS_URL,
     SERPER_SEARCH_URL,
     VISION_URL,
-    DirectFetchReader,
     GoogleCustomSearch,
     HttpImageChecker,
-    JinaReader,
-    LLMSummariser,
     SerperLens,
     SerperTextSearch,
     VisionWebDetection,
-    build_summary_messages,
-    choose_live_backends,
-    make_live_backends,
-    page_from_fetch,
 )
 from vsearcher_lite.tools.live_html import sniff_image_type
 from vsearcher_lite.world.model import ImageRef, PageContent

@@ -23,14 +23,16 @@ from vsearcher_lite.world.live import (
     WDQS_URL,
     WIKIPEDIA_REST_URL,
     LiveKnowledge,
-    SparqlError,
     article_title_from_url,
+    polite_user_agent,
+)
+from vsearcher_lite.world.sparql import (
+    SparqlError,
     build_facts_query,
     build_seed_query_offset,
     build_seed_query_slice,
     build_titles_query,
     dedupe_seeds,
-    polite_user_agent,
     rows_to_facts,
     rows_to_seeds,
     sparql_rows,

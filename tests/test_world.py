@@ -21,7 +21,7 @@ from vsearcher_lite.world import (
     open_world,
 )
 from vsearcher_lite.world import store
-from vsearcher_lite.world.generator import ENTITY_TYPES, PRESENT_YEAR, type_counts
+from vsearcher_lite.world.schema import ENTITY_TYPES, PRESENT_YEAR, type_counts
 from vsearcher_lite.world.queries import distinctive_facts, generic_fact, matches_all
 
 

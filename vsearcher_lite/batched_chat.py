@@ -42,9 +42,8 @@ from vsearcher_lite.chat import (
     ChatBackend,
     ChatError,
     cut_at_stop,
-    processor_message,
-    repeat_guard_kwargs,
 )
+from vsearcher_lite.chat_transformers import processor_message, repeat_guard_kwargs
 
 _thread = threading.local()
 

@@ -1,25 +1,11 @@
 """``vsearcher-lite bench``: performance and quality benchmarks, in named sections.
 
-    vsearcher-lite bench --run-dir R [--entities 10000] [--queries 200] [--sections text_search,image_search]
-
-Builds (or reuses) a sandbox world of ``--entities`` in ``R/bench/world`` and runs the sections
-in ``BENCH_SECTIONS`` order. Each section is a function ``section(ctx) -> dict`` of plain numbers;
-later stages add theirs with ``@bench_section("name")``. The results are printed and merged into
-``R/bench/metrics.json`` (a section that is not run keeps its earlier numbers).
-
-The sandbox sections (with their targets, on a 10k-entity world):
-
-- ``text_search``: ``text_search_p50_ms`` (<= 2 ms) and ``text_search_hit_at_5`` (>= 0.95): queries
-  made from an entity's own distinctive facts (type + the fewest facts that single it out, at
-  least two), never its name; a hit is the entity's article in the top 5.
-- ``image_search``: ``image_search_p50_ms`` (<= 10 ms) and ``image_search_hit_at_5`` (>= 0.95):
-  perturbed copies of entity pictures (crop, resize, colour shift, JPEG); a hit is the entity's
-  article in the top 5 pages.
-- ``visit``: ``visit_p50_ms`` (reader + extractive summariser) and ``visit_fact_recall`` (share of
-  summaries that contain the fact the goal asked for).
-- ``generic_queries``: ``generic_query_miss_at_1``: share of queries from a generic description
-  (type + one fact shared by other entities of the type) whose rank-1 page is NOT the entity's
-  article. High is good: the sandbox must not be solvable with one lucky search.
+Builds (or reuses) a sandbox world in ``RUN_DIR/bench/world``, runs each ``section(ctx) -> dict``
+registered with ``@bench_section`` and merges the numbers into ``RUN_DIR/bench/metrics.json``.
+The sandbox sections: ``text_search`` (queries from an entity's distinctive facts, never its
+name; hit@5 is its article in the top 5), ``image_search`` (perturbed entity pictures),
+``visit`` (read + summarise; does the summary hold the fact asked for) and ``generic_queries``
+(a generic description should *miss* at rank 1: one lucky search must not solve the sandbox).
 """
 
 from __future__ import annotations
@@ -183,7 +169,7 @@ def bench_image_search(ctx: BenchContext) -> dict:
         perturb_image(k.image(eid).location, dst, seed=f"{ctx.seed}:{eid}")
         queries.append((eid, ImageRef(str(dst))))
     if queries:
-        search.search(queries[0][1], 5)  # warm-up: feature matrix and page map are loaded lazily
+        search.search(queries[0][1], 5)  # warm-up: the feature matrix and page map load lazily
     times, hits, top1 = [], 0, 0
     for eid, ref in queries:
         t0 = time.perf_counter()
@@ -226,13 +212,15 @@ def bench_visit(ctx: BenchContext) -> dict:
             "visit_fact_recall": round(found / max(1, n), 4)}
 
 
-def run_bench(run_dir: str | Path, n_entities: int = DEFAULT_BENCH_ENTITIES, n_queries: int = DEFAULT_QUERIES,
-              seed: int = 0, sections: list[str] | None = None, args: argparse.Namespace | None = None) -> dict:
-    """Run the named sections (default: all) and merge their numbers into RUN_DIR/bench/metrics.json."""
+def run_bench(run_dir: str | Path, n_entities: int = DEFAULT_BENCH_ENTITIES,
+              n_queries: int = DEFAULT_QUERIES, seed: int = 0, sections: list[str] | None = None,
+              args: argparse.Namespace | None = None) -> dict:
+    """Run the named sections (default: all); merge their numbers into bench/metrics.json."""
     names = list(BENCH_SECTIONS) if not sections else sections
     unknown = [s for s in names if s not in BENCH_SECTIONS]
     if unknown:
-        raise InputError(f"unknown bench section(s) {', '.join(unknown)}; known: {', '.join(BENCH_SECTIONS)}")
+        raise InputError(f"unknown bench section(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(BENCH_SECTIONS)}")
     run = RunDir(run_dir)
     bench_dir = run.stage("bench")
     ctx = BenchContext(Path(run_dir), bench_dir, n_entities, n_queries, seed, args)
@@ -260,14 +248,17 @@ def run_bench(run_dir: str | Path, n_entities: int = DEFAULT_BENCH_ENTITIES, n_q
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
         "bench", parents=[common], help="benchmark the tools (latency, hit@5) and later stages",
-        description="Build or reuse a sandbox world in RUN_DIR/bench/world and run the bench sections.",
+        description="Build or reuse a sandbox world in RUN_DIR/bench/world and run the bench "
+                    "sections.",
     )
     p.add_argument("--entities", type=positive_int, default=DEFAULT_BENCH_ENTITIES,
                    help=f"size of the bench world (default {DEFAULT_BENCH_ENTITIES})")
     p.add_argument("--queries", type=positive_int, default=DEFAULT_QUERIES,
                    help=f"queries per section (default {DEFAULT_QUERIES})")
-    p.add_argument("--sections", default="", help=f"comma-separated sections to run (default: all of {', '.join(BENCH_SECTIONS)})")
-    p.set_defaults(func=run_bench_command, skip_moved_check=True)  # builds its own world, reads no run
+    p.add_argument("--sections", default="", help="comma-separated sections to run "
+                   f"(default: all of {', '.join(BENCH_SECTIONS)})")
+    # It builds its own world and reads no run, so a moved run folder does not matter.
+    p.set_defaults(func=run_bench_command, skip_moved_check=True)
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
@@ -284,8 +275,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-# Later stages add their sections from their own modules (``@bench_section``); importing them
-# here registers them. Added by the synthesis helper: keep this list when editing the file.
+# Later stages add sections from their own modules (``@bench_section``); importing registers them.
 STAGE_BENCH_MODULES = ("vsearcher_lite.synthesis.bench",)
 for _module in STAGE_BENCH_MODULES:
     try:

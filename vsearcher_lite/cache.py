@@ -1,15 +1,9 @@
 """A persistent cache of tool and API calls in one SQLite file, safe across processes.
 
-Every request is stored with its response, keyed by a hash of ``(namespace, request)``. This
-makes reruns reproducible and cheap, and is also how a live run is recorded and replayed
-(``mode="replay"`` serves only what is stored and never calls the backend).
-
-Concurrency: SQLite in WAL mode with a busy timeout; each call opens its own short
-transaction, so several processes (papermill kernels, a CLI run, test workers) can share one
-cache file. Within a process each thread gets its own connection, so one ``ToolCache`` can be
-shared by many threads (its hit and miss counts are kept under a lock). The released VSearcher
-cache flushed only every 10 entries and let processes clobber each other; this one commits every
-entry.
+Every request is stored with its response, keyed by a hash of ``(namespace, request)``: reruns
+are reproducible and cheap, and a live run is recorded and replayed this way. SQLite in WAL mode,
+one short transaction per entry and one connection per thread, so processes and threads can
+share a cache file.
 """
 
 from __future__ import annotations
@@ -31,22 +25,19 @@ class CacheMiss(LookupError):
 
 
 def request_key(namespace: str, request: Any) -> str:
-    blob = json.dumps([namespace, request], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    blob = json.dumps([namespace, request], sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-#: Threads of one process switch a cache file to WAL one at a time (see ``enable_wal``).
 _WAL_SWITCH = threading.Lock()
 
 
 def enable_wal(conn, attempts: int = 40, wait_s: float = 0.05) -> None:
-    """Put the connection's database in WAL mode (persistent: later connections find it so).
+    """Put the connection's database in WAL mode (it persists in the file).
 
-    Switching the journal mode needs an exclusive lock, and when two connections try it on a new
-    file at the same moment SQLite answers one of them "database is locked" at once instead of
-    waiting out the busy timeout (it would otherwise deadlock). Seen in CI: the threads of one
-    trajectories run opening their tool caches together. So the switch is retried, with growing
-    waits of at most half a second, and skipped when the file is already in WAL mode.
+    Two connections switching a new file at once get "database is locked" at once rather than
+    after the busy timeout, so the switch is retried with growing waits (at most 0.5 s).
 
     >>> class Flaky:  # locked twice, then WAL
     ...     def __init__(self): self.calls = []
@@ -70,18 +61,17 @@ def enable_wal(conn, attempts: int = 40, wait_s: float = 0.05) -> None:
 
 
 class ToolCache:
-    """``get_or_call(namespace, request, fn)``: the stored response, or ``fn()`` stored and returned.
+    """``get_or_call(namespace, request, fn)``: the stored response, or ``fn()`` stored.
 
-    Modes:
-      - ``readwrite`` (default): serve hits, call and store misses;
-      - ``record``: always call and store (refreshes a recording);
-      - ``replay``: serve hits, raise ``CacheMiss`` on a miss, never call;
-      - ``off``: always call, store nothing.
+    Modes: ``readwrite`` (default) serves hits and stores misses; ``record`` always calls and
+    stores; ``replay`` raises ``CacheMiss`` on a miss and never calls; ``off`` stores nothing.
 
     >>> import tempfile, os
     >>> c = ToolCache(os.path.join(tempfile.mkdtemp(), "c.sqlite"))
-    >>> c.get_or_call("echo", {"q": 1}, lambda: {"a": 1}), c.get_or_call("echo", {"q": 1}, lambda: {"a": 2})
-    ({'a': 1}, {'a': 1})
+    >>> c.get_or_call("echo", {"q": 1}, lambda: {"a": 1})
+    {'a': 1}
+    >>> c.get_or_call("echo", {"q": 1}, lambda: {"a": 2})
+    {'a': 1}
     """
 
     def __init__(self, path: str | os.PathLike, mode: str = "readwrite"):
@@ -132,16 +122,11 @@ class ToolCache:
     def put(self, namespace: str, request: Any, response: Any) -> None:
         if self.mode in ("off", "replay"):
             return
-        self._conn().execute(
-            "INSERT OR REPLACE INTO calls (key, namespace, request, response, created) VALUES (?, ?, ?, ?, ?)",
-            (
-                request_key(namespace, request),
-                namespace,
-                json.dumps(request, sort_keys=True, ensure_ascii=False),
-                json.dumps(response, ensure_ascii=False),
-                time.time(),
-            ),
-        )
+        row = (request_key(namespace, request), namespace,
+               json.dumps(request, sort_keys=True, ensure_ascii=False),
+               json.dumps(response, ensure_ascii=False), time.time())
+        self._conn().execute("INSERT OR REPLACE INTO calls (key, namespace, request, response, "
+                             "created) VALUES (?, ?, ?, ?, ?)", row)
 
     def get_or_call(self, namespace: str, request: Any, fn: Callable[[], Any]) -> Any:
         found = self.get(namespace, request)
@@ -149,9 +134,8 @@ class ToolCache:
             self.count(hit=True)
             return found
         if self.mode == "replay":
-            raise CacheMiss(
-                f"replay mode: no recorded response for {namespace} {json.dumps(request, ensure_ascii=False)[:200]}"
-            )
+            shown = json.dumps(request, ensure_ascii=False)[:200]
+            raise CacheMiss(f"replay mode: no recorded response for {namespace} {shown}")
         self.count(hit=False)
         response = fn()
         self.put(namespace, request, response)
@@ -170,4 +154,5 @@ class ToolCache:
             sql += " WHERE namespace = ?"
             args = (namespace,)
         rows = self._conn().execute(sql + " ORDER BY created, key", args).fetchall()
-        return [{"namespace": n, "request": json.loads(q), "response": json.loads(r)} for n, q, r in rows]
+        return [{"namespace": n, "request": json.loads(q), "response": json.loads(r)}
+                for n, q, r in rows]

@@ -1,13 +1,8 @@
-"""A step-through view as one self-contained HTML block: no widget library, no network.
+"""A step-through view as one self-contained HTML block (no widget library, no network).
 
-``StepView(steps, heading)`` shows one step at a time with back/next buttons and a range slider.
-Its script is inlined in the output, so the view works the same in a live JupyterLab, in the
-HTML copy of an executed notebook and in a page opened from disk without a network. Where no
-script runs (an untrusted notebook, a sanitising viewer) every step is still there, as a
-numbered list, and the controls stay hidden.
-
-Notebook 02 steps through the injection rounds of a task with it (``synthesis.plots.rounds_viewer``),
-notebook 05 through the turns of a trajectory (``agent.plots.trajectory_viewer``).
+``StepView`` shows one step at a time with back/next buttons and a slider; its script is inlined,
+so it works in JupyterLab, in exported HTML and offline. Where no script runs, every step is
+still there as a numbered list.
 """
 
 from __future__ import annotations
@@ -53,43 +48,51 @@ class StepView:
     2
     """
 
-    def __init__(self, steps: Sequence[str], heading: str = "", *, first: int = 1, element_id: str | None = None):
+    def __init__(self, steps: Sequence[str], heading: str = "", *, first: int = 1,
+                 element_id: str | None = None):
         if not steps:
             raise ValueError("a step view needs at least one step")
         self.steps = list(steps)
         self.heading = heading
-        self.first = first  # the number the first step is shown with (0 where step 0 is the start)
-        self.element_id = element_id or f"vsl-stepper-{uuid.uuid4().hex[:16]}"  # unique across kernels
+        self.first = first  # the number shown for the first step
+        self.element_id = element_id or f"vsl-stepper-{uuid.uuid4().hex[:16]}"
 
     def __len__(self) -> int:
         return len(self.steps)
 
     def __repr__(self) -> str:
-        return f"StepView({len(self.steps)} steps: {html.unescape(strip_tags(self.heading)) or 'untitled'})"
+        name = html.unescape(strip_tags(self.heading)) or "untitled"
+        return f"StepView({len(self.steps)} steps: {name})"
 
     def position(self, index: int | None = None) -> str:
-        """What the view says where it stands: ``step 2 of 4``, or ``step 1 (0 to 3)`` counting from 0
-        (``{i}`` in place of the number when ``index`` is None: the script fills it in).
+        """Where the view stands: ``step 2 of 4``, or ``step 1 (0 to 3)`` counting from 0 (``{i}``
+        for the number when ``index`` is None: the script fills it in).
 
         >>> StepView(["a", "b", "c"]).position(1), StepView(["a", "b", "c"], first=0).position(1)
         ('step 2 of 3', 'step 1 (0 to 2)')
         """
         n, first = len(self.steps), self.first
         number = "{i}" if index is None else str(index + first)
-        return f"step {number} of {n}" if first == 1 else f"step {number} ({first} to {first + n - 1})"
+        if first == 1:
+            return f"step {number} of {n}"
+        return f"step {number} ({first} to {first + n - 1})"
 
     def to_html(self) -> str:
         """The view: heading, controls (hidden until the script runs), every step, the script."""
         n = len(self.steps)
-        script = _SCRIPT % {"id": self.element_id, "position": json.dumps(self.position()), "first": self.first}
-        items = "\n".join(f'<li class="vsl-step" style="margin:.3em 0">{body}</li>' for body in self.steps)
-        heading = f'<div class="vsl-heading" style="margin-bottom:.3em">{self.heading}</div>' if self.heading else ""
+        position = json.dumps(self.position())
+        script = _SCRIPT % {"id": self.element_id, "position": position, "first": self.first}
+        items = "\n".join(f'<li class="vsl-step" style="margin:.3em 0">{body}</li>'
+                          for body in self.steps)
+        heading = (f'<div class="vsl-heading" style="margin-bottom:.3em">{self.heading}</div>'
+                   if self.heading else "")
+        box = "border:1px solid #ccd;border-radius:6px;padding:8px"
         return (
-            f'<div class="vsl-stepper" id="{self.element_id}" style="border:1px solid #ccd;border-radius:6px;padding:8px">'
-            f"{heading}"
+            f'<div class="vsl-stepper" id="{self.element_id}" style="{box}">{heading}'
             '<div class="vsl-controls" hidden style="margin-bottom:.5em">'
             '<button type="button" class="vsl-back">&#9664; back</button> '
-            f'<input type="range" min="0" max="{n - 1}" value="0" step="1" style="vertical-align:middle;width:16em"> '
+            f'<input type="range" min="0" max="{n - 1}" value="0" step="1" '
+            'style="vertical-align:middle;width:16em"> '
             '<button type="button" class="vsl-next">next &#9654;</button> '
             f'<span class="vsl-where">{self.position(0)}</span></div>'
             f'<ol class="vsl-list" style="margin:0">{items}</ol>'

@@ -151,7 +151,7 @@ def _templates_for(relation: str) -> list[tuple[str, str]]:
     """``(template, slot)`` pairs stating ``relation``: which placeholder holds its value."""
     found: list[tuple[str, str]] = []
     try:
-        from vsearcher_lite.world import prose
+        from vsearcher_lite.world import templates as prose
     except ImportError:  # no sandbox prose: only the lead patterns
         prose = None
     if prose is not None:
@@ -258,7 +258,7 @@ def read_inbound(text: str, relation: str, subject_names: Iterable[str]) -> list
     ['Ilsa Maren', 'Ors Tave']
     """
     try:
-        from vsearcher_lite.world import prose
+        from vsearcher_lite.world import templates as prose
     except ImportError:
         return []
     templates = []

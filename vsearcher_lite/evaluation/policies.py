@@ -31,7 +31,8 @@ from vsearcher_lite.agent.protocol import (
 )
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.batched_chat import BatchedTransformersChat, LockstepBatcher
-from vsearcher_lite.chat import ChatBackend, TransformersChat, make_chat, usage_of
+from vsearcher_lite.chat import ChatBackend, make_chat, usage_of
+from vsearcher_lite.chat_transformers import TransformersChat
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import resolve_device
 from vsearcher_lite.synthesis.task import Task

@@ -1,14 +1,9 @@
 """API keys: read from the environment (or a ``.env`` file the user points to), never shown.
 
-Rules:
-
-- a key comes from an environment variable, or from a ``.env`` file named by
-  ``$VSEARCHER_ENV_FILE`` (or passed explicitly); nothing else is searched, so a stray
-  ``.env`` in the working folder is never picked up by surprise;
-- every value read through ``get_secret`` is remembered in this process, and ``redact`` replaces
-  it (and common key-shaped patterns such as ``key=...`` query parameters and
-  ``Authorization: Bearer ...``) with ``***`` wherever text leaves the program: error messages,
-  logs, manifests, cache rows, notebook output.
+A key comes from an environment variable or from the ``.env`` file named by
+``$VSEARCHER_ENV_FILE`` (or passed in), never from a stray ``.env`` nearby. Every value read is
+remembered, and ``redact`` masks it, and anything shaped like a credential, wherever text leaves
+the program (errors, logs, manifests, cache rows, notebook output).
 
 >>> import os
 >>> os.environ["VSL_DOCTEST_KEY"] = "sk-doctest-123456"
@@ -39,30 +34,28 @@ SECRET_PURPOSES: dict[str, str] = {
     "GOOGLE_CSE_KEY": "Google Custom Search (text search; closed to new customers)",
     "GOOGLE_CSE_ID": "the Google Custom Search engine id",
     "GOOGLE_VISION_API_KEY": "Google Cloud Vision web detection (image search)",
-    "JINA_API_KEY": "Jina Reader page fetching (visit); optional, a direct fetch is used without it",
+    "JINA_API_KEY": "Jina Reader page fetching (visit); optional, else a direct fetch",
     "VSEARCHER_CHAT_API_KEY": "the OpenAI-compatible chat endpoint (teacher, writer, judge roles)",
     "OPENAI_API_KEY": "the OpenAI-compatible chat endpoint",
     "GEMINI_API_KEY": "Gemini's OpenAI-compatible chat endpoint",
 }
 
-# Values shorter than this are not treated as secrets: masking "1" or "ab" everywhere would
-# mangle ordinary text, and no real API key is that short.
-MIN_SECRET_LENGTH = 6
+MIN_SECRET_LENGTH = 6  # shorter values are no keys, and masking them would mangle text
 
 _known: set[str] = set()
 _lock = threading.Lock()
 
 # Query parameters and header-like fields whose values are credentials.
 _SECRET_PARAM = re.compile(
-    r"(?i)\b((?:api[_-]?key|key|access[_-]?token|token|secret|password|passwd|sig|signature|auth)=)[^&\s\"'#]+"
-)
+    r"(?i)\b((?:api[_-]?key|key|access[_-]?token|token|secret|password|passwd|sig|signature|auth)=)"
+    r"[^&\s\"'#]+")
 _SECRET_HEADER = re.compile(
-    r"(?i)\b((?:authorization|x-api-key|x-goog-api-key|api-key|proxy-authorization)[\"']?\s*[:=]\s*[\"']?)"
-    r"(?:(bearer|basic|token)\s+)?[^\s\"',}]+"
-)
+    r"(?i)\b((?:authorization|x-api-key|x-goog-api-key|api-key|proxy-authorization)"
+    r"[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?[^\s\"',}]+")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/@\s:]*:)[^/@\s]+@")
 # Common key shapes that should never appear in output even if they were not read here.
-_KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|jina_[A-Za-z0-9]{20,})\b")
+_KEY_SHAPES = re.compile(
+    r"\b(sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|jina_[A-Za-z0-9]{20,})\b")
 
 
 def remember_secret(value: str | None) -> None:
@@ -111,18 +104,21 @@ def parse_env_file(path: str | os.PathLike) -> dict[str, str]:
     return values
 
 
-def get_secret(var: str, *, env_file: str | os.PathLike | None = None, required: bool = True) -> str | None:
-    """The value of ``var`` from the environment, else from the ``.env`` file, else ``None``.
-
-    The file is ``env_file`` if given, otherwise ``$VSEARCHER_ENV_FILE`` if set. A missing
-    required key raises ``InputError`` naming the variable and what it is for. The value is
-    remembered so that ``redact`` masks it from then on.
-    """
+def _lookup(var: str, env_file: str | os.PathLike | None) -> str | None:
+    """``var`` from the environment, else from ``env_file`` (default ``$VSEARCHER_ENV_FILE``)."""
     value = os.environ.get(var) or None
     if value is None:
         file = env_file if env_file is not None else os.environ.get(ENV_FILE_VAR)
         if file:
             value = parse_env_file(file).get(var) or None
+    return value
+
+
+def get_secret(var: str, *, env_file: str | os.PathLike | None = None,
+               required: bool = True) -> str | None:
+    """The value of ``var`` (environment, else the ``.env`` file), remembered for ``redact``;
+    ``None``, or an ``InputError`` naming the variable and its purpose when ``required``."""
+    value = _lookup(var, env_file)
     if value is None:
         if required:
             purpose = SECRET_PURPOSES.get(var, "this backend")
@@ -133,23 +129,16 @@ def get_secret(var: str, *, env_file: str | os.PathLike | None = None, required:
     return value
 
 
-def get_setting(var: str, *, env_file: str | os.PathLike | None = None, default: str | None = None) -> str | None:
-    """A non-secret setting (a base URL, a model name): the environment, else the ``.env`` file,
-    else ``default``. Unlike ``get_secret`` the value is not masked in output."""
-    value = os.environ.get(var) or None
-    if value is None:
-        file = env_file if env_file is not None else os.environ.get(ENV_FILE_VAR)
-        if file:
-            value = parse_env_file(file).get(var) or None
+def get_setting(var: str, *, env_file: str | os.PathLike | None = None,
+                default: str | None = None) -> str | None:
+    """A non-secret setting (a base URL, a model name) found like ``get_secret``, not masked."""
+    value = _lookup(var, env_file)
     return value if value is not None else default
 
 
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
-    """``text`` with every known secret value, and anything shaped like a credential, masked.
-
-    ``secrets`` adds values to mask for this call only (for example a key a client was given
-    directly rather than read with ``get_secret``).
-    """
+    """``text`` with every known secret, ``secrets``, and anything shaped like a credential
+    masked."""
     if not text:
         return text
     values = set(known_secrets())
@@ -158,20 +147,20 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, MASK)
     text = _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, text)
-    text = _SECRET_HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + MASK, text)
+    def header(m: re.Match) -> str:
+        return m.group(1) + (m.group(2) + " " if m.group(2) else "") + MASK
+
+    text = _SECRET_HEADER.sub(header, text)
     text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
     text = _KEY_SHAPES.sub(MASK, text)
     return text
 
 
 def scan_for_secrets(root: str | os.PathLike, secrets: Iterable[str] | None = None) -> list[str]:
-    """Files under ``root`` (a file or a folder) whose bytes contain a secret value, as
-    ``"<path>: contains N secret value(s)"`` lines that never include a value.
-
-    For tests and a pre-share check of a run folder: ``secrets`` defaults to every value read in
-    this process. Binary files (SQLite caches, images) are scanned too.
-    """
-    values = [v for v in (secrets if secrets is not None else known_secrets()) if v and len(v) >= MIN_SECRET_LENGTH]
+    """Files under ``root`` (binary ones too) whose bytes contain a secret (default: every value
+    read here), as ``"<path>: contains N secret value(s)"`` lines that never show a value."""
+    pool = secrets if secrets is not None else known_secrets()
+    values = [v for v in pool if v and len(v) >= MIN_SECRET_LENGTH]
     if not values:
         return []
     needles = [v.encode("utf-8") for v in values]

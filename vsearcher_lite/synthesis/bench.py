@@ -1,11 +1,8 @@
 """The ``synthesis`` section of ``vsearcher-lite bench``: how fast offline synthesis runs.
 
-On the bench world (``RUN_DIR/bench/world``, 10k entities by default) it runs the real stages
-(seeds, text injection, image injection, filters) with the rule writer into a fresh
-``RUN_DIR/bench/synthesis`` folder, and reports tasks per second. The target is
-``synthesis_tasks_per_s >= 100`` on 2 cores: finished multimodal tasks (text and image
-injection, with the answer-invariance checks and the question images written) per second of
-text + image injection, dropped seeds included in the time.
+It runs the real stages (seeds, text and image injection, filters, rule writer) on the bench
+world into a fresh ``RUN_DIR/bench/synthesis``. ``synthesis_tasks_per_s`` counts finished
+multimodal tasks per second of text + image injection, dropped seeds included.
 """
 
 from __future__ import annotations
@@ -19,7 +16,12 @@ from vsearcher_lite.bench import BenchContext, bench_section
 @bench_section("synthesis")
 def bench_synthesis(ctx: BenchContext) -> dict:
     from vsearcher_lite.synthesis.filters import FilterConfig, run_filter
-    from vsearcher_lite.synthesis.inject import InjectConfig, index_for, run_inject_image, run_inject_text
+    from vsearcher_lite.synthesis.inject import (
+        InjectConfig,
+        index_for,
+        run_inject_image,
+        run_inject_text,
+    )
     from vsearcher_lite.synthesis.seeds import SeedConfig, run_seeds
 
     out = ctx.bench_dir / "synthesis"
@@ -30,7 +32,8 @@ def bench_synthesis(ctx: BenchContext) -> dict:
     index_s = time.perf_counter() - t0
     run_seeds(out, SeedConfig(seed=ctx.seed), source=source)
     n_train = max(100, ctx.n_queries)
-    config = InjectConfig(n_train=n_train, n_heldout=n_train // 10, n_exam=n_train // 10, seed=ctx.seed, progress=False)
+    config = InjectConfig(n_train=n_train, n_heldout=n_train // 10, n_exam=n_train // 10,
+                          seed=ctx.seed, progress=False)
     t0 = time.perf_counter()
     text = run_inject_text(out, config, source=source)
     text_s = time.perf_counter() - t0
@@ -38,7 +41,8 @@ def bench_synthesis(ctx: BenchContext) -> dict:
     image = run_inject_image(out, config, source=source)
     image_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    filt = run_filter(out, FilterConfig(seed=ctx.seed, progress=False), source=source, inject_config=config)
+    filter_config = FilterConfig(seed=ctx.seed, progress=False)
+    filt = run_filter(out, filter_config, source=source, inject_config=config)
     filter_s = time.perf_counter() - t0
     return {
         "synthesis_index_seconds": round(index_s, 3),

@@ -1,18 +1,9 @@
 """The three agent tools, defined once (paper section 3.1 and appendix A.1).
 
-Each tool has one ``ToolSpec``: its name, its description and its arguments. The JSON schema
-the model sees is generated from that spec (``ToolSpec.schema``), so the teacher, the SFT data,
-GRPO rollouts and evaluation all show the model the same tools.
-
-A tool is backed by a *backend* that does the actual work and knows nothing about the agent:
-
-- ``TextSearchBackend.search(query, k) -> list[SearchHit]``
-- ``ImageSearchBackend.search(image, k) -> list[ImageHit]``
-- ``PageReader.read(url) -> PageContent`` and ``Summariser.summarise(text, goal) -> str``
-
-The sandbox world and the live web each provide these backends. ``Toolbox`` (in
-``vsearcher_lite.tools.toolbox``) binds backends to the specs, formats results as the text the
-agent reads, turns every failure into an error observation, and caches calls.
+Each tool has one ``ToolSpec`` (name, description, arguments) from which the JSON schema the
+model sees is generated, so the teacher, SFT, GRPO and evaluation show the same tools. The work
+is done by backends that know nothing of the agent (text search, image search, page reader,
+summariser), provided by the sandbox and by the live web; ``tools.toolbox.Toolbox`` binds them.
 """
 
 from __future__ import annotations
@@ -41,26 +32,22 @@ class ToolSpec:
     def schema(self) -> dict:
         """The OpenAI / Qwen function-calling schema of this tool.
 
-        >>> ToolSpec("ping", "Check.", (ToolArg("host", "string", "Where."),)).schema()["function"]["parameters"]["required"]
+        >>> spec = ToolSpec("ping", "Check.", (ToolArg("host", "string", "Where."),))
+        >>> spec.schema()["function"]["parameters"]["required"]
         ['host']
         """
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {a.name: {"type": a.type, "description": a.description} for a in self.args},
-                    "required": [a.name for a in self.args if a.required],
-                },
-            },
-        }
+        properties = {arg.name: {"type": arg.type, "description": arg.description}
+                      for arg in self.args}
+        required = [a.name for a in self.args if a.required]
+        parameters = {"type": "object", "properties": properties, "required": required}
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": parameters}}
 
     def validate(self, arguments: Any) -> dict:
-        """Check a call's arguments against the spec; raise ``ToolArgumentError`` with a readable reason."""
+        """The arguments checked against the spec; ``ToolArgumentError`` says what is wrong."""
         if not isinstance(arguments, dict):
-            raise ToolArgumentError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
+            got = type(arguments).__name__
+            raise ToolArgumentError(f"{self.name}: arguments must be a JSON object, got {got}")
         known = {a.name: a for a in self.args}
         unknown = sorted(set(arguments) - set(known))
         if unknown:
@@ -74,7 +61,8 @@ class ToolSpec:
             value = arguments[a.name]
             if a.type == "string":
                 if not isinstance(value, str) or not value.strip():
-                    raise ToolArgumentError(f"{self.name}: argument '{a.name}' must be a non-empty string")
+                    raise ToolArgumentError(
+                        f"{self.name}: argument '{a.name}' must be a non-empty string")
                 value = value.strip()
             out[a.name] = value
         return out
@@ -85,18 +73,20 @@ class ToolArgumentError(ValueError):
 
 
 class ToolError(RuntimeError):
-    """A tool could not do its work (unknown URL, backend failure). Becomes an error observation."""
+    """A tool could not do its work (unknown URL, backend failure): an error observation."""
 
 
 TEXT_SEARCH = ToolSpec(
     "text_search",
-    "Search the web with a text query. Returns the top results, each with its URL, title and a snippet.",
+    "Search the web with a text query. Returns the top results, each with its URL, title and a "
+    "snippet.",
     (ToolArg("query", "string", "The search query: keywords or a short phrase."),),
 )
 IMAGE_SEARCH = ToolSpec(
     "image_search",
-    "Reverse image search with the image given in the question. Returns the top web pages that contain "
-    "the same or a similar image, each with its URL, title and the matching image. Takes no arguments.",
+    "Reverse image search with the image given in the question. Returns the top web pages that "
+    "contain the same or a similar image, each with its URL, title and the matching image. Takes "
+    "no arguments.",
     (),
 )
 VISIT = ToolSpec(
@@ -133,12 +123,8 @@ class ImageHit:
 
 @dataclass
 class ToolResult:
-    """What one tool call gives back to the agent.
-
-    ``text`` is the observation string placed inside ``<tool_response>``; ``images`` are image
-    parts that accompany it (image search returns its matching images). ``ok`` is False for an
-    error observation, whose ``text`` starts with ``"Error:"`` and says what went wrong.
-    """
+    """What one tool call gives back: ``text`` goes inside ``<tool_response>``, with ``images``
+    (image search's matches); an error observation has ``ok`` False and text ``"Error: ..."``."""
 
     tool: str
     text: str
@@ -157,13 +143,8 @@ class ToolResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ToolResult":
-        return cls(
-            tool=d["tool"],
-            text=d["text"],
-            images=[ImageRef(**i) for i in d.get("images", [])],
-            ok=d.get("ok", True),
-            data=d.get("data", {}),
-        )
+        images = [ImageRef(**i) for i in d.get("images", [])]
+        return cls(d["tool"], d["text"], images, d.get("ok", True), d.get("data", {}))
 
 
 class TextSearchBackend(abc.ABC):

@@ -1,16 +1,10 @@
 """Turning fetched web content into ``PageContent``, with the standard library only.
 
-Used by the live ``visit`` readers (a page fetched directly, or Jina Reader's markdown) and by
-the live knowledge source (Wikipedia's Parsoid HTML, a Kiwix server's article HTML).
-
-- ``extract_html(html, base_url)`` walks the document once with ``html.parser`` and collects
-  the title, the readable text blocks (paragraphs, headings, list items), the images and the
-  links, all URLs made absolute. Script, style, navigation, footers, forms and reference
-  markers are skipped; so are Wikipedia's navigation boxes and maintenance banners.
-- ``html_to_page`` makes a ``PageContent`` from that: the blocks as paragraphs, capped in length.
-- ``markdown_to_page`` does the same for Jina Reader's markdown.
-- ``sniff_image_type`` tells from the first bytes of a body whether it really is an image.
-- ``cap_paragraphs`` / ``cap_text`` cut text at a length budget, on paragraph boundaries.
+For the live visit readers (fetched HTML, Jina Reader's markdown) and the live knowledge source
+(Wikipedia's or Kiwix's article HTML). ``extract_html`` walks a document once and collects its
+title, readable text blocks, images and links (absolute URLs), skipping scripts, navigation,
+footers, reference markers and Wikipedia's boxes; ``html_to_page`` and ``markdown_to_page`` make
+a ``PageContent`` of it; ``sniff_image_type`` tells from the first bytes whether a body is an image.
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ import html as html_lib
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from urllib.parse import urljoin, urldefrag, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 from vsearcher_lite.world.model import ImageRef, PageContent
 
@@ -29,29 +23,26 @@ SKIP_TAGS = frozenset(
      "textarea", "iframe", "object", "canvas", "math"}
 )
 # Block elements whose text becomes one paragraph each.
-BLOCK_TAGS = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "dd", "dt", "figcaption"})
 HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+BLOCK_TAGS = HEADING_TAGS | {"p", "li", "blockquote", "pre", "dd", "dt", "figcaption"}
 # Elements that HTML closes without an end tag.
 VOID_TAGS = frozenset(
-    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+     "track", "wbr"}
 )
 # Class names (Wikipedia, MediaWiki, Kiwix) of boxes that hold no article prose.
 SKIP_CLASSES = frozenset(
-    {"navbox", "vertical-navbox", "metadata", "ambox", "mbox-small", "hatnote", "reference", "mw-ref",
-     "reflist", "references", "mw-references-wrap", "mw-editsection", "noprint", "sistersitebox",
-     "shortdescription", "mw-cite-backlink", "mw-jump-link", "catlinks", "printfooter"}
+    {"navbox", "vertical-navbox", "metadata", "ambox", "mbox-small", "hatnote", "reference",
+     "mw-ref", "reflist", "references", "mw-references-wrap", "mw-editsection", "noprint",
+     "sistersitebox", "shortdescription", "mw-cite-backlink", "mw-jump-link", "catlinks",
+     "printfooter"}
 )
 # Images smaller than this (declared width or height, in pixels) are icons, not pictures.
 MIN_IMAGE_SIDE = 50
 
 IMAGE_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
-    (b"\xff\xd8\xff", 0, "jpeg"),
-    (b"\x89PNG\r\n\x1a\n", 0, "png"),
-    (b"GIF87a", 0, "gif"),
-    (b"GIF89a", 0, "gif"),
-    (b"BM", 0, "bmp"),
-    (b"II*\x00", 0, "tiff"),
-    (b"MM\x00*", 0, "tiff"),
+    (b"\xff\xd8\xff", 0, "jpeg"), (b"\x89PNG\r\n\x1a\n", 0, "png"), (b"GIF87a", 0, "gif"),
+    (b"GIF89a", 0, "gif"), (b"BM", 0, "bmp"), (b"II*\x00", 0, "tiff"), (b"MM\x00*", 0, "tiff"),
     (b"\x00\x00\x01\x00", 0, "ico"),
 )
 
@@ -81,7 +72,7 @@ class HtmlExtract:
 
     @property
     def paragraphs(self) -> list[str]:
-        """The text of ``<p>`` elements only: the article prose (what the released code kept)."""
+        """The text of ``<p>`` elements only: the article prose."""
         return [text for tag, text in self.blocks if tag == "p"]
 
     def representative_image(self) -> HtmlImage | None:
@@ -163,8 +154,9 @@ class _Extractor(HTMLParser):
             self.base_url = urljoin(self.base_url, attrs_d["href"])
         classes = set(attrs_d.get("class", "").split())
         skipping = self._skipping or tag in SKIP_TAGS or bool(classes & SKIP_CLASSES)
-        skipping = skipping or attrs_d.get("role") == "navigation" or attrs_d.get("aria-hidden") == "true"
-        infobox = self._in_infobox or any(c == "infobox" or c.startswith("infobox") for c in classes)
+        hidden = attrs_d.get("role") == "navigation" or attrs_d.get("aria-hidden") == "true"
+        skipping = skipping or hidden
+        infobox = self._in_infobox or any(c.startswith("infobox") for c in classes)
         if tag == "title" and not self._stack_has("svg"):
             self._in_title = True
         if tag == "img" and not skipping:
@@ -278,7 +270,8 @@ def cap_text(text: str, max_chars: int) -> str:
 
 
 def html_to_page(
-    html: str, url: str, *, max_chars: int = 20000, entity_id: str | None = None, prose_only: bool = False
+    html: str, url: str, *, max_chars: int = 20000, entity_id: str | None = None,
+    prose_only: bool = False,
 ) -> PageContent:
     """A readable ``PageContent`` of an HTML page.
 
@@ -291,8 +284,8 @@ def html_to_page(
     rep = x.representative_image()
     image = ImageRef(rep.url, entity_id=entity_id, caption=rep.alt) if rep else None
     title = x.title or url
-    return PageContent(url=url, title=title, paragraphs=paragraphs, entity_id=entity_id, image=image,
-                       links=x.links, kind="web")
+    return PageContent(url=url, title=title, paragraphs=paragraphs, entity_id=entity_id,
+                       image=image, links=x.links, kind="web")
 
 
 def _drop_repeats(blocks: list[str]) -> list[str]:
@@ -316,7 +309,8 @@ _MD_SETEXT = re.compile(r"^\s*(=+|-+)\s*$")
 _MD_RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 
 
-def markdown_blocks(markdown: str, base_url: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+def markdown_blocks(markdown: str,
+                    base_url: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """Paragraph texts, images ``(url, alt)`` and link URLs of a markdown document.
 
     Markdown images and links are replaced by their text; headings lose their ``#``.
@@ -365,14 +359,16 @@ def markdown_blocks(markdown: str, base_url: str) -> tuple[list[str], list[tuple
     return paragraphs, images, links
 
 
-def markdown_to_page(markdown: str, url: str, *, title: str = "", max_chars: int = 20000) -> PageContent:
+def markdown_to_page(markdown: str, url: str, *, title: str = "",
+                     max_chars: int = 20000) -> PageContent:
     """A ``PageContent`` of a markdown page; the first image is its representative image."""
     paragraphs, images, links = markdown_blocks(markdown, url)
     if not title and paragraphs:
         title = paragraphs[0][:200]
     image = ImageRef(images[0][0], caption=images[0][1]) if images else None
-    return PageContent(url=url, title=title or url, paragraphs=cap_paragraphs(paragraphs, max_chars),
-                       image=image, links=links, kind="web")
+    paragraphs = cap_paragraphs(paragraphs, max_chars)
+    return PageContent(url=url, title=title or url, paragraphs=paragraphs, image=image,
+                       links=links, kind="web")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,8 +391,10 @@ def sniff_image_type(data: bytes, content_type: str = "") -> str | None:
             return name
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "webp"
-    if data[4:8] == b"ftyp" and data[8:12] in (b"avif", b"avis", b"heic", b"heix", b"mif1", b"msf1"):
+    if data[4:8] == b"ftyp" and data[8:12] in (b"avif", b"avis", b"heic", b"heix", b"mif1",
+                                               b"msf1"):
         return "avif" if data[8:11] == b"avi" else "heif"
-    if content_type.split(";")[0].strip().lower() == "image/svg+xml" and b"<svg" in data[:4096].lower():
+    svg_type = content_type.split(";")[0].strip().lower() == "image/svg+xml"
+    if svg_type and b"<svg" in data[:4096].lower():
         return "svg"
     return None

@@ -1,11 +1,9 @@
 """Pure parsers from live API responses (already decoded JSON or text) to the tool data model.
 
-No network here: each function takes what a service sent back, in its real wire format
-(as each service documents it), and returns ``SearchHit`` / ``ImageHit``
-/ ``PageContent``. Every optional field may be missing; a result without a usable link is
-skipped rather than allowed to crash the call (the released code raised ``KeyError`` on a
-hit without a snippet). A response of the wrong shape, or an error
-object inside a 200 response, raises ``ToolError`` with the service's own message.
+Each function takes what a service sent back, in its documented wire format, and returns
+``SearchHit`` / ``ImageHit`` / ``PageContent``. Optional fields may be missing; a result without
+a usable link is skipped. A response of the wrong shape, or an error object inside a 200
+response, raises ``ToolError`` with the service's own message.
 """
 
 from __future__ import annotations
@@ -23,8 +21,13 @@ from vsearcher_lite.world.model import ImageRef, PageContent
 
 def _expect_object(payload: Any, service: str) -> dict:
     if not isinstance(payload, dict):
-        raise ToolError(f"{service} returned an unexpected response (a JSON {type(payload).__name__}, not an object)")
+        what = type(payload).__name__
+        raise ToolError(f"{service} returned an unexpected response (a JSON {what}, not an object)")
     return payload
+
+
+def _error(what: str, error: dict) -> ToolError:
+    return ToolError(f"{what} {error.get('code', '')}: {_text(error.get('message'))}".strip())
 
 
 def _list_of_dicts(value: Any) -> list[dict]:
@@ -74,7 +77,8 @@ def parse_serper_search(payload: Any, k: int = 5) -> list[SearchHit]:
     A result without a title shows its host; one without a snippet gets an empty snippet;
     one without an http(s) link is skipped.
 
-    >>> parse_serper_search({"organic": [{"link": "https://a.org/x", "title": "A"}, {"title": "no link"}]})
+    >>> results = [{"link": "https://a.org/x", "title": "A"}, {"title": "no link"}]
+    >>> parse_serper_search({"organic": results})
     [SearchHit(url='https://a.org/x', title='A', snippet='')]
     """
     payload = _expect_object(payload, "Serper")
@@ -95,13 +99,13 @@ def parse_google_cse(payload: Any, k: int = 5) -> list[SearchHit]:
 
     Zero hits come without an ``items`` key; an ``error`` object raises ``ToolError``.
 
-    >>> parse_google_cse({"kind": "customsearch#search", "searchInformation": {"totalResults": "0"}})
+    >>> parse_google_cse({"kind": "customsearch#search", "searchInformation": {}})
     []
     """
     payload = _expect_object(payload, "Google Custom Search")
     error = payload.get("error")
     if isinstance(error, dict):
-        raise ToolError(f"Google Custom Search error {error.get('code', '')}: {_text(error.get('message'))}".strip())
+        raise _error("Google Custom Search error", error)
     hits = []
     for item in _list_of_dicts(payload.get("items")):
         link = item.get("link")
@@ -142,8 +146,7 @@ def parse_vision_response(payload: Any) -> list[VisionPage]:
     """
     payload = _expect_object(payload, "Cloud Vision")
     if isinstance(payload.get("error"), dict):  # a request-level error object
-        err = payload["error"]
-        raise ToolError(f"Cloud Vision error {err.get('code', '')}: {_text(err.get('message'))}".strip())
+        raise _error("Cloud Vision error", payload["error"])
     responses = payload.get("responses")
     if not isinstance(responses, list):
         raise ToolError("Cloud Vision returned an unexpected response (no 'responses' list)")
@@ -152,7 +155,8 @@ def parse_vision_response(payload: Any) -> list[VisionPage]:
     first = responses[0] if isinstance(responses[0], dict) else {}
     error = first.get("error")
     if isinstance(error, dict) and (error.get("message") or error.get("code")):
-        raise ToolError(f"Cloud Vision could not process the image: {_text(error.get('message')) or error.get('code')}")
+        why = _text(error.get("message")) or error.get("code")
+        raise ToolError(f"Cloud Vision could not process the image: {why}")
     detection = first.get("webDetection") if isinstance(first.get("webDetection"), dict) else {}
     pages = []
     seen: set[str] = set()
@@ -166,8 +170,8 @@ def parse_vision_response(payload: Any) -> list[VisionPage]:
             for im in _list_of_dicts(page.get(group)):
                 if is_http_url(im.get("url")) and im["url"] not in images:
                     images.append(im["url"])
-        pages.append(VisionPage(url=url, title=strip_tags(page.get("pageTitle") or "") or host_of(url),
-                                image_urls=images))
+        title = strip_tags(page.get("pageTitle") or "") or host_of(url)
+        pages.append(VisionPage(url=url, title=title, image_urls=images))
     return pages
 
 
@@ -183,17 +187,19 @@ def parse_serper_lens(payload: Any, k: int = 5) -> list[ImageHit]:
     ('https://p.org', 'https://i.org/a.jpg')
     """
     payload = _expect_object(payload, "Serper Lens")
-    if payload.get("message") and not any(key in payload for key in ("organic", "visual_matches", "visualMatches")):
+    keys = ("organic", "visual_matches", "visualMatches")
+    if payload.get("message") and not any(key in payload for key in keys):
         raise ToolError(f"Serper Lens error: {_text(payload['message'])}")
     items: list[dict] = []
-    for key in ("organic", "visual_matches", "visualMatches"):
+    for key in keys:
         items.extend(_list_of_dicts(payload.get(key)))
     hits = []
     for item in items:
         link = item.get("link")
         if not is_http_url(link):
             continue
-        image_url = next((item[f] for f in ("imageUrl", "thumbnailUrl", "thumbnail") if is_http_url(item.get(f))), None)
+        image_url = next((item[f] for f in ("imageUrl", "thumbnailUrl", "thumbnail")
+                          if is_http_url(item.get(f))), None)
         title = _text(item.get("title")) or _text(item.get("source")) or host_of(link)
         image = ImageRef(image_url, caption=title) if image_url else None
         hits.append(ImageHit(url=link, title=title, image=image))
@@ -204,15 +210,15 @@ def parse_serper_lens(payload: Any, k: int = 5) -> list[ImageHit]:
 # Jina Reader
 
 JINA_MARKER = "Markdown Content:"
-_JINA_HEADER = re.compile(r"^(Title|URL Source|Published Time|Warning|Description):[ \t]*(.*)$", re.MULTILINE)
+_JINA_HEADER = re.compile(r"^(Title|URL Source|Published Time|Warning|Description):[ \t]*(.*)$",
+                          re.MULTILINE)
 
 
 def parse_jina_text(body: str, url: str, *, max_chars: int = 20000) -> PageContent:
     """A ``PageContent`` from Jina Reader's default text response.
 
     The header lines (``Title:``, ``URL Source:`` ...) give the title; the page is what follows
-    ``Markdown Content:``. Without that marker (the released code crashed, upstream I.5) the
-    whole body, minus any header lines, is the page.
+    ``Markdown Content:``, or without that marker the whole body minus the header lines.
 
     >>> body = "Title: Ex\\n\\nURL Source: https://ex.org/\\n\\nMarkdown Content:\\n# Ex\\nHello."
     >>> p = parse_jina_text(body, "https://ex.org/")
@@ -224,10 +230,11 @@ def parse_jina_text(body: str, url: str, *, max_chars: int = 20000) -> PageConte
     if not isinstance(body, str):
         raise ToolError(f"Jina Reader returned no text for {url}")
     head, marker, rest = body.partition(JINA_MARKER)
-    headers = {m.group(1): m.group(2).strip() for m in _JINA_HEADER.finditer(head if marker else body)}
+    found = _JINA_HEADER.finditer(head if marker else body)
+    headers = {m.group(1): m.group(2).strip() for m in found}
     content = rest if marker else _JINA_HEADER.sub("", body)
-    page = markdown_to_page(content.strip(), url, title=headers.get("Title", ""), max_chars=max_chars)
-    return page
+    return markdown_to_page(content.strip(), url, title=headers.get("Title", ""),
+                            max_chars=max_chars)
 
 
 def parse_jina_json(payload: Any, url: str, *, max_chars: int = 20000) -> PageContent:
@@ -240,11 +247,12 @@ def parse_jina_json(payload: Any, url: str, *, max_chars: int = 20000) -> PageCo
     data = payload.get("data")
     code = payload.get("code")
     if not isinstance(data, dict) or (isinstance(code, int) and code >= 400):
-        message = _text(payload.get("readableMessage")) or _text(payload.get("message")) or "no content"
+        message = (_text(payload.get("readableMessage")) or _text(payload.get("message"))
+                   or "no content")
         raise ToolError(f"Jina Reader could not read {url}: {message}")
     content = data.get("content") if isinstance(data.get("content"), str) else ""
-    page = markdown_to_page(content, _text(data.get("url")) or url, title=_text(data.get("title")), max_chars=max_chars)
-    return page
+    return markdown_to_page(content, _text(data.get("url")) or url,
+                            title=_text(data.get("title")), max_chars=max_chars)
 
 
 def parse_jina_body(body: str, url: str, *, max_chars: int = 20000) -> PageContent:

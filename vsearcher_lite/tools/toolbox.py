@@ -1,20 +1,10 @@
 """The toolbox: the three tools as the agent sees them.
 
-``Toolbox.call(name, arguments, question_image=...)`` validates the arguments against the tool's
-spec, runs the backend, and formats the result as the observation text that goes inside
-``<tool_response>``. It never raises: an unknown tool, bad arguments, an unknown URL or a
-backend failure all become an error observation (``ToolResult.ok == False``, text starting
-with ``"Error:"``) that the agent reads and can recover from. The released VSearcher loop
-dropped such turns silently.
-
-Every successful call is stored in the tool cache (when one is given), keyed by the tool, its
-arguments and, for image search, a hash of the question image's bytes, so reruns reproduce
-the same observations. In replay mode nothing new is stored and a miss goes to the backend,
-which for the live web serves its own recording and never the network.
-
-One toolbox can serve many threads at once (the evaluation's and the rollouts' episode threads):
-the sandbox backends read the world through one SQLite connection per thread and otherwise only
-read, the tool cache opens one connection per thread, and the call counts are kept under a lock.
+``Toolbox.call(name, arguments, question_image=...)`` validates the arguments, runs the backend
+and formats the observation that goes inside ``<tool_response>``. It never raises: every failure
+becomes an error observation the agent can recover from. Successful calls are cached by tool,
+arguments and (image search) the question image's hash, so reruns see the same observations.
+One toolbox serves many episode threads at once.
 """
 
 from __future__ import annotations
@@ -97,17 +87,9 @@ def image_fingerprint(image: ImageRef) -> str:
 class Toolbox:
     """The agent-facing tools over one set of backends (sandbox or live)."""
 
-    def __init__(
-        self,
-        text: TextSearchBackend,
-        image: ImageSearchBackend,
-        reader: PageReader,
-        summariser: Summariser,
-        *,
-        cache: ToolCache | None = None,
-        top_k: int = DEFAULT_TOP_K,
-        namespace: str = "tools",
-    ):
+    def __init__(self, text: TextSearchBackend, image: ImageSearchBackend, reader: PageReader,
+                 summariser: Summariser, *, cache: ToolCache | None = None,
+                 top_k: int = DEFAULT_TOP_K, namespace: str = "tools"):
         self.text, self.image, self.reader, self.summariser = text, image, reader, summariser
         self.cache = cache
         self.top_k = top_k
@@ -120,13 +102,13 @@ class Toolbox:
     def specs(self):
         return list(TOOL_SPECS.values())
 
-    def call(self, name: str, arguments: Any = None, *, question_image: ImageRef | None = None) -> ToolResult:
+    def call(self, name: str, arguments: Any = None, *,
+             question_image: ImageRef | None = None) -> ToolResult:
         spec = TOOL_SPECS.get(name)
         if spec is None:
             self._count(None)
-            return ToolResult.error(
-                str(name), f"unknown tool '{name}'. Available tools: {', '.join(TOOL_SPECS)}."
-            )
+            tools = ", ".join(TOOL_SPECS)
+            return ToolResult.error(str(name), f"unknown tool '{name}'. Available tools: {tools}.")
         try:
             args = spec.validate({} if arguments is None else arguments)
             result = self._cached(name, args, question_image)

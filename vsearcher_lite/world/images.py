@@ -1,17 +1,10 @@
 """Procedural pictures for the sandbox, the question-image perturbation, and image features.
 
-- ``draw_image(style, key)``: a 160x120 picture whose look depends on the entity type (flags
-  for regions, skylines for settlements, facades for buildings, portraits, ships ...). Flags and
-  plain text cards are deliberately simple; the rest are rich (gradients, shapes, patterns,
-  noise). ``key`` seeds every random choice, so the same key gives the same pixels.
-- ``lookalike(image, key)``: a near copy with changed details, placed on distractor pages so
-  that image search returns several plausible candidates, as the real web does.
-- ``perturb_image(src, dst, seed)``: the question image of a task: a random crop that keeps
-  most of the picture, a resize, a mild colour shift and a JPEG re-encode.
-  Image search must therefore be near-duplicate search, not a file-hash lookup.
-- ``image_features(image)``: the vector used by near-duplicate search: small colour layouts
-  (mean-centred thumbnails), a coarse colour histogram and the mean colour, L2-normalised, so
-  cosine similarity is a dot product. Tolerant to the perturbations above.
+``draw_image(style, key)`` draws a 160x120 picture in the style of the entity type (flags,
+skylines, facades, portraits, ships ...), seeded by ``key``. ``lookalike`` makes near copies for
+distractor pages; ``perturb_image`` makes a task's question image (crop, resize, colour shift,
+JPEG), so image search must be near-duplicate search; ``image_features`` is the L2-normalised
+vector that search compares, tolerant to those perturbations.
 """
 
 from __future__ import annotations
@@ -35,18 +28,11 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 
 # Which drawing style each entity type gets (the first entry of a pair is the common one).
 STYLES_BY_TYPE: dict[str, tuple[tuple[str, float], ...]] = {
-    "region": (("flag", 1.0),),
-    "settlement": (("skyline", 1.0),),
-    "river": (("river", 1.0),),
-    "mountain": (("mountain", 1.0),),
-    "lake": (("lake", 1.0),),
-    "building": (("facade", 1.0),),
-    "organisation": (("emblem", 0.6), ("text", 0.4)),
-    "person": (("portrait", 1.0),),
-    "artwork": (("abstract", 1.0),),
-    "event": (("poster", 0.7), ("text", 0.3)),
-    "species": (("specimen", 1.0),),
-    "vessel": (("ship", 1.0),),
+    "region": (("flag", 1.0),), "settlement": (("skyline", 1.0),), "river": (("river", 1.0),),
+    "mountain": (("mountain", 1.0),), "lake": (("lake", 1.0),), "building": (("facade", 1.0),),
+    "organisation": (("emblem", 0.6), ("text", 0.4)), "person": (("portrait", 1.0),),
+    "artwork": (("abstract", 1.0),), "event": (("poster", 0.7), ("text", 0.3)),
+    "species": (("specimen", 1.0),), "vessel": (("ship", 1.0),),
 }
 SIMPLE_STYLES = frozenset({"flag", "text"})
 
@@ -70,7 +56,10 @@ def _colour(rng: random.Random, jitter: int = 25) -> tuple[int, int, int]:
     return tuple(int(min(255, max(0, c + rng.randint(-jitter, jitter)))) for c in base)  # type: ignore[return-value]
 
 
-def _gradient(top: tuple[int, int, int], bottom: tuple[int, int, int], height: int = HEIGHT) -> np.ndarray:
+RGB = tuple[int, int, int]
+
+
+def _gradient(top: RGB, bottom: RGB, height: int = HEIGHT) -> np.ndarray:
     t = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
     col = (1 - t) * np.asarray(top, np.float32) + t * np.asarray(bottom, np.float32)
     return np.broadcast_to(col, (height, WIDTH, 3)).copy()
@@ -106,7 +95,8 @@ def _flag(rng: random.Random, label: str) -> Image.Image:
     a, b = rng.sample(PALETTE, 2)
     img = Image.new("RGB", (WIDTH, HEIGHT), a)
     d = ImageDraw.Draw(img)
-    layout = rng.choice(("horizontal", "vertical", "cross", "diagonal", "canton", "triband", "border", "disc"))
+    layout = rng.choice(("horizontal", "vertical", "cross", "diagonal", "canton", "triband",
+                         "border", "disc"))
     if layout == "horizontal":
         d.rectangle([0, HEIGHT // 2, WIDTH, HEIGHT], fill=b)
     elif layout == "vertical":
@@ -161,8 +151,9 @@ def _emblem(rng: random.Random, label: str) -> Image.Image:
     if rng.random() < 0.5:
         d.ellipse([cx - r, cy - r, cx + r, cy + r], fill=ring, outline=fg, width=4)
     else:
-        d.polygon([(cx - r, cy - r), (cx + r, cy - r), (cx + r, cy + r // 3), (cx, cy + r), (cx - r, cy + r // 3)],
-                  fill=ring, outline=fg)
+        shield = [(cx - r, cy - r), (cx + r, cy - r), (cx + r, cy + r // 3), (cx, cy + r),
+                  (cx - r, cy + r // 3)]
+        d.polygon(shield, fill=ring, outline=fg)
     initials = "".join(w[0] for w in label.split() if w[:1].isupper())[:3] or label[:2]
     d.text((cx - 8 * len(initials), cy - 14), initials, fill=fg, font=_font(26))
     for _ in range(rng.randint(2, 6)):
@@ -179,7 +170,8 @@ def _sky(rng: random.Random) -> np.ndarray:
     return _gradient(top, bottom)
 
 
-def _ridge(rng: random.Random, base_y: int, amplitude: int, roughness: int) -> list[tuple[int, int]]:
+def _ridge(rng: random.Random, base_y: int, amplitude: int,
+           roughness: int) -> list[tuple[int, int]]:
     pts = [(0, HEIGHT)]
     n = rng.randint(4, 9)
     for i in range(n + 1):
@@ -199,14 +191,17 @@ def _mountain(rng: random.Random, label: str) -> Image.Image:
         d.ellipse([x - r, y - r, x + r, y + r], fill=(255, 240, 200))
     for layer in range(rng.randint(2, 3)):
         shade = 60 + 40 * layer
-        col = (shade + rng.randint(-20, 20), shade + rng.randint(-20, 20), shade + 20 + rng.randint(-20, 20))
+        col = (shade + rng.randint(-20, 20), shade + rng.randint(-20, 20),
+               shade + 20 + rng.randint(-20, 20))
         d.polygon(_ridge(rng, 60 + 20 * layer, 50 - 10 * layer, 6), fill=col)
     peak_x, peak_y = rng.randint(40, 120), rng.randint(12, 35)
     width = rng.randint(40, 70)
     d.polygon([(peak_x - width, 100), (peak_x, peak_y), (peak_x + width, 100)], fill=(90, 85, 95))
-    d.polygon([(peak_x - width // 4, peak_y + 18), (peak_x, peak_y), (peak_x + width // 4, peak_y + 18)],
-              fill=(245, 245, 250))
-    d.rectangle([0, 100, WIDTH, HEIGHT], fill=(40 + rng.randint(0, 40), 100 + rng.randint(0, 40), 40))
+    cap_y = peak_y + 18
+    snow = [(peak_x - width // 4, cap_y), (peak_x, peak_y), (peak_x + width // 4, cap_y)]
+    d.polygon(snow, fill=(245, 245, 250))
+    grass = (40 + rng.randint(0, 40), 100 + rng.randint(0, 40), 40)
+    d.rectangle([0, 100, WIDTH, HEIGHT], fill=grass)
     return img
 
 
@@ -255,7 +250,8 @@ def _skyline(rng: random.Random, label: str) -> Image.Image:
         col = tuple(int(c * 0.6) for c in col)
         d.rectangle([x, HEIGHT - h, x + w, HEIGHT], fill=col)
         if rng.random() < 0.3:
-            d.polygon([(x, HEIGHT - h), (x + w // 2, HEIGHT - h - rng.randint(6, 18)), (x + w, HEIGHT - h)], fill=col)
+            roof = HEIGHT - h - rng.randint(6, 18)
+            d.polygon([(x, HEIGHT - h), (x + w // 2, roof), (x + w, HEIGHT - h)], fill=col)
         for wy in range(HEIGHT - h + 4, HEIGHT - 4, 8):
             for wx in range(x + 3, x + w - 3, 6):
                 if rng.random() < 0.5:
@@ -307,7 +303,8 @@ def _portrait(rng: random.Random, label: str) -> Image.Image:
         step = rng.randint(8, 16)
         for x in range(0, WIDTH, step):
             d.line([(x, 0), (x, HEIGHT)], fill=stripe, width=2)
-    skin = rng.choice(((240, 200, 170), (200, 150, 110), (150, 100, 70), (100, 65, 45), (225, 180, 140)))
+    skin = rng.choice(((240, 200, 170), (200, 150, 110), (150, 100, 70), (100, 65, 45),
+                       (225, 180, 140)))
     coat = _colour(rng, 20)
     cx = WIDTH // 2 + rng.randint(-25, 25)
     d.pieslice([cx - 55, 80, cx + 55, 190], 180, 360, fill=coat)
@@ -374,11 +371,14 @@ def _specimen(rng: random.Random, label: str) -> Image.Image:
     d.polygon(pts, fill=body, outline=(40, 30, 20))
     spot = _colour(rng, 20)
     for _ in range(rng.randint(3, 12)):
-        x, y, r = cx + rng.randint(-rx // 2, rx // 2), cy + rng.randint(-ry // 2, ry // 2), rng.randint(2, 6)
+        x = cx + rng.randint(-rx // 2, rx // 2)
+        y = cy + rng.randint(-ry // 2, ry // 2)
+        r = rng.randint(2, 6)
         d.ellipse([x - r, y - r, x + r, y + r], fill=spot)
     for _ in range(rng.randint(2, 6)):  # legs, antennae or leaves
         a = rng.uniform(0, math.tau)
-        d.line([(cx, cy), (cx + 1.6 * rx * math.cos(a), cy + 1.6 * ry * math.sin(a))], fill=(40, 30, 20), width=2)
+        tip = (cx + 1.6 * rx * math.cos(a), cy + 1.6 * ry * math.sin(a))
+        d.line([(cx, cy), tip], fill=(40, 30, 20), width=2)
     d.text((6, HEIGHT - 14), label[:26], fill=(60, 50, 40), font=_font(10))
     return img
 
@@ -386,20 +386,23 @@ def _specimen(rng: random.Random, label: str) -> Image.Image:
 def _ship(rng: random.Random, label: str) -> Image.Image:
     arr = _sky(rng)
     sea_top = rng.randint(70, 85)
-    arr[sea_top:] = _gradient((30, 80 + rng.randint(0, 40), 130 + rng.randint(0, 50)), (10, 40, 80))[sea_top:]
+    sea = (30, 80 + rng.randint(0, 40), 130 + rng.randint(0, 50))
+    arr[sea_top:] = _gradient(sea, (10, 40, 80))[sea_top:]
     img = _to_image(arr)
     d = ImageDraw.Draw(img)
     hull = _colour(rng, 20)
     x0 = rng.randint(15, 45)
     x1 = x0 + rng.randint(80, 105)
-    d.polygon([(x0, sea_top - 12), (x1, sea_top - 12), (x1 - 12, sea_top + 6), (x0 + 8, sea_top + 6)], fill=hull)
+    top, bottom = sea_top - 12, sea_top + 6
+    d.polygon([(x0, top), (x1, top), (x1 - 12, bottom), (x0 + 8, bottom)], fill=hull)
     d.rectangle([x0 + 20, sea_top - 26, x1 - 30, sea_top - 12], fill=(235, 235, 230))
     for i in range(rng.randint(1, 3)):
         fx = x0 + 30 + 14 * i
         d.rectangle([fx, sea_top - 40, fx + 7, sea_top - 26], fill=_colour(rng, 10))
     if rng.random() < 0.4:
         d.line([(x0 + 10, sea_top - 12), (x0 + 10, sea_top - 55)], fill=(60, 40, 20), width=2)
-        d.polygon([(x0 + 11, sea_top - 52), (x0 + 35, sea_top - 18), (x0 + 11, sea_top - 18)], fill=(245, 240, 225))
+        sail = [(x0 + 11, sea_top - 52), (x0 + 35, sea_top - 18), (x0 + 11, sea_top - 18)]
+        d.polygon(sail, fill=(245, 240, 225))
     for _ in range(rng.randint(3, 8)):
         wx, wy = rng.randint(0, WIDTH), rng.randint(sea_top + 8, HEIGHT - 2)
         d.arc([wx, wy, wx + 12, wy + 5], 200, 340, fill=(200, 220, 240))
@@ -408,8 +411,8 @@ def _ship(rng: random.Random, label: str) -> Image.Image:
 
 DRAWERS = {
     "flag": _flag, "text": _text_card, "emblem": _emblem, "mountain": _mountain, "river": _river,
-    "lake": _lake, "skyline": _skyline, "facade": _facade, "portrait": _portrait, "abstract": _abstract,
-    "poster": _poster, "specimen": _specimen, "ship": _ship,
+    "lake": _lake, "skyline": _skyline, "facade": _facade, "portrait": _portrait,
+    "abstract": _abstract, "poster": _poster, "specimen": _specimen, "ship": _ship,
 }
 
 
@@ -423,7 +426,7 @@ def draw_image(style: str, key: str, label: str = "") -> Image.Image:
 
 
 def lookalike(img: Image.Image, key: str) -> Image.Image:
-    """A near copy of ``img`` with changed details: a few patches repainted, a tint, a shape added."""
+    """A near copy of ``img``: a few patches repainted, a tint, a shape added."""
     rng = key_rng(key + ":lookalike")
     out = img.copy()
     d = ImageDraw.Draw(out)
@@ -464,7 +467,8 @@ def perturb(img: Image.Image, seed: int | str) -> Image.Image:
     return img
 
 
-def perturb_image(src_path: str | Path, dst_path: str | Path, seed: int | str = 0, quality: int | None = None) -> Path:
+def perturb_image(src_path: str | Path, dst_path: str | Path, seed: int | str = 0,
+                  quality: int | None = None) -> Path:
     """Write the perturbed JPEG copy of ``src_path`` to ``dst_path`` (deterministic for a seed).
 
     The JPEG quality is drawn from 70-90 unless given. The file is written atomically.
@@ -512,7 +516,8 @@ def image_features(img: Image.Image) -> np.ndarray:
     for size, weight in zip(LAYOUT_SIZES, W_LAYOUTS):
         thumb = np.asarray(img.resize(size, Image.BOX), np.float32) / 255.0
         parts.append(weight * _unit((thumb - thumb.mean(axis=(0, 1), keepdims=True)).ravel()))
-    small = np.minimum(np.asarray(img.resize((40, 30), Image.BOX), np.int32) * HIST_BINS // 256, HIST_BINS - 1)
+    pixels = np.asarray(img.resize((40, 30), Image.BOX), np.int32)
+    small = np.minimum(pixels * HIST_BINS // 256, HIST_BINS - 1)
     idx = (small[..., 0] * HIST_BINS + small[..., 1]) * HIST_BINS + small[..., 2]
     hist = np.bincount(idx.ravel(), minlength=HIST_BINS ** 3).astype(np.float32)
     parts.append(W_HIST * _unit(np.sqrt(hist / hist.sum())))
@@ -533,7 +538,7 @@ def image_complexity(img: Image.Image) -> dict:
     counts = np.bincount(codes)
     p = counts[counts > 0] / codes.size
     gray = arr.mean(axis=2)
-    edges = (np.abs(np.diff(gray, axis=0)) > 24).mean() + (np.abs(np.diff(gray, axis=1)) > 24).mean()
+    edges = sum((np.abs(np.diff(gray, axis=axis)) > 24).mean() for axis in (0, 1))
     return {
         "colours": int((counts > 0).sum()),
         "entropy": float(-(p * np.log2(p)).sum()),

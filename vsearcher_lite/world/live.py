@@ -1,33 +1,12 @@
-"""The live knowledge source: Wikidata SPARQL for seeds, Wikipedia (or a local Kiwix server) for pages.
+"""The live knowledge source: Wikidata SPARQL for seeds and facts, Wikipedia (or a local Kiwix
+server) for pages.
 
-``LiveKnowledge`` implements ``KnowledgeSource`` (``world/model.py``) over the real web, so the
-same synthesis code runs on the sandbox and on Wikipedia (paper section 2.1, appendix A.2).
-
-Seeds (paper A.2). The paper's rule: an English Wikipedia article, at most
-``sitelinks_max`` sitelinks (default 10: rare), at least ``statements_min`` statements (default 20:
-well documented), an image (P18), not a human (``MINUS { ?item wdt:P31 wd:Q5 }``). The released
-code sent it as one query; the Wikidata Query Service kills any query after 60 s, so here it is
-cut into windows that each stay well under that limit:
-
-- ``chunking="slice"`` (default, for query.wikidata.org): Blazegraph's ``bd:slice`` service walks
-  the English-Wikipedia sitelinks ``window`` at a time (100k by default; there are about 7M), and
-  each window applies the filters to its own articles only. The number of windows comes from one
-  fast count query.
-- ``chunking="offset"``: plain ``LIMIT``/``OFFSET`` windows of the filtered query, for SPARQL
-  endpoints without ``bd:slice`` (e.g. a QLever or self-hosted Wikidata); stops at a short window.
-
-Rows are de-duplicated by QID (the released seed files repeat about 5% of their rows), requests
-go one at a time with a descriptive User-Agent (put your contact in ``$VSEARCHER_CONTACT``),
-429 and ``Retry-After`` are honoured by ``HttpClient``, and every response is cached.
-
-Pages: the Wikipedia REST API (``/page/html`` for Parsoid HTML, ``/page/summary`` for title
-resolution) or a local ``kiwix-serve`` (``/content/<book>/A/<Title>``, the
-paper served the 2025-08 English ZIM this way). From the HTML: the ``<p>`` paragraphs, the
-representative image (the infobox image, else the first picture) as an absolute URL, and the
-links to other articles. ``facts`` returns a few Wikidata claims (entity values and years).
-
-Every request and its response go through the ``ToolCache`` when one is given (``replay`` mode:
-no network); "not found" answers are recorded too, so a replay raises the same ``LookupError``.
+``LiveKnowledge`` implements ``KnowledgeSource`` over the real web, so the same synthesis code
+runs on the sandbox and on Wikipedia (paper section 2.1, appendix A.2); the queries live in
+``world/sparql.py``. Pages come from the Wikipedia REST API or ``kiwix-serve``: their paragraphs,
+representative image and links to other articles. Requests go one at a time with a descriptive
+User-Agent (``$VSEARCHER_CONTACT``); with a ``ToolCache`` every response, "not found" included,
+is recorded, so a replay needs no network and raises the same errors.
 """
 
 from __future__ import annotations
@@ -45,50 +24,38 @@ from vsearcher_lite.cache import ToolCache
 from vsearcher_lite.net.http import HttpClient, HttpError
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.live_html import extract_html
+from vsearcher_lite.world import sparql as wd
 from vsearcher_lite.world.model import Entity, Fact, ImageRef, KnowledgeSource, PageContent, Seed
 
 WDQS_URL = "https://query.wikidata.org/sparql"
 WIKIPEDIA_URL = "https://en.wikipedia.org"
 WIKIPEDIA_REST_URL = "https://en.wikipedia.org/api/rest_v1"
-ENWIKI = "https://en.wikipedia.org/"
-ENTITY_PREFIX = "http://www.wikidata.org/entity/"
-
-DEFAULT_SITELINKS_MAX = 10  # paper A.2 and the released obtain_seed.py
-DEFAULT_STATEMENTS_MIN = 20
-DEFAULT_WINDOW = 100_000  # English-Wikipedia articles per bd:slice window
-DEFAULT_OFFSET_WINDOW = 10_000  # filtered rows per LIMIT/OFFSET window
 TITLES_PER_QUERY = 50  # titles resolved to QIDs per SPARQL request
-MAX_FACTS = 60
 PAGE_MEMORY = 256  # parsed pages kept in memory (the cache keeps every response on disk)
 CONTACT_VAR = "VSEARCHER_CONTACT"
 KIWIX_URL_VAR = "VSEARCHER_KIWIX_URL"
 KIWIX_BOOK_VAR = "VSEARCHER_KIWIX_BOOK"
 SPARQL_URL_VAR = "VSEARCHER_SPARQL_URL"
-
 NS_SPARQL = "live.wdqs"
 NS_WIKIPEDIA = "live.wikipedia"
 NS_KIWIX = "live.kiwix"
 
 # WDQS etiquette: one query at a time, a minute of server time at most; wait when told to.
-SPARQL_HTTP = dict(timeout=70.0, max_retries=5, backoff_base=2.0, backoff_max=120.0, total_timeout=600.0,
-                   rate_per_s=1.0, max_concurrency=1)
-WIKI_HTTP = dict(timeout=30.0, max_retries=4, backoff_base=0.5, backoff_max=30.0, total_timeout=120.0,
-                 rate_per_s=10.0, max_concurrency=4)
-KIWIX_HTTP = dict(timeout=30.0, max_retries=2, backoff_base=0.2, backoff_max=5.0, total_timeout=60.0,
-                  max_concurrency=4)
+SPARQL_HTTP = dict(timeout=70.0, max_retries=5, backoff_base=2.0, backoff_max=120.0,
+                   total_timeout=600.0, rate_per_s=1.0, max_concurrency=1)
+WIKI_HTTP = dict(timeout=30.0, max_retries=4, backoff_base=0.5, backoff_max=30.0,
+                 total_timeout=120.0, rate_per_s=10.0, max_concurrency=4)
+KIWIX_HTTP = dict(timeout=30.0, max_retries=2, backoff_base=0.2, backoff_max=5.0,
+                  total_timeout=60.0, max_concurrency=4)
 
 # Title prefixes of pages that are not articles (files, help, talk, categories ...).
-NON_ARTICLE_NAMESPACES = frozenset(
-    {"file", "image", "special", "help", "wikipedia", "wp", "category", "template", "portal", "talk", "user",
-     "user_talk", "draft", "module", "mediawiki", "media", "book", "timedtext", "template_talk", "file_talk",
-     "wikipedia_talk", "category_talk", "portal_talk", "help_talk", "draft_talk", "module_talk"}
-)
-_QID = re.compile(r"^Q[1-9]\d*$")
+_NAMESPACES = ("file", "image", "special", "help", "wikipedia", "wp", "category", "template",
+               "portal", "talk", "user", "draft", "module", "mediawiki", "media", "book",
+               "timedtext")
+_TALK = ("user", "template", "file", "wikipedia", "category", "portal", "help", "draft", "module")
+NON_ARTICLE_NAMESPACES = frozenset(_NAMESPACES + tuple(f"{n}_talk" for n in _TALK))
 _ZIM_NAMESPACE_PATH = re.compile(r"^(?:[-A-Z]|_[a-z]+)/")
-
-
-class SparqlError(RuntimeError):
-    """A SPARQL endpoint answered with something that is not a SPARQL JSON result."""
+_PURPOSE = "educational reproduction of VSearcher"
 
 
 def polite_user_agent(contact: str | None = None) -> str:
@@ -99,251 +66,14 @@ def polite_user_agent(contact: str | None = None) -> str:
     """
     contact = contact if contact is not None else os.environ.get(CONTACT_VAR)
     if not contact:
-        warnings.warn(f"set ${CONTACT_VAR} to an email address or URL: Wikimedia asks API clients to say how "
-                      "to reach their operator (requests without contact details may be refused)", stacklevel=2)
-        return f"vsearcher-lite/{__version__} (educational reproduction of VSearcher) python-httpx"
-    return f"vsearcher-lite/{__version__} (educational reproduction of VSearcher; {contact}) python-httpx"
+        warnings.warn(f"set ${CONTACT_VAR} to an email address or URL: Wikimedia asks API clients "
+                      "to say how to reach their operator (requests without contact details may "
+                      "be refused)", stacklevel=2)
+        return f"vsearcher-lite/{__version__} ({_PURPOSE}) python-httpx"
+    return f"vsearcher-lite/{__version__} ({_PURPOSE}; {contact}) python-httpx"
 
 
-# ---------------------------------------------------------------------------------------------
-# SPARQL: query builders
-
-
-def sparql_string(text: str) -> str:
-    """``text`` as a SPARQL string literal.
-
-    >>> print(sparql_string('Say "hi"'))
-    "Say \\"hi\\""
-    """
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    return f'"{escaped}"'
-
-
-def _seed_filters(sitelinks_max: int, statements_min: int, require_image: bool, exclude_people: bool) -> str:
-    lines = [
-        "  ?item wikibase:sitelinks ?sitelinks ;",
-        "        wikibase:statements ?statements .",
-        f"  FILTER(?sitelinks <= {int(sitelinks_max)} && ?statements >= {int(statements_min)})",
-    ]
-    if require_image:
-        lines.append("  FILTER EXISTS { ?item wdt:P18 ?image . }")
-    if exclude_people:
-        lines.append("  MINUS { ?item wdt:P31 wd:Q5 . }")
-    return "\n".join(lines)
-
-
-def build_seed_query_slice(sitelinks_max: int = DEFAULT_SITELINKS_MAX, statements_min: int = DEFAULT_STATEMENTS_MIN,
-                           *, offset: int = 0, window: int = DEFAULT_WINDOW, require_image: bool = True,
-                           exclude_people: bool = True) -> str:
-    """The seed query for one ``bd:slice`` window of English-Wikipedia articles.
-
-    The slice walks ``window`` sitelinks of enwiki from ``offset``; the filters then keep the
-    rare, well-documented, illustrated, non-human items among them. The work per request is
-    bounded by the window, whatever the filters let through.
-
-    >>> q = build_seed_query_slice(10, 20, offset=200000, window=100000)
-    >>> "bd:slice.offset 200000" in q and "?sitelinks <= 10" in q and "wd:Q5" in q
-    True
-    """
-    return "\n".join([
-        "SELECT ?item ?title ?sitelinks ?statements WHERE {",
-        "  SERVICE bd:slice {",
-        f"    ?article schema:isPartOf <{ENWIKI}> .",
-        f"    bd:serviceParam bd:slice.offset {int(offset)} .",
-        f"    bd:serviceParam bd:slice.limit {int(window)} .",
-        "  }",
-        "  ?article schema:about ?item ;",
-        "           schema:name ?title .",
-        _seed_filters(sitelinks_max, statements_min, require_image, exclude_people),
-        "}",
-    ])
-
-
-def build_enwiki_count_query() -> str:
-    """How many English-Wikipedia sitelinks there are: a single-pattern count, answered fast."""
-    return f"SELECT (COUNT(*) AS ?count) WHERE {{ ?article schema:isPartOf <{ENWIKI}> . }}"
-
-
-def build_seed_query_offset(sitelinks_max: int = DEFAULT_SITELINKS_MAX, statements_min: int = DEFAULT_STATEMENTS_MIN,
-                            *, offset: int = 0, window: int = DEFAULT_OFFSET_WINDOW, require_image: bool = True,
-                            exclude_people: bool = True) -> str:
-    """The seed query for one ``LIMIT``/``OFFSET`` window (endpoints without ``bd:slice``).
-
-    >>> build_seed_query_offset(offset=20, window=10).splitlines()[-1]
-    'LIMIT 10 OFFSET 20'
-    """
-    return "\n".join([
-        "SELECT ?item ?title ?sitelinks ?statements WHERE {",
-        f"  ?article schema:isPartOf <{ENWIKI}> ;",
-        "           schema:about ?item ;",
-        "           schema:name ?title .",
-        _seed_filters(sitelinks_max, statements_min, require_image, exclude_people),
-        "}",
-        f"LIMIT {int(window)} OFFSET {int(offset)}",
-    ])
-
-
-def slice_offsets(total: int, window: int) -> list[int]:
-    """The window starts that cover ``total`` rows.
-
-    >>> slice_offsets(250, 100)
-    [0, 100, 200]
-    """
-    if window <= 0:
-        raise ValueError("window must be positive")
-    return list(range(0, max(0, total), window))
-
-
-def build_entity_query(qid: str) -> str:
-    """Label, English title, counts, type, aliases and human-ness of one item."""
-    return "\n".join([
-        "SELECT ?itemLabel ?itemAltLabel ?title ?sitelinks ?statements ?typeLabel ?human WHERE {",
-        f"  BIND(wd:{qid} AS ?item)",
-        "  ?item wikibase:sitelinks ?sitelinks ;",
-        "        wikibase:statements ?statements .",
-        f"  OPTIONAL {{ ?article schema:about ?item ; schema:isPartOf <{ENWIKI}> ; schema:name ?title . }}",
-        "  OPTIONAL { ?item wdt:P31 ?type . }",
-        "  BIND(EXISTS { ?item wdt:P31 wd:Q5 . } AS ?human)",
-        '  SERVICE wikibase:label { bd:serviceParam wikibase:language "en". }',
-        "}",
-        "LIMIT 20",
-    ])
-
-
-def build_titles_query(titles: list[str]) -> str:
-    """The QIDs of English-Wikipedia articles by exact title (a ``VALUES`` list)."""
-    values = " ".join(f"{sparql_string(t)}@en" for t in titles)
-    return "\n".join([
-        "SELECT ?title ?item WHERE {",
-        f"  VALUES ?title {{ {values} }}",
-        f"  ?article schema:name ?title ; schema:isPartOf <{ENWIKI}> ; schema:about ?item .",
-        "}",
-    ])
-
-
-def build_facts_query(qid: str, limit: int = MAX_FACTS) -> str:
-    """Direct claims of an item whose value is another item or a date, with English labels."""
-    return "\n".join([
-        "SELECT ?prop ?propLabel ?value ?valueLabel WHERE {",
-        f"  wd:{qid} ?p ?value .",
-        "  ?prop wikibase:directClaim ?p .",
-        f'  FILTER((isIRI(?value) && STRSTARTS(STR(?value), "{ENTITY_PREFIX}Q")) || DATATYPE(?value) = xsd:dateTime)',
-        '  SERVICE wikibase:label { bd:serviceParam wikibase:language "en". }',
-        "}",
-        f"LIMIT {int(limit)}",
-    ])
-
-
-# ---------------------------------------------------------------------------------------------
-# SPARQL: result parsing
-
-
-def sparql_rows(payload: Any) -> list[dict[str, str]]:
-    """The bindings of an ``application/sparql-results+json`` document as ``{var: value}`` rows.
-
-    OPTIONAL variables are simply absent from a row; every value stays a string.
-
-    >>> sparql_rows({"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}, {}]}})
-    [{'x': '1'}, {}]
-    """
-    if not isinstance(payload, dict) or not isinstance(payload.get("results"), dict):
-        raise SparqlError("not a SPARQL JSON result (no 'results' object)")
-    bindings = payload["results"].get("bindings")
-    if not isinstance(bindings, list):
-        raise SparqlError("not a SPARQL JSON result (no 'results.bindings' list)")
-    rows = []
-    for binding in bindings:
-        if not isinstance(binding, dict):
-            raise SparqlError("a SPARQL binding is not an object")
-        rows.append({k: v["value"] for k, v in binding.items() if isinstance(v, dict) and "value" in v})
-    return rows
-
-
-def qid_from_uri(uri: str) -> str | None:
-    """``"http://www.wikidata.org/entity/Q42"`` -> ``"Q42"``; ``None`` for anything else.
-
-    >>> qid_from_uri("http://www.wikidata.org/entity/Q894433"), qid_from_uri("http://www.wikidata.org/entity/P31")
-    ('Q894433', None)
-    """
-    tail = uri.rsplit("/", 1)[-1] if isinstance(uri, str) else ""
-    return tail if _QID.match(tail) else None
-
-
-def _as_int(value: str | None) -> int | None:
-    try:
-        return int(float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def rows_to_seeds(rows: list[dict[str, str]]) -> list[Seed]:
-    """Seeds from seed-query rows; rows without a QID, title or counts are dropped."""
-    seeds = []
-    for row in rows:
-        qid = qid_from_uri(row.get("item", ""))
-        sitelinks, statements = _as_int(row.get("sitelinks")), _as_int(row.get("statements"))
-        title = (row.get("title") or "").strip()
-        if qid and title and sitelinks is not None and statements is not None:
-            seeds.append(Seed(id=qid, title=title, sitelinks=sitelinks, statements=statements))
-    return seeds
-
-
-def dedupe_seeds(seeds: list[Seed]) -> list[Seed]:
-    """The first occurrence of each QID, in order.
-
-    >>> [s.id for s in dedupe_seeds([Seed("Q2", "b", 1, 30), Seed("Q1", "a", 1, 30), Seed("Q2", "b", 1, 30)])]
-    ['Q2', 'Q1']
-    """
-    seen: set[str] = set()
-    out = []
-    for s in seeds:
-        if s.id not in seen:
-            seen.add(s.id)
-            out.append(s)
-    return out
-
-
-def snake_case(text: str) -> str:
-    """A label as a machine name.
-
-    >>> snake_case("located in the administrative territorial entity")
-    'located_in_the_administrative_territorial_entity'
-    """
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
-
-
-def rows_to_facts(qid: str, rows: list[dict[str, str]], limit: int = MAX_FACTS) -> list[Fact]:
-    """Facts from facts-query rows: item values (with their labels) and years from dates.
-
-    Values without an English label (the label service then returns the bare QID) are skipped:
-    a fact nobody can read is no use to a question writer. Sorted for a stable order.
-    """
-    facts: dict[tuple, Fact] = {}
-    for row in rows:
-        pid = (row.get("prop") or "").rsplit("/", 1)[-1]
-        label = (row.get("propLabel") or "").strip()
-        value = row.get("value") or ""
-        if not pid or not label or label == pid:
-            continue
-        relation = snake_case(label) or pid
-        value_qid = qid_from_uri(value)
-        if value_qid:
-            value_label = (row.get("valueLabel") or "").strip()
-            if not value_label or value_label == value_qid:
-                continue
-            fact = Fact(qid, relation, value_qid, kind="entity", label=label, value_label=value_label)
-        else:
-            m = re.match(r"^([+-]?\d{1,4})-\d\d-\d\d", value)
-            if not m:
-                continue
-            fact = Fact(qid, relation, int(m.group(1)), kind="year", label=label)
-        facts[(fact.relation, str(fact.value))] = fact
-    return [facts[k] for k in sorted(facts)][:limit]
-
-
-# ---------------------------------------------------------------------------------------------
 # Wikipedia / Kiwix URLs and titles
-
 
 def title_to_path(title: str, *, keep_slash: bool = False) -> str:
     """A title as one URL path segment: spaces as underscores, percent-encoded the way
@@ -368,8 +98,8 @@ def path_to_title(segment: str) -> str:
 def is_article_title(title: str) -> bool:
     """False for pages in a namespace (``File:``, ``Help:`` ...), true for articles.
 
-    >>> is_article_title("Oldmere Abbey"), is_article_title("File:Oldmere.jpg"), is_article_title("Star Wars: Andor")
-    (True, False, True)
+    >>> [is_article_title(t) for t in ("Oldmere Abbey", "File:Oldmere.jpg", "Star Wars: Andor")]
+    [True, False, True]
     """
     if not title:
         return False
@@ -380,11 +110,12 @@ def is_article_title(title: str) -> bool:
 def article_title_from_url(url: str, article_prefixes: tuple[str, ...]) -> str | None:
     """The article title of ``url`` when it lies under one of ``article_prefixes``, else ``None``.
 
-    >>> article_title_from_url("https://en.wikipedia.org/wiki/Oldmere_Abbey", ("https://en.wikipedia.org/wiki/",))
+    >>> wiki = ("https://en.wikipedia.org/wiki/",)
+    >>> article_title_from_url("https://en.wikipedia.org/wiki/Oldmere_Abbey", wiki)
     'Oldmere Abbey'
-    >>> article_title_from_url("https://en.wikipedia.org/wiki/AC/DC", ("https://en.wikipedia.org/wiki/",))
+    >>> article_title_from_url("https://en.wikipedia.org/wiki/AC/DC", wiki)
     'AC/DC'
-    >>> article_title_from_url("https://en.wikipedia.org/wiki/File:X.jpg", ("https://en.wikipedia.org/wiki/",)) is None
+    >>> article_title_from_url("https://en.wikipedia.org/wiki/File:X.jpg", wiki) is None
     True
     """
     bare = url.split("?", 1)[0].split("#", 1)[0]
@@ -417,8 +148,8 @@ def parse_article_html(html: str, url: str) -> ArticleHtml:
     """
     x = extract_html(html, url)
     image = x.representative_image()
-    return ArticleHtml(title=x.title, paragraphs=x.paragraphs, image_url=image.url if image else None,
-                       image_caption=image.alt if image else "", link_urls=x.links)
+    return ArticleHtml(x.title, x.paragraphs, image.url if image else None,
+                       image.alt if image else "", x.links)
 
 
 def parse_summary(payload: Any) -> dict:
@@ -427,7 +158,7 @@ def parse_summary(payload: Any) -> dict:
     ``{"title", "qid", "type", "image", "url"}``; optional fields may be ``None``.
     """
     if not isinstance(payload, dict):
-        raise SparqlError("the Wikipedia summary response is not a JSON object")
+        raise wd.SparqlError("the Wikipedia summary response is not a JSON object")
     titles = payload.get("titles") if isinstance(payload.get("titles"), dict) else {}
     image = None
     for key in ("originalimage", "thumbnail"):
@@ -440,7 +171,7 @@ def parse_summary(payload: Any) -> dict:
     title = titles.get("normalized") or payload.get("title") or ""
     return {
         "title": title.replace("_", " "),
-        "qid": payload.get("wikibase_item") if isinstance(payload.get("wikibase_item"), str) else None,
+        "qid": qid if isinstance(qid := payload.get("wikibase_item"), str) else None,
         "type": payload.get("type") or "standard",
         "image": image,
         "url": desktop.get("page"),
@@ -454,23 +185,26 @@ def parse_summary(payload: Any) -> dict:
 class LiveKnowledge(KnowledgeSource):
     """``KnowledgeSource`` over Wikidata and Wikipedia (REST API) or a local Kiwix server.
 
-    ``kiwix_url`` + ``kiwix_book`` (e.g. ``"http://127.0.0.1:8080"``, ``"wikipedia_en_all_maxi_2025-08"``)
-    read articles from ``kiwix-serve`` instead of the REST API. ``sparql_client`` / ``wiki_client``
-    (``HttpClient``) and ``http_options`` are for tests and special setups.
+    ``kiwix_url`` + ``kiwix_book`` (``"http://127.0.0.1:8080"``,
+    ``"wikipedia_en_all_maxi_2025-08"``) read articles from ``kiwix-serve``, not the REST API.
+    ``sparql_client``, ``wiki_client`` and ``http_options`` are for tests and special setups.
     """
 
     name = "live"
 
     def __init__(self, *, cache: ToolCache | None = None, endpoint: str = WDQS_URL,
                  rest_url: str = WIKIPEDIA_REST_URL, wiki_url: str = WIKIPEDIA_URL,
-                 kiwix_url: str | None = None, kiwix_book: str | None = None, chunking: str = "slice",
+                 kiwix_url: str | None = None, kiwix_book: str | None = None,
+                 chunking: str = "slice",
                  window: int | None = None, user_agent: str | None = None,
                  sparql_client: HttpClient | None = None, wiki_client: HttpClient | None = None,
-                 http_options: dict | None = None, max_facts: int = MAX_FACTS):
+                 http_options: dict | None = None, max_facts: int = wd.MAX_FACTS):
         if chunking not in ("slice", "offset"):
-            raise InputError(f"unknown chunking {chunking!r}; use 'slice' (query.wikidata.org) or 'offset'")
+            raise InputError(f"unknown chunking {chunking!r}; "
+                             "use 'slice' (query.wikidata.org) or 'offset'")
         if bool(kiwix_url) != bool(kiwix_book):
-            raise InputError("a Kiwix source needs both kiwix_url (e.g. http://127.0.0.1:8080) and kiwix_book "
+            raise InputError("a Kiwix source needs both kiwix_url (e.g. http://127.0.0.1:8080) "
+                             "and kiwix_book "
                              "(the ZIM file name without .zim, e.g. wikipedia_en_all_maxi_2025-08)")
         self.cache = cache
         self.endpoint = endpoint
@@ -479,7 +213,8 @@ class LiveKnowledge(KnowledgeSource):
         self.kiwix_url = kiwix_url.rstrip("/") if kiwix_url else None
         self.kiwix_book = kiwix_book
         self.chunking = chunking
-        self.window = window or (DEFAULT_WINDOW if chunking == "slice" else DEFAULT_OFFSET_WINDOW)
+        default = wd.DEFAULT_WINDOW if chunking == "slice" else wd.DEFAULT_OFFSET_WINDOW
+        self.window = window or default
         self.max_facts = max_facts
         self._user_agent = user_agent
         self._http_options = dict(http_options or {})
@@ -526,7 +261,8 @@ class LiveKnowledge(KnowledgeSource):
             if self._wiki_client is None:
                 defaults = KIWIX_HTTP if self.kiwix_url else WIKI_HTTP
                 name = "kiwix" if self.kiwix_url else "wikipedia"
-                self._wiki_client = HttpClient(name, user_agent=self.user_agent, **{**defaults, **self._http_options})
+                options = {**defaults, **self._http_options}
+                self._wiki_client = HttpClient(name, user_agent=self.user_agent, **options)
             return self._wiki_client
 
     def _recorded(self, namespace: str, request: dict, live: Callable[[], Any]) -> Any:
@@ -540,18 +276,19 @@ class LiveKnowledge(KnowledgeSource):
         def live() -> Any:
             headers = {"Accept": "application/sparql-results+json"}
             client = self._client("sparql")
+            form = {"query": query, "format": "json"}
             if len(query) < 4000:  # GET lets the service answer from its own cache
-                payload = client.get_json(self.endpoint, params={"query": query, "format": "json"}, headers=headers)
+                payload = client.get_json(self.endpoint, params=form, headers=headers)
             else:
-                payload = client.post_json(self.endpoint, data={"query": query, "format": "json"}, headers=headers)
-            sparql_rows(payload)  # refuse to record an answer that is not a SPARQL result
+                payload = client.post_json(self.endpoint, data=form, headers=headers)
+            wd.sparql_rows(payload)  # refuse to record an answer that is not a SPARQL result
             return payload
 
         payload = self._recorded(NS_SPARQL, {"endpoint": self.endpoint, "query": query}, live)
-        return sparql_rows(payload)
+        return wd.sparql_rows(payload)
 
     def _fetch(self, namespace: str, url: str, *, as_json: bool) -> dict:
-        """``{"status": 200, "body": ...}`` or ``{"status": 404}`` for ``url`` (cached either way)."""
+        """``{"status": 200, "body": ...}`` or ``{"status": 404}`` for ``url`` (both cached)."""
 
         def live() -> dict:
             try:
@@ -565,43 +302,45 @@ class LiveKnowledge(KnowledgeSource):
                 try:
                     body = response.json()
                 except ValueError:
-                    raise HttpError(f"malformed JSON from {url}", url=url, status=response.status_code,
-                                    reason="malformed JSON") from None
+                    raise HttpError(f"malformed JSON from {url}", url=url,
+                                    status=response.status_code, reason="malformed JSON") from None
             return {"status": response.status_code, "body": body, "url": str(response.request.url)}
 
         return self._recorded(namespace, {"url": url}, live)
 
     # -- seeds ----------------------------------------------------------------------------------
 
-    def seed_queries(self, sitelinks_max: int = DEFAULT_SITELINKS_MAX, statements_min: int = DEFAULT_STATEMENTS_MIN,
-                     *, require_image: bool = True, exclude_people: bool = True) -> Iterator[str]:
+    def seed_queries(self, sitelinks_max: int = wd.DEFAULT_SITELINKS_MAX,
+                     statements_min: int = wd.DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
+                     exclude_people: bool = True) -> Iterator[str]:
         """The window queries ``seeds`` sends, in order (``slice`` asks the count first)."""
         kw = dict(require_image=require_image, exclude_people=exclude_people, window=self.window)
         if self.chunking == "slice":
-            rows = self.sparql(build_enwiki_count_query())
-            total = _as_int(rows[0].get("count")) if rows else None
+            rows = self.sparql(wd.build_enwiki_count_query())
+            total = wd.as_int(rows[0].get("count")) if rows else None
             if total is None:
-                raise SparqlError("the count of English Wikipedia articles came back empty")
-            for offset in slice_offsets(total, self.window):
-                yield build_seed_query_slice(sitelinks_max, statements_min, offset=offset, **kw)
+                raise wd.SparqlError("the count of English Wikipedia articles came back empty")
+            for offset in wd.slice_offsets(total, self.window):
+                yield wd.build_seed_query_slice(sitelinks_max, statements_min, offset=offset, **kw)
         else:
             offset = 0
             while True:
-                yield build_seed_query_offset(sitelinks_max, statements_min, offset=offset, **kw)
+                yield wd.build_seed_query_offset(sitelinks_max, statements_min, offset=offset, **kw)
                 offset += self.window
 
-    def seeds(self, sitelinks_max: int = DEFAULT_SITELINKS_MAX, statements_min: int = DEFAULT_STATEMENTS_MIN, *,
-              require_image: bool = True, exclude_people: bool = True, limit: int | None = None,
+    def seeds(self, sitelinks_max: int = wd.DEFAULT_SITELINKS_MAX,
+              statements_min: int = wd.DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
+              exclude_people: bool = True, limit: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> list[Seed]:
-        """Rare-but-documented seeds (see the module docstring), de-duplicated by QID, in the order
-        the windows return them. ``limit`` stops early; ``progress(window_index, n_seeds)`` is
-        called after each window."""
+        """Rare-but-documented seeds (``world/sparql.py``), de-duplicated by QID, in window order.
+        ``limit`` stops early; ``progress(window_index, n_seeds)`` is called after each window."""
         seeds: list[Seed] = []
         seen: set[str] = set()
-        for index, query in enumerate(self.seed_queries(sitelinks_max, statements_min, require_image=require_image,
-                                                        exclude_people=exclude_people)):
+        queries = self.seed_queries(sitelinks_max, statements_min, require_image=require_image,
+                                    exclude_people=exclude_people)
+        for index, query in enumerate(queries):
             rows = self.sparql(query)
-            for seed in rows_to_seeds(rows):
+            for seed in wd.rows_to_seeds(rows):
                 if seed.id not in seen:
                     seen.add(seed.id)
                     seeds.append(seed)
@@ -633,13 +372,13 @@ class LiveKnowledge(KnowledgeSource):
     @staticmethod
     def _check_qid(qid: str) -> str:
         qid = str(qid).strip()
-        if not _QID.match(qid):
+        if not wd.QID.match(qid):
             raise LookupError(f"{qid!r} is not a Wikidata id (expected Q followed by digits)")
         return qid
 
     def entity(self, entity_id: str) -> Entity:
         qid = self._check_qid(entity_id)
-        rows = self.sparql(build_entity_query(qid))
+        rows = self.sparql(wd.build_entity_query(qid))
         if not rows:
             raise LookupError(f"Wikidata has no item {qid}")
         first = rows[0]
@@ -647,15 +386,16 @@ class LiveKnowledge(KnowledgeSource):
         if title:
             self._remember(qid, title)
         # A type without an English label comes back as its bare QID: no use as a type name.
-        types = [r["typeLabel"] for r in rows if r.get("typeLabel") and not _QID.match(r["typeLabel"])]
+        types = [r["typeLabel"] for r in rows
+                 if r.get("typeLabel") and not wd.QID.match(r["typeLabel"])]
         aliases = [a.strip() for a in (first.get("itemAltLabel") or "").split(",") if a.strip()]
         return Entity(
             id=qid,
             name=first.get("itemLabel") or title or qid,
             type=types[0] if types else "",
             aliases=aliases,
-            sitelinks=_as_int(first.get("sitelinks")) or 0,
-            statements=_as_int(first.get("statements")) or 0,
+            sitelinks=wd.as_int(first.get("sitelinks")) or 0,
+            statements=wd.as_int(first.get("statements")) or 0,
             url=self.article_url(title) if title else "",
             is_person=(first.get("human") or "").lower() in ("true", "1"),
         )
@@ -665,7 +405,7 @@ class LiveKnowledge(KnowledgeSource):
         name = (name or "").strip()
         if not name:
             return None
-        if _QID.match(name):
+        if wd.QID.match(name):
             return name
         title = name.replace("_", " ")
         if title in self._qids:
@@ -676,14 +416,15 @@ class LiveKnowledge(KnowledgeSource):
         else:
             summary = self._summary(title)  # follows redirects to the canonical title
             if summary is not None and summary["type"] != "disambiguation":
-                qid = summary["qid"] or self.resolve_titles([summary["title"] or title]).get(summary["title"] or title)
+                canonical = summary["title"] or title
+                qid = summary["qid"] or self.resolve_titles([canonical]).get(canonical)
                 if qid and summary["title"]:
                     self._remember(qid, summary["title"])
         self._qids[title] = qid
         return qid
 
     def resolve_titles(self, titles: list[str]) -> dict[str, str]:
-        """QIDs of English Wikipedia titles, in batches of ``TITLES_PER_QUERY`` (unknown titles left out)."""
+        """QIDs of English titles, ``TITLES_PER_QUERY`` a query; unknown ones left out."""
         out: dict[str, str] = {}
         todo = []
         for t in dict.fromkeys(t.replace("_", " ").strip() for t in titles if t and t.strip()):
@@ -694,8 +435,8 @@ class LiveKnowledge(KnowledgeSource):
                 todo.append(t)
         for start in range(0, len(todo), TITLES_PER_QUERY):
             batch = todo[start:start + TITLES_PER_QUERY]
-            for row in self.sparql(build_titles_query(batch)):
-                qid = qid_from_uri(row.get("item", ""))
+            for row in self.sparql(wd.build_titles_query(batch)):
+                qid = wd.qid_from_uri(row.get("item", ""))
                 if qid and row.get("title"):
                     out[row["title"]] = qid
                     self._remember(qid, row["title"])
@@ -705,9 +446,10 @@ class LiveKnowledge(KnowledgeSource):
 
     def article_url(self, title: str) -> str:
         """The public URL of an article (the Kiwix URL when reading from Kiwix)."""
+        path = title_to_path(title, keep_slash=True)
         if self.kiwix_url:
-            return f"{self.kiwix_url}/content/{self.kiwix_book}/A/{title_to_path(title, keep_slash=True)}"
-        return f"{self.wiki_url}/wiki/{title_to_path(title, keep_slash=True)}"
+            return f"{self.kiwix_url}/content/{self.kiwix_book}/A/{path}"
+        return f"{self.wiki_url}/wiki/{path}"
 
     def _article_prefixes(self) -> tuple[str, ...]:
         prefixes = [f"{self.wiki_url}/wiki/"]
@@ -717,17 +459,18 @@ class LiveKnowledge(KnowledgeSource):
         return tuple(prefixes)
 
     def _summary(self, title: str) -> dict | None:
-        record = self._fetch(NS_WIKIPEDIA, f"{self.rest_url}/page/summary/{title_to_path(title)}", as_json=True)
+        url = f"{self.rest_url}/page/summary/{title_to_path(title)}"
+        record = self._fetch(NS_WIKIPEDIA, url, as_json=True)
         if record["status"] != 200:
             return None
         return parse_summary(record["body"])
 
     def _article_html(self, title: str, qid: str) -> tuple[str, str]:
-        """``(html, url)`` of the article; ``LookupError`` naming the title and QID if it is missing."""
+        """``(html, url)`` of the article; ``LookupError`` naming the title and QID if missing."""
         if self.kiwix_url:
             path = title_to_path(title)
             candidates = [
-                f"{self.kiwix_url}/content/{self.kiwix_book}/A/{path}",  # older ZIMs keep articles under A/
+                f"{self.kiwix_url}/content/{self.kiwix_book}/A/{path}",  # older ZIMs: under A/
                 f"{self.kiwix_url}/content/{self.kiwix_book}/{path}",  # newer ZIMs do not
                 f"{self.kiwix_url}/{self.kiwix_book}/A/{path}",  # kiwix-serve before /content/ URLs
             ]
@@ -740,7 +483,9 @@ class LiveKnowledge(KnowledgeSource):
         url = f"{self.rest_url}/page/html/{title_to_path(title)}"
         record = self._fetch(NS_WIKIPEDIA, url, as_json=False)
         if record["status"] != 200:
-            raise LookupError(f"Wikipedia has no article {title!r} ({qid}): {url} answered {record['status']}")
+            status = record["status"]
+            raise LookupError(f"Wikipedia has no article {title!r} ({qid}): "
+                              f"{url} answered {status}")
         return record["body"], self.article_url(title)
 
     def page(self, entity_id: str) -> PageContent:
@@ -769,7 +514,8 @@ class LiveKnowledge(KnowledgeSource):
             title=title,
             paragraphs=article.paragraphs,
             entity_id=qid,
-            image=ImageRef(image_url, entity_id=qid, caption=article.image_caption or title) if image_url else None,
+            image=ImageRef(image_url, entity_id=qid, caption=article.image_caption or title)
+            if image_url else None,
             links=links,
             kind="article",
         )
@@ -784,10 +530,11 @@ class LiveKnowledge(KnowledgeSource):
     def facts(self, entity_id: str) -> list[Fact]:
         """A few Wikidata claims: item-valued ones with English labels, and years of dates."""
         qid = self._check_qid(entity_id)
-        return rows_to_facts(qid, self.sparql(build_facts_query(qid, self.max_facts * 2)), self.max_facts)
+        rows = self.sparql(wd.build_facts_query(qid, self.max_facts * 2))
+        return wd.rows_to_facts(qid, rows, self.max_facts)
 
     def links(self, entity_id: str) -> list[str]:
-        """QIDs of the articles the entity's article links to (resolved in batches), in link order."""
+        """QIDs of the articles the entity's article links to, in link order."""
         page = self.page(entity_id)
         prefixes = self._article_prefixes()
         titles = [t for t in (article_title_from_url(u, prefixes) for u in page.links) if t]

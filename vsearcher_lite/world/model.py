@@ -1,13 +1,9 @@
 """The data model shared by the sandbox world and the live world.
 
-A ``KnowledgeSource`` is what data synthesis reads (paper section 2.1): seeds chosen by
-rarity, an entity's page text and representative image, its structured facts and its links.
-The sandbox implements it over its SQLite file; the live world implements it over Wikidata
-SPARQL and Wikipedia (REST API or a local Kiwix server). Everything synthesis needs goes
-through this interface, so the same synthesis code runs in both worlds.
-
-Identifiers are strings: sandbox ids look like ``"E000042"``, live ids are Wikidata QIDs
-(``"Q894433"``).
+A ``KnowledgeSource`` is all that data synthesis reads (paper section 2.1): seeds chosen by
+rarity, an entity's page, image, facts and links. The sandbox implements it over its SQLite file,
+the live world over Wikidata and Wikipedia, so one synthesis code runs on both. Ids are strings:
+``"E000042"`` in the sandbox, Wikidata QIDs (``"Q894433"``) live.
 """
 
 from __future__ import annotations
@@ -97,24 +93,14 @@ class PageContent:
 
 
 class KnowledgeSource(abc.ABC):
-    """What data synthesis may ask of a world.
-
-    Implementations raise ``LookupError`` for an id, title or URL they do not know, with a
-    message that names it; they never return half-filled records.
-    """
+    """What data synthesis may ask of a world. An unknown id, title or URL raises a
+    ``LookupError`` that names it; records are never half filled."""
 
     name: str = "abstract"
 
     @abc.abstractmethod
-    def seeds(
-        self,
-        sitelinks_max: int,
-        statements_min: int,
-        *,
-        require_image: bool = True,
-        exclude_people: bool = True,
-        limit: int | None = None,
-    ) -> list[Seed]:
+    def seeds(self, sitelinks_max: int, statements_min: int, *, require_image: bool = True,
+              exclude_people: bool = True, limit: int | None = None) -> list[Seed]:
         """Rare-but-documented entities, de-duplicated by id, in a deterministic order."""
 
     @abc.abstractmethod

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 
-def rarity_figure(stats: list[dict], sitelinks_max: int | None = None, statements_min: int | None = None):
+def rarity_figure(stats: list[dict], sitelinks_max: int | None = None,
+                  statements_min: int | None = None):
     """Sitelinks x statements of every entity (log axes), with the seed region shaded.
 
     ``stats`` is ``SandboxKnowledge.stats()`` (or any list of dicts with ``sitelinks``,
@@ -35,8 +36,9 @@ def rarity_figure(stats: list[dict], sitelinks_max: int | None = None, statement
             type="rect", x0=1, x1=sitelinks_max + 1, y0=statements_min, y1=top,
             line={"color": "black", "dash": "dash"}, fillcolor="rgba(0,0,0,0.05)",
         )
-        fig.add_annotation(x=0, y=1.02, xref="paper", yref="paper", showarrow=False, xanchor="left",
-                           text=f"seed region: sitelinks <= {sitelinks_max}, statements >= {statements_min}")
+        region = f"seed region: sitelinks <= {sitelinks_max}, statements >= {statements_min}"
+        fig.add_annotation(x=0, y=1.02, xref="paper", yref="paper", showarrow=False,
+                           xanchor="left", text=region)
     fig.update_layout(
         title="Entities by sitelinks and statements",
         xaxis={"title": "sitelinks + 1", "type": "log"},
@@ -59,5 +61,6 @@ def entity_types_figure(stats: list[dict]):
             go.Bar(name="no image", x=types, y=[without[t] for t in types]),
         ]
     )
-    fig.update_layout(barmode="stack", title="Entity types", yaxis={"title": "entities"}, height=380)
+    fig.update_layout(barmode="stack", title="Entity types", yaxis={"title": "entities"},
+                      height=380)
     return fig

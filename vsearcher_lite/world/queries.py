@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from vsearcher_lite.world.model import Fact
-from vsearcher_lite.world.prose import CLAUSES
+from vsearcher_lite.world.templates import CLAUSES
 
 # Facts that describe what an entity is rather than something about it.
 IDENTITY_RELATIONS = frozenset({"instance_of", "occupation"})
@@ -40,7 +40,8 @@ def matches_all(knowledge, type_: str, facts: list[Fact]) -> set[str]:
     return out or set()
 
 
-def distinctive_facts(knowledge, entity_id: str, max_facts: int = 3, min_facts: int = 2) -> list[Fact] | None:
+def distinctive_facts(knowledge, entity_id: str, max_facts: int = 3,
+                      min_facts: int = 2) -> list[Fact] | None:
     """Facts that single the entity out among entities of its type: chosen greedily, most
     selective first, at most ``max_facts``; topped up to ``min_facts`` when the entity has that
     many (a searcher rarely types a single clue). ``None`` when no such set exists."""
@@ -68,7 +69,8 @@ def distinctive_facts(knowledge, entity_id: str, max_facts: int = 3, min_facts: 
     return [facts[i] for i in sorted(chosen, key=order.index)]
 
 
-def distinctive_query(knowledge, entity_id: str, max_facts: int = 3, min_facts: int = 2) -> str | None:
+def distinctive_query(knowledge, entity_id: str, max_facts: int = 3,
+                      min_facts: int = 2) -> str | None:
     """A text-search query from the entity's distinctive facts (its own name never appears)."""
     facts = distinctive_facts(knowledge, entity_id, max_facts, min_facts)
     if not facts:
@@ -80,7 +82,8 @@ def generic_fact(knowledge, entity_id: str, rng: random.Random, min_shared: int 
     """One fact of the entity that at least ``min_shared`` entities of its type share."""
     e = knowledge.entity(entity_id)
     facts = [f for f in knowledge.facts(entity_id) if f.relation not in IDENTITY_RELATIONS]
-    shared = [f for f in facts if len(knowledge.matching(f.relation, f.value, type=e.type)) >= min_shared]
+    shared = [f for f in facts
+              if len(knowledge.matching(f.relation, f.value, type=e.type)) >= min_shared]
     return rng.choice(shared) if shared else None
 
 

@@ -35,15 +35,10 @@ import numpy as np
 
 from vsearcher_lite.runio import InputError, atomic_write_json, replace_dir
 from vsearcher_lite.world import images as imaging
-from vsearcher_lite.world.generator import MIN_ENTITIES, Draft, generate_world
+from vsearcher_lite.world.generator import generate_world
 from vsearcher_lite.world.knowledge import SandboxKnowledge, value_key
-from vsearcher_lite.world.prose import (
-    SITE,
-    ArticleWriter,
-    SecondaryPage,
-    SecondaryWriter,
-    article_url,
-)
+from vsearcher_lite.world.prose import SITE, ArticleWriter, SecondaryPage, SecondaryWriter, article_url
+from vsearcher_lite.world.schema import MIN_ENTITIES, Draft
 
 # Bump when the generator's output changes, so ensure_world rebuilds old worlds.
 GENERATOR_VERSION = 2
