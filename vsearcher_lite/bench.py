@@ -271,7 +271,7 @@ def register(subparsers, common) -> None:
     p.add_argument("--queries", type=positive_int, default=DEFAULT_QUERIES,
                    help=f"queries per section (default {DEFAULT_QUERIES})")
     p.add_argument("--sections", default="", help=f"comma-separated sections to run (default: all of {', '.join(BENCH_SECTIONS)})")
-    p.set_defaults(func=run_bench_command, skip_moved_check=True)  # builds its own world, reads no run
+    p.set_defaults(func=run_bench_command)
 
 
 def run_bench_command(args: argparse.Namespace) -> int:

@@ -304,7 +304,7 @@ def reproduce(
     written (with ``failed``) and ``NotebookFailed`` is raised, naming the notebook and the cell.
     ``reference_dir`` (default: the shipped ``data/reference``) is the full-length run that notebooks
     06-08 study after their short live runs; the summary and the report carry it too, labelled."""
-    from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
+    from vsearcher_lite.manifest import utc_now, write_manifest
     from vsearcher_lite.reference import REFERENCE_DIR, reference_summary
 
     run_dir = Path(run_dir).resolve()

@@ -7,9 +7,9 @@ Three files, all from the same ``Trajectory`` records:
   (``{"type": "text", "text": ...}`` or an image placeholder ``{"type": "image"}``), so one
   Arrow column holds every message (a column cannot mix strings and lists); TRL's
   ``prepare_multimodal_messages`` fills the placeholders from ``images`` in order. ``images``
-  holds absolute file paths: cast the column with ``datasets.Image()`` (or open them) before
-  training. The tool block is already in the system text (see ``protocol``), so no ``tools``
-  column is needed.
+  holds file paths (relative to the run folder when it is in a run): cast the column with
+  ``datasets.Image()`` (or open them) before training. The tool block is already in the system
+  text (see ``protocol``), so no ``tools`` column is needed.
 - **LLaMA-Factory ShareGPT** (``llamafactory/trajectory.json`` + ``dataset_info.json``): what the
   paper trained with. String contents with one ``<image>`` token where
   each image was, a sample-level ``images`` list of files copied next to the data (LLaMA-Factory
@@ -31,7 +31,7 @@ from typing import Iterable
 
 from vsearcher_lite.agent.loop import Trajectory
 from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
-from vsearcher_lite.runio import atomic_write_json, write_jsonl
+from vsearcher_lite.runio import RunDir, atomic_write_json, write_jsonl
 
 IMAGE_TOKEN = "<image>"  # LLaMA-Factory's image placeholder
 LLAMAFACTORY_DATASET = "trajectory"  # the dataset name in the upstream training yaml (C.4)
@@ -177,12 +177,16 @@ def copy_image(source: str | Path, target: Path) -> bool:
     return True
 
 
-def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path) -> dict:
-    """Write the three exports of ``trajectories`` into ``out_dir``; returns paths and counts."""
+def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path, *,
+                        run_dir: str | Path | None = None) -> dict:
+    """Write the three exports of ``trajectories`` into ``out_dir``; returns paths and counts.
+    With ``run_dir`` the paths inside that run are written relative to it."""
     out_dir = Path(out_dir)
+    relative = RunDir(run_dir).relative if run_dir is not None else (lambda value: value)
     trajs = [as_trajectory(t) for t in trajectories]
-    trl_path = write_jsonl(out_dir / "sft_trl.jsonl", (to_trl_record(t) for t in trajs))
-    plain_path = write_jsonl(out_dir / "trajectories.jsonl", (to_plain_record(t) for t in trajs))
+    trl_path = write_jsonl(out_dir / "sft_trl.jsonl", (relative(to_trl_record(t)) for t in trajs))
+    plain_path = write_jsonl(out_dir / "trajectories.jsonl",
+                             (relative(to_plain_record(t)) for t in trajs))
 
     lf_dir = out_dir / "llamafactory"
     (lf_dir / "images").mkdir(parents=True, exist_ok=True)

@@ -163,11 +163,13 @@ def is_url(text: str) -> bool:
 
 
 def resolve_local_path(text: str, base_dir: Path) -> Path | None:
-    """An existing file for a path from a benchmark file: absolute, from the working folder, or
-    from the benchmark file's folder (in that order); ``None`` if none exists."""
+    """An existing file for a path from a benchmark file: absolute, from the working folder, from
+    the benchmark file's folder, or from the run folder above it (a stage's task file names its
+    images relative to its run), in that order; ``None`` if none exists."""
     raw = text[len("file://"):] if text.startswith("file://") else text
     candidate = Path(raw).expanduser()
-    for option in ([candidate] if candidate.is_absolute() else [candidate, base_dir / candidate]):
+    options = [candidate, base_dir / candidate, base_dir.parent / candidate]
+    for option in ([candidate] if candidate.is_absolute() else options):
         if option.is_file():
             return option.resolve()
     return None
@@ -772,9 +774,6 @@ def ensure_sandbox_eval_tasks(run_dir: str | os.PathLike, *, profile: str = "cpu
 
     Image URLs (live runs) are kept as URLs; ``--benchmark`` files are where downloading applies.
     """
-    from vsearcher_lite.relocate import check_not_moved
-
-    check_not_moved(run_dir)
     files = sandbox_eval_files(run_dir)
     if not all(f.exists() for f in files):
         from vsearcher_lite.synthesis.filters import run_filter

@@ -639,7 +639,7 @@ def guard_resume(out: Path, identity: dict, fresh: bool, log: Callable[[str], No
         results.unlink(missing_ok=True)
     elif config_file.exists() and results.exists() and results.stat().st_size > 0:
         before = read_json(config_file)
-        changed = changed_settings(before, identity)
+        changed = changed_settings(before, identity, out.parent.parent)
         if changed == ["weights"]:
             log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were made with: "
                 "evaluating again")
@@ -665,7 +665,7 @@ Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_se
         settings.pop("seed")
     if not settings.get("repeat_guard"):
         settings.pop("repeat_guard")  # off: results stored before the option existed still match
-    from vsearcher_lite.evaluation.manifest import scrub_secrets
+    from vsearcher_lite.manifest import scrub_secrets
 
     identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
                 **settings, "judge": getattr(judge, "name", type(judge).__name__)}
@@ -710,9 +710,10 @@ def weights_fingerprint(spec: str) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def canonical_spec(spec: str) -> str:
+def canonical_spec(spec: str, *, follow_links: bool = True) -> str:
     """A policy spec with any local checkpoint path made absolute, so that one checkpoint named
     from two working folders (``runs/a/sft/checkpoint`` and ``../runs/a/sft/checkpoint``) compares equal.
+    ``follow_links=False`` keeps a linked checkpoint's own path (for the run's files).
 
     >>> canonical_spec("teacher"), canonical_spec("openai:m@http://h:8000/v1")
     ('teacher', 'openai:m@http://h:8000/v1')
@@ -724,20 +725,29 @@ def canonical_spec(spec: str) -> str:
     if rest.startswith("transformers:"):
         path = Path(rest[len("transformers:"):]).expanduser()
         if path.exists():
-            return f"{prefix}transformers:{path.resolve()}"
+            return f"{prefix}transformers:{path.resolve() if follow_links else path.absolute()}"
     return spec
 
 
-def canonical_identity(identity: dict) -> dict:
+def canonical_identity(identity: dict, *, follow_links: bool = True) -> dict:
     """``identity`` with its policy spec in canonical form (``canonical_spec``)."""
     out = dict(identity)
     if isinstance(out.get("policy_spec"), str):
-        out["policy_spec"] = canonical_spec(out["policy_spec"])
+        out["policy_spec"] = canonical_spec(out["policy_spec"], follow_links=follow_links)
     return out
 
 
-def changed_settings(before: dict, identity: dict) -> list[str]:
-    """The keys of ``identity`` whose values differ in ``before`` (checkpoint paths compared resolved)."""
+def stored_identity(identity: dict, run_dir: str | Path) -> dict:
+    """``identity`` as the run's ``config.json`` stores it: a checkpoint in the run named
+    relative to it."""
+    return RunDir(run_dir).relative(canonical_identity(identity, follow_links=False))
+
+
+def changed_settings(before: dict, identity: dict, run_dir: str | Path | None = None) -> list[str]:
+    """The keys of ``identity`` whose values differ in ``before`` (checkpoint paths compared
+    resolved, and relative to ``run_dir`` when given, as its files store them)."""
+    if run_dir is not None:
+        before, identity = stored_identity(before, run_dir), stored_identity(identity, run_dir)
     a, b = canonical_identity(before), canonical_identity(identity)
     return sorted(k for k in b if a.get(k) != b[k])
 
@@ -750,16 +760,18 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
     rerunning them (notebook 08 starts from what the SFT and GRPO stages measured). Nothing is
     copied when the settings differ, the source is missing, or the target already has the task.
     """
+    identity = stored_identity(identity, run_dir)
     src = eval_dir(run_dir, source)
     if source == name or not (src / "config.json").is_file() or not (src / "results.jsonl").is_file():
         return 0
-    if changed_settings(read_json(src / "config.json"), identity):
+    if changed_settings(read_json(src / "config.json"), identity, run_dir):
         return 0
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
     target = JsonlLog(out / "results.jsonl", key="id")
     has_results = target.path.exists() and target.path.stat().st_size > 0
-    if has_results and (out / "config.json").is_file() and changed_settings(read_json(out / "config.json"), identity):
+    if (has_results and (out / "config.json").is_file()
+            and changed_settings(read_json(out / "config.json"), identity, run_dir)):
         return 0  # evaluate() refuses this name itself, and says why
     have = previous_results(target, tasks)
     found = previous_results(JsonlLog(src / "results.jsonl", key="id"), tasks)
@@ -775,7 +787,7 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
 
 def update_summary(run_dir: str | Path, name: str, metrics: dict) -> dict:
     """Put this evaluation into ``RUN_DIR/eval/metrics.json`` (merge-safe) and rewrite ``table.csv``."""
-    from vsearcher_lite.evaluation.manifest import update_json_file
+    from vsearcher_lite.manifest import update_json_file
 
     stage = RunDir(run_dir).stage(STAGE)
 
@@ -876,13 +888,10 @@ def evaluate(
     worker threads). ``name``: the folder under
     ``RUN_DIR/eval/`` and the key in the summary (default: the policy's name).
     """
-    from vsearcher_lite.relocate import check_not_moved
-
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)  # the caller's config stays as it was
     config.check()
-    check_not_moved(run_dir)  # before anything is written: a moved run's results would name the old folder
     tasks = list(tasks)
     if not tasks:
         raise InputError("no tasks to evaluate")
@@ -900,7 +909,8 @@ def evaluate(
     thread_toolbox, made = toolbox_source(toolbox, run_dir, config)
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
-    identity = run_identity(policy, config, judge_obj)
+    run = RunDir(run_dir)  # results name the run's images and checkpoints relative to it
+    identity = stored_identity(run_identity(policy, config, judge_obj), run_dir)
     guard_resume(out, identity, fresh)
 
     limits = config.limits(tools=policy.tools, batched=policy.batch > 1)
@@ -910,7 +920,8 @@ def evaluate(
         traj = run_episode(policy.for_task(task), thread_toolbox(), task, limits=limits,
                            sampling=config.sampling(task.id), today=config.today, variant=config.prompt_variant)
         verdict = judge_obj.judge(task.question, task.answer, traj.prediction, task.aliases)
-        return result_record(task, traj, verdict, policy, time.perf_counter() - start, config.keep_trajectories)
+        return run.relative(result_record(task, traj, verdict, policy, time.perf_counter() - start,
+                                          config.keep_trajectories))
 
     log = JsonlLog(out / "results.jsonl", key="id")
     done = previous_results(log, tasks)
@@ -925,9 +936,9 @@ def evaluate(
     records = [done[t.id] for t in tasks]
     atomic_write_text(out / "results.csv", results_csv(records))
     metrics = eval_metrics(records)
-    from vsearcher_lite.evaluation.manifest import utc_now
+    from vsearcher_lite.manifest import utc_now
 
-    from vsearcher_lite.evaluation.manifest import scrub_secrets
+    from vsearcher_lite.manifest import scrub_secrets
 
     metrics.update(
         name=name,
@@ -949,9 +960,10 @@ def evaluate(
         metrics["tool_cache"] = {"hits": sum(c.hits for c in caches), "misses": sum(c.misses for c in caches)}
     if policy.shared is not None and usage_of(policy.shared):
         metrics["policy_usage"] = usage_of(policy.shared)
+    metrics = run.relative(metrics)
     atomic_write_json(out / "metrics.json", metrics)
     update_summary(run_dir, name, metrics)
-    from vsearcher_lite.evaluation.manifest import write_manifest
+    from vsearcher_lite.manifest import write_manifest
 
     write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
                                                  "settings": config.to_dict()}, elapsed)
@@ -985,4 +997,4 @@ def load_results(run_dir: str | Path, name: str) -> list[dict]:
     latest: dict[str, dict] = {}
     for r in JsonlLog(path).records():
         latest[str(r.get("id"))] = r
-    return list(latest.values())
+    return RunDir(run_dir).resolve(list(latest.values()))

@@ -982,7 +982,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     metrics["seconds"] = round(time.perf_counter() - wall_start + earlier_s, 2)  # summed over resumes
     metrics["config"] = config.to_dict()
     rd.write_metrics(config.name, metrics)
-    from vsearcher_lite.evaluation.manifest import write_manifest
+    from vsearcher_lite.manifest import write_manifest
 
     write_manifest(run_dir, config.name, config.to_dict(), metrics["seconds"])
     return metrics

@@ -391,7 +391,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     metrics["seconds"] = round(time.perf_counter() - wall_start, 2)
     metrics["config"] = config.to_dict()
     rd.write_metrics(config.name, metrics)
-    from vsearcher_lite.evaluation.manifest import write_manifest
+    from vsearcher_lite.manifest import write_manifest
 
     write_manifest(run_dir, config.name, config.to_dict(), metrics["seconds"])
     return metrics

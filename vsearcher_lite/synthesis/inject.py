@@ -754,15 +754,17 @@ def text_metrics(tasks: list[dict], failed: list[dict], config: InjectConfig) ->
 
 
 def read_tasks(path: Path, hint: str) -> list[Task]:
-    """Tasks from a stage's JSONL; ``InputError`` names the file and line of a bad record."""
+    """Tasks from a stage's JSONL (``RUN_DIR/<stage>/tasks.jsonl``, its paths resolved in that run);
+    ``InputError`` names the file and line of a bad record."""
     from vsearcher_lite.runio import read_jsonl
 
     if not path.exists():
         raise InputError(f"{path} does not exist: run `{hint}` first")
+    run = RunDir(path.parent.parent)
     out = []
     for number, rec in enumerate(read_jsonl(path), start=1):
         try:
-            out.append(Task.from_dict(rec))
+            out.append(Task.from_dict(run.resolve(rec)))
         except (KeyError, TypeError) as exc:
             raise InputError(f"{path}:{number}: not a task record ({exc})") from None
     return out
@@ -810,11 +812,11 @@ def run_inject_image(
         nonlocal built_now
         bar.update(1)
         if isinstance(result, Task):
-            tasks_log.append(task_record(result))
+            tasks_log.append(rd.relative(task_record(result)))
             built_now += 1
         else:
-            failed_log.append(drop_record(task.id, {"seed_id": task.seed_id, "split": task.split,
-                                                    "difficulty": task.difficulty}, result, "image"))
+            where = {"seed_id": task.seed_id, "split": task.split, "difficulty": task.difficulty}
+            failed_log.append(rd.relative(drop_record(task.id, where, result, "image")))
 
     try:
         process_in_order(todo, work, need=None, is_success=lambda r: isinstance(r, Task),

@@ -38,9 +38,6 @@ def make_toolbox(
     ``observations`` sizes the sandbox's snippets and page summaries (``tools.sandbox.OBSERVATION_STYLES``:
     ``"compact"`` for the cpu profile); live tools show what the web APIs return, whatever the style.
     """
-    from vsearcher_lite.relocate import check_not_moved
-
-    check_not_moved(run_dir)
     if world == "sandbox":
         from vsearcher_lite.world import open_world
 
@@ -51,11 +48,11 @@ def make_toolbox(
         # another style never sees stale observations.
         namespace = f"tools.{sandbox.fingerprint}" + ("" if observations == "full" else f".{observations}")
         return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k,
-                       namespace=namespace)
+                       namespace=namespace, run_dir=run_dir)
     if world == "live":
         from vsearcher_lite.tools.live import make_live_backends
 
         cache = tool_cache(run_dir, cache_mode)
         live = make_live_backends(chat=chat, cache=cache, env_file=env_file)
-        return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live")
+        return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live", run_dir=run_dir)
     raise ValueError(f"unknown world {world!r}; choose sandbox or live")

@@ -2,9 +2,10 @@
 
 The trajectories stage exports ``RUN_DIR/trajectories/export/sft_trl.jsonl``: one record per
 accepted trajectory, ``{"messages": [...], "images": [...]}``, every ``content`` a list of parts
-with ``{"type": "image"}`` placeholders and ``images`` absolute file paths
-(``agent.export.to_trl_record``). ``load_sft_records`` checks each record and names the bad line;
-``to_dataset`` casts ``images`` with ``datasets.Image()`` so the collator gets PIL images.
+with ``{"type": "image"}`` placeholders and ``images`` file paths, relative to the run folder
+(``agent.export.to_trl_record``). ``load_sft_records`` resolves them, checks each record and names
+the bad line; ``to_dataset`` casts ``images`` with ``datasets.Image()`` so the collator gets PIL
+images.
 
 What is trained (paper 2.2: loss on the model's own turns only): TRL's vision collator renders
 each conversation with its training chat template (``{% generation %}`` markers around every
@@ -21,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from vsearcher_lite.runio import InputError, read_jsonl_numbered
+from vsearcher_lite.runio import InputError, RunDir, read_jsonl_numbered
 
 ROLES = ("system", "user", "assistant", "tool")
 IGNORE_INDEX = -100
@@ -68,9 +69,10 @@ def load_sft_records(path: str | Path, limit: int | None = None) -> list[dict]:
         raise InputError(f"{path}: is a folder; give the TRL chat JSONL file (trajectories/export/sft_trl.jsonl)")
     if not path.is_file():
         raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` first")
+    run = RunDir(path.absolute().parent.parent.parent)  # the run of RUN_DIR/trajectories/export/
     records = []
     for number, record in read_jsonl_numbered(path):
-        records.append(check_record(record, f"{path}:{number}"))
+        records.append(check_record(run.resolve(record), f"{path}:{number}"))
         if limit is not None and len(records) >= limit:
             break
     if not records:
