@@ -115,9 +115,9 @@ def build_sandbox_run(root: Path) -> Path:
 
 def image_tasks(run: Path) -> list:
     """Every image task of the run, before filtering (so all three difficulties are present)."""
-    import json
+    from vsearcher_lite.agent.trajectories import load_tasks
 
-    return [Task.from_dict(json.loads(line)) for line in (run / "inject-image" / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    return load_tasks(run / "inject-image" / "tasks.jsonl")
 
 
 def sandbox_toolbox(run: Path, top_k: int = 3, cache=None, style: str = "full") -> Toolbox:
@@ -147,12 +147,13 @@ def grpo_run(base: Path, run: Path) -> Path:
     import json
 
     from vsearcher_lite.model.tiny import default_base_dir
-    from vsearcher_lite.runio import write_jsonl
+    from vsearcher_lite.runio import RunDir, write_jsonl
 
     run.mkdir()
     (run / "world").symlink_to(base / "world")
     (run / "filter").mkdir()
-    tasks = [json.loads(line) for name in ("train", "rl_tasks")  # every kept training task
+    # every kept training task, its image named where it is (in base's run folder)
+    tasks = [RunDir(base).resolve(json.loads(line)) for name in ("train", "rl_tasks")
              for line in (base / "filter" / f"{name}.jsonl").read_text().splitlines() if line.strip()]
     easy = [t for t in tasks if t["difficulty"] == "easy"]
     write_jsonl(run / "filter" / "train.jsonl", easy[:6])

@@ -19,7 +19,7 @@ from agent_fakes import answer, build_sandbox_run, call, grpo_run
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.steps import STEP_FIELDS
 from vsearcher_lite.rl.trainer import run_grpo
-from vsearcher_lite.runio import write_jsonl
+from vsearcher_lite.runio import RunDir, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +60,10 @@ def test_cpu_engine_two_steps_writes_its_files(run_dir):
                 "heldout_n", "seconds", "config"):
         assert key in saved, key
     assert saved["steps"] == 2 and saved["heldout_n"] == 2 and saved["reward_last_20pct"] == 0.0
-    assert saved["task_file"] == str(run_dir / "filter" / "rl_tasks.jsonl") and saved["zero_variance_group_share"] == 1.0
-    assert saved == {**m, "config": saved["config"]}
+    # the run's files name its paths relative to the run folder
+    assert saved["task_file"] == "filter/rl_tasks.jsonl"
+    assert saved["zero_variance_group_share"] == 1.0
+    assert saved == RunDir(run_dir).relative({**m, "config": saved["config"]})
     assert saved["heldout_eval_names"] == ["sft", "rl"]
     assert (out / "checkpoint" / "config.json").is_file() and (out / "checkpoint" / "model.safetensors").is_file()
     assert (run_dir / "eval" / "rl" / "results.jsonl").is_file() and (run_dir / "eval" / "sft" / "results.jsonl").is_file()

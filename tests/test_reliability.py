@@ -322,14 +322,14 @@ def test_a_failed_trajectories_run_leaves_no_stage_folder(tmp_path, capsys):
 
 
 def _bump(path, n):
-    from vsearcher_lite.evaluation.manifest import update_json_file
+    from vsearcher_lite.manifest import update_json_file
 
     for _ in range(n):
         update_json_file(path, lambda d: {**d, "count": d.get("count", 0) + 1})
 
 
 def test_json_updates_leave_no_lock_file_and_lose_no_update(tmp_path):
-    from vsearcher_lite.evaluation.manifest import write_manifest
+    from vsearcher_lite.manifest import write_manifest
 
     write_manifest(tmp_path, "demo", {"seed": 1}, 0.1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run_manifest.json"]

@@ -10,7 +10,7 @@ import pytest
 
 from run_fakes import fake_run
 from vsearcher_lite.cli import main
-from vsearcher_lite.evaluation.manifest import read_manifest
+from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.notebooks import (
     NotebookFailed,
     PeakMemory,

@@ -82,3 +82,41 @@ def test_replace_dir_swaps_folders_whole(tmp_path):
     replace_dir(new, target)
     assert [p.name for p in target.iterdir()] == ["new.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+
+def test_run_files_name_paths_relative_to_the_run_folder(tmp_path):
+    run = RunDir(tmp_path / "run")
+    inside = str(tmp_path / "run" / "inject-image" / "images" / "t1.jpg")
+    checkpoint = tmp_path / "run" / "sft" / "checkpoint"
+    record = {"image_path": inside, "spec": f"transformers:{checkpoint}",
+              "run": str(tmp_path / "run"), "sibling": str(tmp_path / "run2" / "x.jpg"),
+              "base": "/opt/data/tiny_base",
+              "model": "Qwen/Qwen2.5-VL-3B-Instruct", "url": "https://example.test/a.jpg", "n": 3,
+              "images": [inside, None]}
+    relative = "inject-image/images/t1.jpg"
+    expected = {**record, "image_path": relative, "run": ".", "spec": "transformers:sft/checkpoint",
+                "images": [relative, None]}
+    assert run.relative(record) == expected
+    # a run folder named relative to the working folder
+    assert RunDir("runs/a").relative("runs/a/eval/images/x.png") == "eval/images/x.png"
+
+
+def test_stored_paths_resolve_in_the_run_folder_where_it_is_now(tmp_path):
+    run, moved = RunDir(tmp_path / "moved"), tmp_path / "moved"
+    old = {"image_path": "/old/run/inject-image/images/t1.jpg"}  # an older run's absolute path
+    stored = {"image_path": "inject-image/images/t1.jpg", "question": "which town?",
+              "answer": "world/x", "image": {"source_image": "world/images/I1.png"},
+              "messages": [{"content": [{"type": "image", "image": "world/images/I2.png"}]}],
+              "observation": {"images": [{"location": "world/images/I3.png"}]},
+              "old": old, "url": {"location": "https://example.test/a.jpg"},
+              "none": {"image_path": None}}
+    got = run.resolve(stored)
+    assert got["image_path"] == str(moved / "inject-image" / "images" / "t1.jpg")
+    assert got["image"]["source_image"] == str(moved / "world" / "images" / "I1.png")
+    assert got["messages"][0]["content"][0]["image"] == str(moved / "world" / "images" / "I2.png")
+    assert got["observation"]["images"][0]["location"] == str(moved / "world" / "images" / "I3.png")
+    assert [got[k] for k in ("old", "url", "none")] == [stored[k] for k in ("old", "url", "none")]
+    # only path fields hold paths
+    assert got["question"] == "which town?" and got["answer"] == "world/x"
+    assert run.resolve(run.relative(got)) == got

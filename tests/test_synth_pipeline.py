@@ -59,7 +59,8 @@ def test_kept_files_follow_the_labels(pipeline_run):
     assert all(written[i]["difficulty"] == "easy" for i in easy)
     for t in written.values():
         assert not mentions_answer(t["question"], t["answer"], t["aliases"])
-        assert Path(t["image_path"]).is_file()
+        path = t["image_path"]  # named relative to the run folder
+        assert not Path(path).is_absolute() and (pipeline_run / path).is_file()
     funnel = (out / "funnel.csv").read_text().splitlines()
     assert funnel[0] == "difficulty,stage,remaining" and len(funnel) == 1 + 5 * 6  # onehop, easy, medium, hard, exam
 
@@ -203,7 +204,7 @@ def test_figures_and_viewers_redraw_from_saved_files(pipeline_run):
     assert "Round 2" in viewer.steps[2] and html.escape(task["rounds"][1]["entity"]) in viewer.steps[2]
     assert "Image injection" in viewer.steps[-1] and task["id"] in viewer._repr_html_()
 
-    cards = plots.task_cards_html([task])
+    cards = plots.task_cards_html([task], run_dir=pipeline_run)
     assert cards.count("data:image/jpeg;base64,") == 2 and task["id"] in cards
 
     funnel = plots.funnel_figure(plots.read_csv_rows(pipeline_run / "filter" / "funnel.csv"))

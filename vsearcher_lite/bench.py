@@ -257,8 +257,7 @@ def register(subparsers, common) -> None:
                    help=f"queries per section (default {DEFAULT_QUERIES})")
     p.add_argument("--sections", default="", help="comma-separated sections to run "
                    f"(default: all of {', '.join(BENCH_SECTIONS)})")
-    # It builds its own world and reads no run, so a moved run folder does not matter.
-    p.set_defaults(func=run_bench_command, skip_moved_check=True)
+    p.set_defaults(func=run_bench_command)
 
 
 def run_bench_command(args: argparse.Namespace) -> int:

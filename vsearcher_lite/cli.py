@@ -33,7 +33,6 @@ COMMAND_MODULES = (
     "vsearcher_lite.bench",  # bench
     "vsearcher_lite.notebooks",  # reproduce
     "vsearcher_lite.reference",  # reference
-    "vsearcher_lite.relocate",  # relocate
 )
 
 
@@ -66,10 +65,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        if getattr(args, "run_dir", None) and not getattr(args, "skip_moved_check", False):
-            from vsearcher_lite.relocate import check_not_moved
-
-            check_not_moved(args.run_dir)
         return int(args.func(args) or 0)
     except InputError as exc:
         print(f"vsearcher-lite {args.command}: error: {exc}", file=sys.stderr)

@@ -271,7 +271,7 @@ def reproduce(
     ``report.html``; return the summary. The first failure stops the run: the files are still
     written (with ``failed``) and ``NotebookFailed`` is raised. ``reference_dir`` (default: the
     shipped one) is the full-length run notebooks 06-08, the summary and the report show."""
-    from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
+    from vsearcher_lite.manifest import utc_now, write_manifest
     from vsearcher_lite.reference import REFERENCE_DIR, reference_summary
 
     run_dir = Path(run_dir).resolve()

@@ -9,6 +9,8 @@ stopped and rerun without redoing what is done.
   ``write`` of one complete line and flushed; a crash can at worst leave a last line without
   its newline, which ``read_jsonl`` ignores with a warning and the next append repairs.
 - ``RunDir`` names the folders of a run (``runs/<name>/<stage>/``) and writes ``metrics.json``.
+  The run's files name what lies inside the run folder relative to it (``RunDir.relative`` on
+  write, ``RunDir.resolve`` on read), so a run folder can be copied or moved.
 """
 
 from __future__ import annotations
@@ -266,11 +268,39 @@ def check_folder_name(name: Any, what: str, hint: str = "") -> str:
     return name
 
 
+#: Fields of a run's records that hold a local image path (tasks, messages, exports, tool answers).
+PATH_FIELDS = frozenset({"image_path", "source_image", "image", "images", "location"})
+
+
 class RunDir:
-    """The folder of one run: ``runs/<name>/``, one subfolder per stage."""
+    """The folder of one run: ``runs/<name>/``, one subfolder per stage.
+
+    Paths inside the run folder are stored relative to it: ``relative`` rewrites a record before
+    it is written, ``resolve`` joins the stored paths of a record read back to the folder. Paths
+    outside it (the shipped tiny base, a user's file, a model id, a URL) are kept as given, and
+    an absolute path in an older run's file is read as it is.
+
+    >>> run = RunDir("/data/runs/a")
+    >>> run.relative({"image_path": "/data/runs/a/inject-image/images/t1.jpg", "note": "/data/x"})
+    {'image_path': 'inject-image/images/t1.jpg', 'note': '/data/x'}
+    >>> run.relative("transformers:/data/runs/a/sft/checkpoint")
+    'transformers:sft/checkpoint'
+    >>> run.resolve({"images": ["world/images/I1.png", "https://x.test/a.jpg", "/old/b.png"]})
+    {'images': ['/data/runs/a/world/images/I1.png', 'https://x.test/a.jpg', '/old/b.png']}
+    """
 
     def __init__(self, root: str | os.PathLike = "runs/default"):
         self.root = Path(root)
+        absolute = {str(self.root.absolute()), str(self.root.resolve())}
+        self._names = absolute | ({str(self.root)} - {"", "."})
+
+        def either(forms: set[str]) -> str:
+            return "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+
+        # A path under the folder, or (absolute only: a relative name may be a word of prose) the
+        # folder itself; never inside another path or a longer folder name.
+        self._inside = re.compile(rf"(?<![\w.~/-])(?:(?:{either(self._names)})/"
+                                  rf"|(?:{either(absolute)})(?![\w.~/-]))")
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.root)!r})"
@@ -288,8 +318,39 @@ class RunDir:
             raise InputError(f"{path} does not exist: run `{hint}` first")
         return path
 
+    def relative(self, value: Any) -> Any:
+        """``value`` (text or JSON-like data) with every path inside the run folder made relative to
+        it (the folder itself becomes ``.``), as the run's files store it."""
+        if isinstance(value, str):
+            if value in self._names:
+                return "."
+            return self._inside.sub(lambda m: "" if m.group(0).endswith("/") else ".", value)
+        if isinstance(value, dict):
+            return {k: self.relative(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.relative(v) for v in value]
+        return value
+
+    def path(self, stored: str) -> str:
+        """A path read from one of the run's files: a relative one joined to the run folder; an
+        absolute path, a URL or an empty string as it is."""
+        if not stored or "://" in stored or stored.startswith("data:") or os.path.isabs(stored):
+            return stored
+        return str(self.root / stored) if stored != "." else str(self.root)
+
+    def resolve(self, value: Any, field: str | None = None) -> Any:
+        """A record read from one of the run's files with the paths of its ``PATH_FIELDS`` resolved
+        (``path``); everything else as it is."""
+        if isinstance(value, dict):
+            return {k: self.resolve(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(v, field) for v in value]
+        if isinstance(value, str) and field in PATH_FIELDS:
+            return self.path(value)
+        return value
+
     def write_metrics(self, stage: str, metrics: dict) -> Path:
-        return atomic_write_json(self.stage(stage) / "metrics.json", metrics)
+        return atomic_write_json(self.stage(stage) / "metrics.json", self.relative(metrics))
 
     def read_metrics(self, stage: str) -> dict:
         return read_json(self.root / stage / "metrics.json")

@@ -101,4 +101,4 @@ def register(subparsers, common) -> None:
         ),
     )
     f.add_argument("file", help="a JSONL file of trajectories or of {\"turn\": ...} records")
-    f.set_defaults(func=_cmd_format_check, skip_moved_check=True)  # reads the file it is given, not the run
+    f.set_defaults(func=_cmd_format_check)

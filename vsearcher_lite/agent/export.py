@@ -4,8 +4,8 @@ Three files from the same ``Trajectory`` records:
 
 - **TRL** (``sft_trl.jsonl``): ``{"messages", "images"}`` for ``SFTTrainer``; every content is a
   list of parts (text, or an ``{"type": "image"}`` placeholder filled from ``images`` in order),
-  so one Arrow column holds every message. ``images`` are absolute paths; the tool block is in
-  the system text, so no ``tools`` column is needed.
+  so one Arrow column holds every message. ``images`` are paths (relative to the run folder in a
+  run); the tool block is in the system text, so no ``tools`` column is needed.
 - **LLaMA-Factory ShareGPT** (``llamafactory/``), what the paper trained with: string contents
   with an ``<image>`` token per image, the images copied beside the data, and the
   ``dataset_info.json`` entry; ``sharegpt_problems`` checks what its loader requires.
@@ -25,7 +25,7 @@ from typing import Iterable
 
 from vsearcher_lite.agent.loop import Trajectory
 from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
-from vsearcher_lite.runio import atomic_write_json, write_jsonl
+from vsearcher_lite.runio import RunDir, atomic_write_json, write_jsonl
 
 IMAGE_TOKEN = "<image>"  # LLaMA-Factory's image placeholder
 LLAMAFACTORY_DATASET = "trajectory"  # the dataset name in the upstream training yaml (C.4)
@@ -183,12 +183,16 @@ def copy_image(source: str | Path, target: Path) -> bool:
     return True
 
 
-def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path) -> dict:
-    """Write the three exports of ``trajectories`` into ``out_dir``; returns paths and counts."""
+def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path, *,
+                        run_dir: str | Path | None = None) -> dict:
+    """Write the three exports of ``trajectories`` into ``out_dir``; returns paths and counts.
+    With ``run_dir`` the paths inside that run are written relative to it."""
     out_dir = Path(out_dir)
+    relative = RunDir(run_dir).relative if run_dir is not None else (lambda value: value)
     trajs = [as_trajectory(t) for t in trajectories]
-    trl_path = write_jsonl(out_dir / "sft_trl.jsonl", (to_trl_record(t) for t in trajs))
-    plain_path = write_jsonl(out_dir / "trajectories.jsonl", (to_plain_record(t) for t in trajs))
+    trl_path = write_jsonl(out_dir / "sft_trl.jsonl", (relative(to_trl_record(t)) for t in trajs))
+    plain_path = write_jsonl(out_dir / "trajectories.jsonl",
+                             (relative(to_plain_record(t)) for t in trajs))
 
     lf_dir = out_dir / "llamafactory"
     (lf_dir / "images").mkdir(parents=True, exist_ok=True)

@@ -222,7 +222,7 @@ def rollout_record(task: Task, traj: Trajectory, verdict, identity: dict | None 
 def role_label(spec: str, given: Any = None) -> str:
     """A role (the teacher, the judge) as metrics and rollout records name it: its spec with any key
     in it masked, or the name of the object passed in instead."""
-    from vsearcher_lite.evaluation.manifest import scrub_secrets
+    from vsearcher_lite.manifest import scrub_secrets
 
     return scrub_secrets(spec if given is None else getattr(given, "name", type(given).__name__))
 
@@ -272,11 +272,8 @@ def generate_trajectories(
     toolbox_factory: Callable[[], Any] | None = None,
 ) -> dict:
     """Run the teacher over the tasks, judge, keep the correct trajectories; returns the metrics."""
-    from vsearcher_lite.relocate import check_not_moved
-
     config = config or TrajectoryConfig.for_profile("cpu")
     config.check()
-    check_not_moved(run_dir)
     rd = RunDir(run_dir)
     out = rd.stage(STAGE, create=False)  # made by the first write: a failed start leaves nothing
     if tasks is None:
@@ -312,9 +309,9 @@ def generate_trajectories(
     log = JsonlLog(out / "rollouts.jsonl", key="key")
     jobs = [(t, i) for t in tasks for i in range(config.samples_per_task)]
     wanted = {job_key(t.id, i): n for n, (t, i) in enumerate(jobs)}
-    stored, set_aside = stored_rollouts(log, set(wanted), identity)
-    todo = [(t, i) for t, i in jobs
-            if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
+    stored, set_aside = stored_rollouts(log, set(wanted), rd.relative(identity))
+    stored = {key: rd.resolve(r) for key, r in stored.items()}
+    todo = [(t, i) for t, i in jobs if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
     n_retried = sum(1 for t, i in todo if job_key(t.id, i) in stored)
     start = time.perf_counter()
     from tqdm.auto import tqdm
@@ -325,14 +322,14 @@ def generate_trajectories(
         futures = [pool.submit(run_job, t, i) for t, i in todo]
         for future in as_completed(futures):
             record = future.result()
-            log.append(record)  # appended from this thread only: one writer, whole lines
+            log.append(rd.relative(record))  # from this thread only: one writer, whole lines
             stored[record["key"]] = record
             bar.update(1)
     elapsed = time.perf_counter() - start
 
     records = sorted(stored.values(), key=lambda r: wanted[r["key"]])
     accepted = [r["trajectory"] for r in records if r["accepted"]]
-    write_jsonl(out / "accepted.jsonl", accepted)
+    write_jsonl(out / "accepted.jsonl", rd.relative(accepted))
     atomic_write_text(out / "rollouts.csv", rollouts_csv(records))
     metrics = trajectory_metrics(records)
     metrics.update(
@@ -359,7 +356,7 @@ def generate_trajectories(
     if judge_usage:
         metrics["judge_usage"] = judge_usage["judge"]
     if config.export:
-        metrics["export"] = export_trajectories(accepted, out / "export")
+        metrics["export"] = export_trajectories(accepted, out / "export", run_dir=run_dir)
     rd.write_metrics(STAGE, metrics)
     return metrics
 
@@ -427,15 +424,17 @@ def rollouts_csv(records: list[dict]) -> str:
 
 def load_accepted(run_dir: str | Path) -> list[Trajectory]:
     """The accepted trajectories of a run."""
-    path = RunDir(run_dir).require(STAGE, "vsearcher-lite trajectories") / "accepted.jsonl"
-    return [Trajectory.from_dict(r) for r in read_jsonl(path)]
+    run = RunDir(run_dir)
+    path = run.require(STAGE, "vsearcher-lite trajectories") / "accepted.jsonl"
+    return [Trajectory.from_dict(run.resolve(r)) for r in read_jsonl(path)]
 
 
 def load_rollouts(run_dir: str | Path) -> list[dict]:
     """Every rollout record of a run (each with its ``trajectory`` dict and the ``identity`` it was
     made with), those set aside for another teacher or other settings included."""
-    path = RunDir(run_dir).require(STAGE, "vsearcher-lite trajectories") / "rollouts.jsonl"
-    return list(read_jsonl(path, strict=False))
+    run = RunDir(run_dir)
+    path = run.require(STAGE, "vsearcher-lite trajectories") / "rollouts.jsonl"
+    return [run.resolve(r) for r in read_jsonl(path, strict=False)]
 
 
 def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,

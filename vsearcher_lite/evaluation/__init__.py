@@ -1,4 +1,4 @@
-"""Stage `eval` (paper sections 2.4, 3.2 and 4): benchmark loaders, the evaluation runner, the run manifest.
+"""Stage `eval` (paper sections 2.4, 3.2 and 4): benchmark loaders, the evaluation runner.
 
 - ``benchmarks``: MM-SearchExam, MMSearch, BrowseComp-VL, SimpleVQA and the project's own task
   files as ``Task`` records, with a local, content-addressed image cache;
@@ -8,6 +8,5 @@
 - ``comparison``: notebook 08, base / SFT / RL / teacher / no-tools on the run's exam and held-out tasks
   (the paper's table 1 and figure 4 for one run);
 - ``plots``: the table and the figures, redrawn from the saved metrics;
-- ``manifest``: ``RUN_DIR/run_manifest.json``, what each stage ran with (config, versions, commit, seeds, time);
 - ``commands``: the ``vsearcher-lite eval`` subcommand.
 """

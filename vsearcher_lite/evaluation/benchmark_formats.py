@@ -124,10 +124,12 @@ def is_url(text: str) -> bool:
 
 
 def resolve_local_path(text: str, base_dir: Path) -> Path | None:
-    """An existing file for a path: absolute, from the working folder, or from ``base_dir``."""
+    """An existing file for a path: absolute, from the working folder, from ``base_dir``, or from
+    the run folder above it (a stage's task file names its images relative to its run)."""
     raw = text[len("file://"):] if text.startswith("file://") else text
     candidate = Path(raw).expanduser()
-    for option in ([candidate] if candidate.is_absolute() else [candidate, base_dir / candidate]):
+    options = [candidate, base_dir / candidate, base_dir.parent / candidate]
+    for option in ([candidate] if candidate.is_absolute() else options):
         if option.is_file():
             return option.resolve()
     return None

@@ -253,9 +253,6 @@ def ensure_sandbox_eval_tasks(run_dir: str | os.PathLike, *, profile: str = "cpu
                               world: str = "sandbox", progress: bool = True) -> list[Task]:
     """The run's exam + held-out tasks, built with the synthesis defaults when they are missing.
     Image URLs (live runs) stay URLs: live image search wants a public one."""
-    from vsearcher_lite.relocate import check_not_moved
-
-    check_not_moved(run_dir)
     files = sandbox_eval_files(run_dir)
     if not all(f.exists() for f in files):
         from vsearcher_lite.synthesis.filters import run_filter

@@ -315,7 +315,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
                    log: Callable[[str], None] = print) -> dict:
     """Evaluate every policy of ``config`` on the exam and the held-out tasks; write the stage's
     outputs and return the metrics."""
-    from vsearcher_lite.evaluation.manifest import utc_now, write_manifest
+    from vsearcher_lite.manifest import utc_now, write_manifest
 
     config = config or ComparisonConfig.for_profile("cpu")
     start = time.perf_counter()

@@ -50,8 +50,9 @@ from vsearcher_lite.evaluation.identity import (
     guard_resume,
     previous_results,
     run_identity,
+    stored_identity,
 )
-from vsearcher_lite.evaluation.manifest import (
+from vsearcher_lite.manifest import (
     scrub_secrets,
     update_json_file,
     utc_now,
@@ -126,16 +127,18 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
     rerunning them (notebook 08 starts from what the SFT and GRPO stages measured). Nothing is
     copied when the settings differ, the source is missing, or the target already has the task.
     """
+    identity = stored_identity(identity, run_dir)
     src = eval_dir(run_dir, source)
     if source == name or not (src / "config.json").is_file() or not (src / "results.jsonl").is_file():
         return 0
-    if changed_settings(read_json(src / "config.json"), identity):
+    if changed_settings(read_json(src / "config.json"), identity, run_dir):
         return 0
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
     target = JsonlLog(out / "results.jsonl", key="id")
     has_results = target.path.exists() and target.path.stat().st_size > 0
-    if has_results and (out / "config.json").is_file() and changed_settings(read_json(out / "config.json"), identity):
+    if (has_results and (out / "config.json").is_file()
+            and changed_settings(read_json(out / "config.json"), identity, run_dir)):
         return 0  # evaluate() refuses this name itself, and says why
     have = previous_results(target, tasks)
     found = previous_results(JsonlLog(src / "results.jsonl", key="id"), tasks)
@@ -248,13 +251,10 @@ def evaluate(
     worker threads). ``name``: the folder under
     ``RUN_DIR/eval/`` and the key in the summary (default: the policy's name).
     """
-    from vsearcher_lite.relocate import check_not_moved
-
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)  # the caller's config stays as it was
     config.check()
-    check_not_moved(run_dir)  # before anything is written: a moved run's results would name the old folder
     tasks = list(tasks)
     if not tasks:
         raise InputError("no tasks to evaluate")
@@ -270,7 +270,8 @@ def evaluate(
     thread_toolbox, made = toolbox_source(toolbox, run_dir, config)
     out = eval_dir(run_dir, name)
     out.mkdir(parents=True, exist_ok=True)
-    identity = run_identity(policy, config, judge_obj)
+    run = RunDir(run_dir)  # results name the run's images and checkpoints relative to it
+    identity = stored_identity(run_identity(policy, config, judge_obj), run_dir)
     guard_resume(out, identity, fresh)
 
     limits = config.limits(tools=policy.tools, batched=policy.batch > 1)
@@ -280,7 +281,8 @@ def evaluate(
         traj = run_episode(policy.for_task(task), thread_toolbox(), task, limits=limits,
                            sampling=config.sampling(task.id), today=config.today, variant=config.prompt_variant)
         verdict = judge_obj.judge(task.question, task.answer, traj.prediction, task.aliases)
-        return result_record(task, traj, verdict, policy, time.perf_counter() - start, config.keep_trajectories)
+        return run.relative(result_record(task, traj, verdict, policy, time.perf_counter() - start,
+                                          config.keep_trajectories))
 
     log = JsonlLog(out / "results.jsonl", key="id")
     done = previous_results(log, tasks)
@@ -315,6 +317,7 @@ def evaluate(
         metrics["tool_cache"] = {"hits": sum(c.hits for c in caches), "misses": sum(c.misses for c in caches)}
     if policy.shared is not None and usage_of(policy.shared):
         metrics["policy_usage"] = usage_of(policy.shared)
+    metrics = run.relative(metrics)
     atomic_write_json(out / "metrics.json", metrics)
     update_summary(run_dir, name, metrics)
     write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
@@ -330,4 +333,4 @@ def load_results(run_dir: str | Path, name: str) -> list[dict]:
     latest: dict[str, dict] = {}
     for r in JsonlLog(path).records():
         latest[str(r.get("id"))] = r
-    return list(latest.values())
+    return RunDir(run_dir).resolve(list(latest.values()))

@@ -14,9 +14,9 @@ from typing import Callable
 
 from vsearcher_lite.agent.judge import Judge
 from vsearcher_lite.agent.loop import TRANSIENT_TERMINATIONS
-from vsearcher_lite.evaluation.manifest import scrub_secrets
+from vsearcher_lite.manifest import scrub_secrets
 from vsearcher_lite.evaluation.policies import Policy
-from vsearcher_lite.runio import InputError, JsonlLog, atomic_write_json, read_json
+from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_json, read_json
 from vsearcher_lite.synthesis.task import Task
 
 
@@ -45,7 +45,7 @@ def guard_resume(out: Path, identity: dict, fresh: bool,
         results.unlink(missing_ok=True)
     elif config_file.exists() and results.exists() and results.stat().st_size > 0:
         before = read_json(config_file)
-        changed = changed_settings(before, identity)
+        changed = changed_settings(before, identity, out.parent.parent)
         if changed == ["weights"]:
             log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were "
                 "made with: evaluating again")
@@ -118,10 +118,10 @@ def weights_fingerprint(spec: str) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def canonical_spec(spec: str) -> str:
+def canonical_spec(spec: str, *, follow_links: bool = True) -> str:
     """A policy spec with any local checkpoint path made absolute, so that one checkpoint named
     from two working folders (``runs/a/sft/checkpoint`` and ``../runs/a/sft/checkpoint``) compares
-    equal.
+    equal; ``follow_links=False`` keeps a linked checkpoint's own path (for the run's files).
 
     >>> canonical_spec("teacher"), canonical_spec("openai:m@http://h:8000/v1")
     ('teacher', 'openai:m@http://h:8000/v1')
@@ -133,20 +133,28 @@ def canonical_spec(spec: str) -> str:
     if rest.startswith("transformers:"):
         path = Path(rest[len("transformers:"):]).expanduser()
         if path.exists():
-            return f"{prefix}transformers:{path.resolve()}"
+            return f"{prefix}transformers:{path.resolve() if follow_links else path.absolute()}"
     return spec
 
 
-def canonical_identity(identity: dict) -> dict:
+def canonical_identity(identity: dict, *, follow_links: bool = True) -> dict:
     """``identity`` with its policy spec in canonical form (``canonical_spec``)."""
     out = dict(identity)
     if isinstance(out.get("policy_spec"), str):
-        out["policy_spec"] = canonical_spec(out["policy_spec"])
+        out["policy_spec"] = canonical_spec(out["policy_spec"], follow_links=follow_links)
     return out
 
 
-def changed_settings(before: dict, identity: dict) -> list[str]:
+def stored_identity(identity: dict, run_dir: str | Path) -> dict:
+    """``identity`` as the run's ``config.json`` stores it: a checkpoint in the run named
+    relative to it."""
+    return RunDir(run_dir).relative(canonical_identity(identity, follow_links=False))
+
+
+def changed_settings(before: dict, identity: dict, run_dir: str | Path | None = None) -> list[str]:
     """The keys of ``identity`` whose values differ in ``before`` (checkpoint paths compared
-    resolved)."""
+    resolved, and relative to ``run_dir`` when given, as its files store them)."""
+    if run_dir is not None:
+        before, identity = stored_identity(before, run_dir), stored_identity(identity, run_dir)
     a, b = canonical_identity(before), canonical_identity(identity)
     return sorted(k for k in b if a.get(k) != b[k])

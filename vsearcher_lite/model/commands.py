@@ -187,4 +187,4 @@ def register(subparsers, common) -> None:
                         "probes and MODEL_CARD.md in place (the agent probe's tasks come from --run-dir)")
     p.add_argument("--smoke", action="store_true", help="a seconds-long run on two small worlds (CI)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=_cmd_pretrain, skip_moved_check=True)  # writes --out; reads no run's files
+    p.set_defaults(func=_cmd_pretrain)

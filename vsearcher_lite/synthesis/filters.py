@@ -438,7 +438,7 @@ def run_filter(
     from tqdm.auto import tqdm
 
     for task in tqdm(todo, desc="filter", disable=not config.progress, leave=False):
-        log.append(label_task(task, filters, config.short_circuit).to_dict())
+        log.append(rd.relative(label_task(task, filters, config.short_circuit).to_dict()))
     elapsed = time.perf_counter() - start
 
     wanted = {t.id for t in tasks}

@@ -429,11 +429,11 @@ def run_inject_image(
         nonlocal built_now
         bar.update(1)
         if isinstance(result, Task):
-            tasks_log.append(task_record(result))
+            tasks_log.append(rd.relative(task_record(result)))
             built_now += 1
         else:
             item = {"seed_id": task.seed_id, "split": task.split, "difficulty": task.difficulty}
-            failed_log.append(drop_record(task.id, item, result, "image"))
+            failed_log.append(rd.relative(drop_record(task.id, item, result, "image")))
 
     try:
         process_in_order(todo, work, need=None, is_success=lambda r: isinstance(r, Task),

@@ -20,6 +20,7 @@ import html
 from pathlib import Path
 from typing import Any, Iterable
 
+from vsearcher_lite.runio import RunDir
 from vsearcher_lite.synthesis.filters import FILTER_ORDER
 from vsearcher_lite.synthesis.task import LEVEL_ORDER
 
@@ -210,10 +211,13 @@ def image_data_url(path: str | Path, max_side: int = 240) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def task_cards_html(tasks: Iterable[dict], *, show_source: bool = True) -> str:
-    """Tasks as cards: the question image (and the entity's own picture), question and answer."""
+def task_cards_html(tasks: Iterable[dict], *, run_dir: str | Path | None = None,
+                    show_source: bool = True) -> str:
+    """Tasks as cards: the question image (and the entity's own picture), question and answer;
+    ``run_dir`` is the run the records were read from (their paths are relative to it)."""
     cards = []
     for t in tasks:
+        t = RunDir(run_dir).resolve(t) if run_dir is not None else t
         img = t.get("image") or {}
         pictures = []
         if t.get("image_path") and Path(t["image_path"]).is_file():

@@ -25,10 +25,8 @@ def world_dir(run_dir: str | Path) -> Path:
 def open_sandbox(run_dir: str | Path, *, n_entities: int = DEFAULT_WORLD_ENTITIES,
                  seed: int = 0) -> Any:
     """The run's sandbox world (a ``SandboxWorld``), built first when there is none."""
-    from vsearcher_lite.relocate import check_not_moved
     from vsearcher_lite.world.store import MANIFEST, ensure_world, open_world
 
-    check_not_moved(run_dir)
     path = world_dir(run_dir)
     if not (path / MANIFEST).exists():
         return ensure_world(run_dir, n_entities, seed)
@@ -48,9 +46,6 @@ def open_source(
         return open_sandbox(run_dir, n_entities=n_entities, seed=seed).knowledge
     if world == "live":
         from vsearcher_lite.cache import ToolCache
-        from vsearcher_lite.relocate import check_not_moved
-
-        check_not_moved(run_dir)
         from vsearcher_lite.world.live import LiveKnowledge
 
         options = dict(live_options or {})

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vsearcher_lite.runio import InputError, read_jsonl_numbered
+from vsearcher_lite.runio import InputError, RunDir, read_jsonl_numbered
 
 DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text rounds per level
 EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
@@ -106,15 +106,17 @@ class Task:
 
 
 def read_tasks(path: str | Path, hint: str | None = None) -> list[Task]:
-    """Tasks from a JSONL file; ``InputError`` names a bad record's line, or, for a missing file,
-    the command that writes it (``hint``)."""
+    """Tasks from a JSONL file a stage wrote (paths relative to its run folder are resolved);
+    ``InputError`` names a bad record's line, or, for a missing file, the command that writes it
+    (``hint``)."""
     path = Path(path)
     if hint and not path.exists():
         raise InputError(f"{path} does not exist: run `{hint}` first")
+    run = RunDir(path.parent.parent)  # a stage's file, RUN/<stage>/<name>.jsonl: paths are RUN's
     tasks = []
     for number, rec in read_jsonl_numbered(path):
         try:
-            tasks.append(Task.from_dict(rec))
+            tasks.append(Task.from_dict(run.resolve(rec)))
         except (KeyError, TypeError) as exc:
             raise InputError(f"{path}:{number}: not a task record ({exc})") from None
     return tasks

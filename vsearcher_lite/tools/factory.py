@@ -41,9 +41,6 @@ def make_toolbox(
     ``observations`` sizes the sandbox's snippets and page summaries (``tools.sandbox.OBSERVATION_STYLES``:
     ``"compact"`` for the cpu profile); live tools show what the web APIs return, whatever the style.
     """
-    from vsearcher_lite.relocate import check_not_moved
-
-    check_not_moved(run_dir)
     if world == "sandbox":
         sandbox = open_world(run_dir)  # before the cache file is made: a missing world leaves nothing behind
         cache = tool_cache(run_dir, cache_mode)
@@ -52,9 +49,9 @@ def make_toolbox(
         # another style never sees stale observations.
         namespace = f"tools.{sandbox.fingerprint}" + ("" if observations == "full" else f".{observations}")
         return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k,
-                       namespace=namespace)
+                       namespace=namespace, run_dir=run_dir)
     if world == "live":
         cache = tool_cache(run_dir, cache_mode)
         live = make_live_backends(chat=chat, cache=cache, env_file=env_file)
-        return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live")
+        return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live", run_dir=run_dir)
     raise ValueError(f"unknown world {world!r}; choose sandbox or live")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vsearcher_lite.cache import CacheMiss, ToolCache
+from vsearcher_lite.runio import RunDir
 from vsearcher_lite.tools.base import (
     IMAGE_SEARCH,
     TEXT_SEARCH,
@@ -89,9 +90,12 @@ class Toolbox:
 
     def __init__(self, text: TextSearchBackend, image: ImageSearchBackend, reader: PageReader,
                  summariser: Summariser, *, cache: ToolCache | None = None,
-                 top_k: int = DEFAULT_TOP_K, namespace: str = "tools"):
+                 top_k: int = DEFAULT_TOP_K, namespace: str = "tools",
+                 run_dir: str | Path | None = None):
         self.text, self.image, self.reader, self.summariser = text, image, reader, summariser
         self.cache = cache
+        # The cache lies in a run: its answers name that run's images relative to it.
+        self.run = RunDir(run_dir) if run_dir is not None else None
         self.top_k = top_k
         self.namespace = namespace
         self.counts: dict[str, int] = {name: 0 for name in TOOL_SPECS}
@@ -141,13 +145,14 @@ class Toolbox:
         stored = self.cache.get(self.namespace, request)
         if stored is not None:
             self.cache.count(hit=True)
-            return ToolResult.from_dict(stored)
+            return ToolResult.from_dict(self.run.resolve(stored) if self.run else stored)
         # A miss runs the backend even in replay mode: sandbox backends are offline anyway, and
         # live backends replay their own recorded responses (and refuse to touch the network).
         # Errors are not stored here, so a replay re-derives them exactly as the recording did.
         self.cache.count(hit=False)
         result = self._run(name, args, question_image)
-        self.cache.put(self.namespace, request, result.to_dict())
+        stored = result.to_dict()
+        self.cache.put(self.namespace, request, self.run.relative(stored) if self.run else stored)
         return result
 
     def _run(self, name: str, args: dict, question_image: ImageRef | None) -> ToolResult:

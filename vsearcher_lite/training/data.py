@@ -1,8 +1,8 @@
 """Teacher trajectories as a TRL chat dataset, and the token-level views of what SFT trains.
 
 ``load_sft_records`` checks the records of ``trajectories/export/sft_trl.jsonl`` (messages with
-image placeholders, absolute image paths) and names a bad line; ``to_dataset`` casts the images
-for the collator. TRL's vision collator masks every token but the assistant turns (paper 2.2:
+image placeholders, image paths relative to the run folder), resolves the paths and names a bad
+line; ``to_dataset`` casts the images for the collator. TRL's vision collator masks every token but the assistant turns (paper 2.2:
 loss on the model's own turns only); ``trained_spans`` decodes what is trained, so a test and
 notebook 06 can check it. ``answer_token_weights`` and ``copy_token_weights`` are the loss
 weightings of the cpu recipe.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from vsearcher_lite.runio import InputError, read_jsonl_numbered
+from vsearcher_lite.runio import InputError, RunDir, read_jsonl_numbered
 
 ROLES = ("system", "user", "assistant", "tool")
 IGNORE_INDEX = -100
@@ -58,9 +58,10 @@ def load_sft_records(path: str | Path, limit: int | None = None) -> list[dict]:
                          "(trajectories/export/sft_trl.jsonl)")
     if not path.is_file():
         raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` first")
+    run = RunDir(path.absolute().parent.parent.parent)  # the run of RUN_DIR/trajectories/export/
     records = []
     for number, record in read_jsonl_numbered(path):
-        records.append(check_record(record, f"{path}:{number}"))
+        records.append(check_record(run.resolve(record), f"{path}:{number}"))
         if limit is not None and len(records) >= limit:
             break
     if not records:

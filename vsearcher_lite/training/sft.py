@@ -109,9 +109,6 @@ def train_file(run_dir: str | Path, config: SFTConfig) -> Path:
 
 def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
     """The SFT data file; the trajectories stage is run with its profile defaults when it is missing."""
-    from vsearcher_lite.relocate import check_not_moved
-
-    check_not_moved(run_dir)
     path = train_file(run_dir, config)
     if not path.exists():
         if config.train_file:

@@ -1,7 +1,8 @@
 """The run manifest: ``RUN_DIR/run_manifest.json`` says how each stage of a run was produced.
 
 (Not ``RUN_DIR/manifest.json``: ``world.store.world_dir`` takes any folder holding a
-``manifest.json`` for a sandbox world folder, so that name in a run dir would hide ``RUN_DIR/world``.)
+``manifest.json`` for a sandbox world folder, so that name in a run dir would hide
+``RUN_DIR/world``.)
 
 ``write_manifest(run_dir, stage, config, seconds)`` records, under ``stages[<stage>]``:
 
@@ -16,9 +17,7 @@
   changes (``None`` outside a git checkout, or where git is not installed: never an error);
 - ``seconds`` (the stage's wall time) and ``finished_at`` (UTC).
 
-At the top level it records ``run_dir``, the absolute folder the run was first written in: its
-files name images and checkpoints under it, so a run found elsewhere is a moved or copied one
-(``relocate.check_not_moved``; ``vsearcher-lite relocate`` rewrites the paths).
+Paths inside the run folder are recorded relative to it (``runio.RunDir.relative``).
 
 Several stages may finish at once (a notebook kernel and a CLI run sharing a run dir), so the
 file is updated under a lock: read, update one stage, write atomically (``runio``), release.
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from vsearcher_lite.net.secrets import MASK, redact
-from vsearcher_lite.runio import InputError, atomic_write_json
+from vsearcher_lite.runio import InputError, RunDir, atomic_write_json
 
 MANIFEST_FILE = "run_manifest.json"
 MANIFEST_VERSION = 1
@@ -66,7 +65,8 @@ TRACKED_PACKAGES = (
 )
 
 # Setting names whose values are credentials, whatever their value looks like.
-_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
+_SECRET_NAME = re.compile(
+    r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
 # Setting names that hold a random seed.
 _SEED_NAME = re.compile(r"(?i)^(seed|.*_seed|seeds)$")
 
@@ -136,7 +136,8 @@ def find_seeds(config: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(config, dict):
         for key, value in config.items():
             path = f"{prefix}.{key}" if prefix else str(key)
-            if _SEED_NAME.match(str(key)) and (value is None or isinstance(value, (int, str, list))):
+            seed_like = value is None or isinstance(value, (int, str, list))
+            if _SEED_NAME.match(str(key)) and seed_like:
                 found[path] = value
             elif isinstance(value, (dict, list)):
                 found.update(find_seeds(value, path))
@@ -161,7 +162,7 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
 
 def source_root() -> Path:
     """The folder the package runs from (the repository root of a source checkout)."""
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[1]
 
 
 def git_state(path: str | os.PathLike | None = None, *, timeout: float = 5.0) -> dict[str, Any]:
@@ -174,7 +175,8 @@ def git_state(path: str | os.PathLike | None = None, *, timeout: float = 5.0) ->
 
     def run(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", where, *args], capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(["git", "-C", where, *args], capture_output=True, text=True,
+                                  timeout=timeout)
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout if done.returncode == 0 else None
@@ -217,7 +219,8 @@ def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Itera
             except BlockingIOError:
                 fh.close()
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path}: could not take the lock in {timeout:g} s") from None
+                    message = f"{path}: could not take the lock in {timeout:g} s"
+                    raise TimeoutError(message) from None
                 time.sleep(0.01)
                 continue
             try:
@@ -291,7 +294,8 @@ def manifest_path(run_dir: str | os.PathLike) -> Path:
     return Path(run_dir) / MANIFEST_FILE
 
 
-def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None, extra: dict | None = None) -> dict:
+def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None,
+                extra: dict | None = None) -> dict:
     """The manifest record of one stage run (see the module docstring)."""
     clean = scrub_secrets(jsonable(config or {}))
     found = find_seeds(clean)
@@ -304,7 +308,8 @@ def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None, extr
         "packages": package_versions(),
         "platform": platform.platform(terse=True),
         "git": git_state(),
-        "command": redact(" ".join([Path(sys.argv[0]).name, *sys.argv[1:]])) if sys.argv and sys.argv[0] else None,
+        "command": (redact(" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+                    if sys.argv and sys.argv[0] else None),
     }
     if extra:
         entry.update(scrub_secrets(jsonable(extra)))
@@ -319,13 +324,11 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, config: dict, seconds
     """
     if not stage or not str(stage).strip():
         raise ValueError("write_manifest needs a stage name")
-    entry = stage_entry(config, seconds, seeds=seeds, extra=extra)
+    entry = RunDir(run_dir).relative(stage_entry(config, seconds, seeds=seeds, extra=extra))
 
     def merge(data: dict) -> None:
         data.setdefault("manifest_version", MANIFEST_VERSION)
         data.setdefault("created_at", entry["finished_at"])
-        # The folder the run's files name; ``relocate`` updates it when the run is moved.
-        data.setdefault("run_dir", str(Path(run_dir).resolve()))
         data["updated_at"] = entry["finished_at"]
         stages = data.setdefault("stages", {})
         previous = stages.get(stage) or {}
@@ -348,7 +351,8 @@ def read_manifest(run_dir: str | os.PathLike) -> dict:
 
 
 @contextlib.contextmanager
-def recorded_stage(run_dir: str | os.PathLike, stage: str, config: dict, **kwargs: Any) -> Iterator[None]:
+def recorded_stage(run_dir: str | os.PathLike, stage: str, config: dict,
+                   **kwargs: Any) -> Iterator[None]:
     """Time the ``with`` block and, when it finishes without an error, ``write_manifest`` it.
 
     >>> import tempfile
