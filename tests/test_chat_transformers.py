@@ -10,7 +10,7 @@ from PIL import Image  # noqa: E402
 from servers import TINY_CHAT_TEMPLATE, TINY_SPECIAL_TOKENS, build_tiny_causal_lm, build_tiny_tokenizer  # noqa: E402
 
 from vsearcher_lite.chat import ChatError, make_chat  # noqa: E402
-from vsearcher_lite.chat_transformers import TransformersChat  # noqa: E402
+from vsearcher_lite.chat.local import TransformersChat  # noqa: E402
 from vsearcher_lite.runio import InputError  # noqa: E402
 
 @pytest.fixture(scope="module")

@@ -124,7 +124,7 @@ def test_the_profile_no_longer_decides_the_device(fake_cuda):
 @pytest.fixture()
 def loader_calls(monkeypatch):
     """Replace the evaluation's and the GRPO engine's model loaders by recorders that load on the CPU."""
-    from vsearcher_lite import chat_transformers as chat
+    from vsearcher_lite.chat import local as chat
     from vsearcher_lite.model import tiny
 
     calls = []

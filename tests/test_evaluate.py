@@ -287,7 +287,7 @@ def test_figures_and_table_come_from_the_saved_summary(tmp_path):
 
 
 def test_a_local_model_evaluated_in_batches_answers_as_one_by_one(tmp_path):
-    from vsearcher_lite.batched_chat import BatchedTransformersChat
+    from vsearcher_lite.chat.batched import BatchedTransformersChat
 
     batched = ev_policies.make_policy("base", config(batch=4))
     assert batched.batch == 4 and isinstance(batched.shared, BatchedTransformersChat)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from agent_fakes import answer, call, make_images, make_toolbox
 
-from vsearcher_lite import batched_chat
+from vsearcher_lite.chat import batched as batched_chat
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import EpisodeLimits, run_episode
 from vsearcher_lite.chat import ScriptedChat
@@ -330,7 +330,7 @@ def test_zero_variance_groups_are_dropped_and_an_update_moves_the_policy(tmp_pat
 
 def test_batched_greedy_matches_one_by_one_and_lockstep_sampling_repeats(tmp_path, tiny):
     from vsearcher_lite.agent.protocol import STOP_SEQUENCES, initial_messages
-    from vsearcher_lite.chat_transformers import TransformersChat
+    from vsearcher_lite.chat.local import TransformersChat
 
     model, processor = tiny
     q, _ = make_images(tmp_path, 0)
@@ -568,7 +568,7 @@ def _tandem_blocks(ids: list[int], min_block: int) -> list[int]:
 
 
 def test_repeat_guard_stops_loops_in_both_local_backends(tiny, monkeypatch):
-    from vsearcher_lite.chat_transformers import TransformersChat
+    from vsearcher_lite.chat.local import TransformersChat
 
     model, processor = tiny
     generated: list[list[int]] = []
@@ -607,7 +607,7 @@ def test_repeat_guard_is_refused_where_it_cannot_be_applied():
 def test_repeat_ban_agrees_with_a_brute_force_search():
     import random
 
-    from vsearcher_lite.chat_transformers import repeat_ban
+    from vsearcher_lite.chat.local import repeat_ban
 
     def brute(tokens: list[int], min_block: int) -> set[int]:
         return {t for t in set(tokens) | {99} if _tandem_blocks(tokens + [t], min_block)[-1:] == [len(tokens) + 1]}

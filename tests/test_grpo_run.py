@@ -118,7 +118,7 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
     """TRL's GRPOTrainer, one step of 1 prompt x 2 generations, driven by the project's rollouts: with a
     scripted policy (image-search results travel inside the completions), and with the LoRA-wrapped model
     itself generating."""
-    from vsearcher_lite import batched_chat
+    from vsearcher_lite.chat import batched as batched_chat
     from vsearcher_lite.chat import ScriptedChat
     from vsearcher_lite.rl import trl_engine
 

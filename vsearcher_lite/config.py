@@ -145,7 +145,7 @@ class EvalConfig:
     max_tokens: int = option(10_000, "new tokens per turn of a model (default: the profile's)",
                              type=positive)
     repeat_guard: int = option(0, "a local model: never write a block of N or more tokens twice "
-                               "in a row within a reply (chat.repeat_ban; default 0 = off)",
+                               "in a row within a reply (chat.local.repeat_ban; default 0 = off)",
                                metavar="N")
     seed: int = 0
     mistake_rate: float = 0.1  # the heuristic teacher's (same as in trajectories)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from vsearcher_lite.chat import ChatBackend, ChatError
+from vsearcher_lite.chat import ChatBackend, ChatError, make_chat
 
 ARTICLES = frozenset({"a", "an", "the"})
 # Words that may surround a number without changing it ("in 1874", "about 1,200", "1874 AD").
@@ -262,11 +262,5 @@ def make_judge(spec: str | Judge | None = "match", **kwargs: Any) -> Judge:
     if spec is None or spec == "match":
         return MatchJudge(**kwargs)
     if isinstance(spec, str) and spec.startswith("llm:"):
-        from vsearcher_lite import chat as chat_module
-
-        make_chat = getattr(chat_module, "make_chat", None)
-        if make_chat is None:
-            raise ValueError("LLM judges need vsearcher_lite.chat.make_chat, "
-                             "which is not available")
         return LLMJudge(make_chat(spec[len("llm:") :]), **kwargs)
     raise ValueError(f"unknown judge {spec!r}: use 'match' or 'llm:<chat spec>'")

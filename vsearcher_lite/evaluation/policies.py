@@ -30,9 +30,9 @@ from vsearcher_lite.agent.protocol import (
     resolve_today,
 )
 from vsearcher_lite.agent.teacher import HeuristicTeacher
-from vsearcher_lite.batched_chat import BatchedTransformersChat, LockstepBatcher
+from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher
 from vsearcher_lite.chat import ChatBackend, make_chat, usage_of
-from vsearcher_lite.chat_transformers import TransformersChat
+from vsearcher_lite.chat.local import TransformersChat
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import resolve_device
 from vsearcher_lite.synthesis.task import Task
@@ -150,7 +150,7 @@ def _path_like(spec: str) -> bool:
 def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBackend:
     """The chat backend of a spec, a local model loaded on ``device`` (``runtime.resolve_device``);
     a local image-text model with ``batch`` > 1 comes behind the batcher
-    (``batched_chat.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
+    (``chat.batched.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
     if spec == "base":
         from vsearcher_lite.model.tiny import default_base_dir
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import make_judge
-from vsearcher_lite.batched_chat import BatchedTransformersChat
+from vsearcher_lite.chat.batched import BatchedTransformersChat
 from vsearcher_lite.config import resume_identity, training_budget_s
 from vsearcher_lite.manifest import write_manifest
 from vsearcher_lite.rl.config import GRPOConfig

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.loop import run_episode
-from vsearcher_lite.batched_chat import BatchedTransformersChat, run_lockstep
+from vsearcher_lite.chat.batched import BatchedTransformersChat, run_lockstep
 from vsearcher_lite.evaluation.evaluate import eval_dir, evaluate, load_results, toolbox_source
 from vsearcher_lite.evaluation.policies import Policy
 from vsearcher_lite.rl.config import GRPOConfig

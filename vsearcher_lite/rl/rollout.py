@@ -1,7 +1,7 @@
 """Rollouts: G episodes per task through the project's ReAct loop, as training rows.
 
 All ``P x G`` episodes of a step run at once on their own threads, generating in lockstep through
-one batched backend (``batched_chat``). Each finished trajectory is judged and rewarded
+one batched backend (``chat.batched``). Each finished trajectory is judged and rewarded
 (``objective.trajectory_reward``), re-rendered into token ids with the chat template and TRL's
 assistant-only collator (exactly what SFT trains on; gives the policy-token mask), and flagged:
 erroneous steps, the fatal step, why it is excluded, tool calls, token counts.
@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.export import to_trl_record
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, Trajectory, run_episode
-from vsearcher_lite.batched_chat import LockstepBatcher, run_lockstep
+from vsearcher_lite.chat.batched import LockstepBatcher, run_lockstep
 from vsearcher_lite.rl.objective import (
     exclusion_reason,
     fatal_step,
@@ -237,7 +237,7 @@ def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int,
                    run: Callable[..., Trajectory] = run_episode) -> list[list[RolloutSample]]:
     """``generations`` episodes of every task, in lockstep on ``backend``; one list per task.
 
-    ``backend``: a ``batched_chat.LockstepBatcher`` (another ``ChatBackend`` runs the episodes
+    ``backend``: a ``chat.batched.LockstepBatcher`` (another ``ChatBackend`` runs the episodes
     one after another). ``first_sample[g]`` numbers ``tasks[g]``'s samples from there, so a task
     listed several times (TRL's repeated rows) gets distinct sampling seeds.
     """

@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import make_judge
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, initial_messages, prompt_variant_for
-from vsearcher_lite.batched_chat import BatchedTransformersChat, BatchedVLLMChat
+from vsearcher_lite.chat.batched import BatchedTransformersChat, BatchedVLLMChat
 from vsearcher_lite.manifest import write_manifest
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.inputs import (

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from vsearcher_lite.chat import (
+from vsearcher_lite.chat.base import (
     LOCAL_SAMPLING_KEYS,
     SAMPLING_KEYS,
     ChatBackend,

@@ -1,223 +1,28 @@
-"""Chat backends: one interface, ``ChatBackend.chat(messages, **sampling) -> str``, for every
-LLM role, with the OpenAI-compatible HTTP backend and the ``make_chat`` factory.
+"""The OpenAI-compatible HTTP backend (vLLM, SGLang, Ollama, ``transformers serve``, OpenAI,
+Gemini)."""
 
-Messages use the OpenAI shape; ``content`` is a string or a list of ``{"type": "text", ...}`` and
-``{"type": "image", "image": <path or URL>}`` parts, which each backend converts for its server
-or model. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed``; the
-local backend (``chat_transformers``) also takes ``repeat_guard``.
-"""
 
 from __future__ import annotations
 
-import abc
-import base64
-import functools
-import io
 import os
 import re
 import threading
 import time
-from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from PIL import Image
-
+from vsearcher_lite.chat.base import (
+    ChatBackend,
+    ChatError,
+    cut_at_stop,
+    image_to_url,
+    is_remote_url,
+    new_usage,
+)
 from vsearcher_lite.net.http import HttpClient, HttpError
 from vsearcher_lite.net.secrets import get_secret, get_setting, remember_secret
 from vsearcher_lite.runio import InputError
 
-
-class ChatError(RuntimeError):
-    """A chat call failed after its retries; the message names the endpoint and the cause."""
-
-
-class ChatBackend(abc.ABC):
-    name: str = "chat"
-
-    @abc.abstractmethod
-    def chat(self, messages: list[dict], **sampling: Any) -> str: ...
-
-
-class ScriptedChat(ChatBackend):
-    """Replies from a script: a list of strings, or a function of the messages.
-
-    For tests and for teaching; it records every call in ``calls``.
-
-    >>> bot = ScriptedChat(["hello", "bye"])
-    >>> bot.chat([{"role": "user", "content": "hi"}]), bot.chat([])
-    ('hello', 'bye')
-    """
-
-    name = "scripted"
-
-    def __init__(self, replies: Iterable[str] | Callable[[list[dict]], str]):
-        self._fn = replies if callable(replies) else None
-        self._replies = None if callable(replies) else list(replies)
-        self.calls: list[dict] = []
-
-    def chat(self, messages: list[dict], **sampling: Any) -> str:
-        self.calls.append({"messages": messages, "sampling": sampling})
-        if self._fn is not None:
-            return self._fn(messages)
-        if not self._replies:
-            raise ChatError("ScriptedChat: the script has no more replies")
-        return self._replies.pop(0)
-
-
-def message_text(message: dict) -> str:
-    """The text of a message, whatever the shape of its content."""
-    content = message.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content
-                   if isinstance(p, dict) and p.get("type") == "text")
-
-
-# Images: what a message's image part may hold, turned into what a backend needs.
-IMAGE_MIME_BY_FORMAT = {f: "image/" + f.lower()
-                        for f in ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF")}
-
-
-def is_remote_url(value: Any) -> bool:
-    return isinstance(value, str) and value.lower().startswith(("http://", "https://"))
-
-
-def _local_image_path(value: Any) -> Path | None:
-    if isinstance(value, os.PathLike):
-        return Path(value)
-    if isinstance(value, str) and not is_remote_url(value) and not value.startswith("data:"):
-        return Path(value[len("file://"):] if value.startswith("file://") else value)
-    return None
-
-
-def _image_mime(data: bytes, path: Path | None = None) -> str:
-    """The MIME type of image bytes, read from their content (a file name can lie)."""
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            mime = IMAGE_MIME_BY_FORMAT.get(img.format or "")
-    except Exception:
-        mime = None
-    if mime is None:
-        where = f" {path}" if path else ""
-        raise InputError(f"image{where} is not a readable image file")
-    return mime
-
-
-@functools.lru_cache(maxsize=256)
-def _file_data_url(path: str, mtime_ns: int, size: int) -> str:
-    # The question image goes out on every turn; keyed by mtime and size so edits are re-read.
-    return _data_url(Path(path).read_bytes(), Path(path))
-
-
-def _data_url(data: bytes, path: Path | None = None) -> str:
-    return f"data:{_image_mime(data, path)};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def image_to_url(image: Any) -> str:
-    """An ``image_url`` URL for an image part's value: an http(s) or data URL passes through; a
-    local path (or ``file://`` URL), bytes or a PIL image become a base64 data URL.
-
-    >>> image_to_url("https://example.org/cat.jpg")
-    'https://example.org/cat.jpg'
-    >>> image_to_url(Image.new("RGB", (2, 2)))[:22]
-    'data:image/png;base64,'
-    """
-    if isinstance(image, str) and (is_remote_url(image) or image.startswith("data:")):
-        return image
-    if isinstance(image, Image.Image):
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
-        return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-    if isinstance(image, (bytes, bytearray)):
-        return _data_url(bytes(image))
-    path = _local_image_path(image)
-    if path is None:
-        what = type(image).__name__
-        raise InputError(f"cannot use {what} as an image (give a path, URL, bytes or PIL image)")
-    if not path.is_file():
-        raise InputError(f"image file not found: {path}")
-    stat = path.stat()
-    return _file_data_url(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-def load_image(image: Any, fetch: Callable[[str], bytes] | None = None) -> Image.Image:
-    """A PIL image (RGB) from an image part's value; remote URLs go through ``fetch``."""
-    if isinstance(image, Image.Image):
-        return image.convert("RGB")
-    if isinstance(image, (bytes, bytearray)):
-        data = bytes(image)
-    elif isinstance(image, str) and image.startswith("data:"):
-        data = base64.b64decode(image.split(",", 1)[1])
-    elif is_remote_url(image):
-        if fetch is None:
-            raise ChatError(f"cannot fetch remote image {image}: no fetcher configured")
-        data = fetch(image)
-    else:
-        path = _local_image_path(image)
-        if path is None or not path.is_file():
-            raise InputError(f"image file not found: {image}")
-        data = path.read_bytes()
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            return img.convert("RGB")
-    except Exception as exc:
-        raise InputError(f"not a readable image: {str(image)[:80]} ({exc})") from None
-
-
-def cut_at_stop(text: str, stop: Iterable[str] | str | None) -> str:
-    """``text`` up to (not including) the earliest occurrence of any stop string.
-
-    >>> cut_at_stop("Thought: x\\nObservation: y", ["Observation:"])
-    'Thought: x\\n'
-    >>> cut_at_stop("abc", None)
-    'abc'
-    """
-    if not stop:
-        return text
-    stops = [stop] if isinstance(stop, str) else [s for s in stop if s]
-    found = [p for p in (text.find(s) for s in stops) if p >= 0]
-    return text[: min(found)] if found else text
-
-
-def usage_of(backend: ChatBackend) -> dict[str, int]:
-    """A copy of a backend's token usage for ``metrics.json`` (empty if it keeps none)."""
-    usage = getattr(backend, "usage", None)
-    return dict(usage) if isinstance(usage, dict) else {}
-
-
-def roles_usage(roles: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Token usage per LLM role of a stage, for its ``metrics.json``.
-
-    ``roles`` maps a role name to a backend or to anything holding one in ``.chat``. A backend
-    shared by several roles is reported once, under their names joined by ``+``.
-
-    >>> roles_usage({"writer": ScriptedChat([]), "judge": object()})
-    {}
-    """
-    names: dict[int, list[str]] = {}
-    backends: dict[int, ChatBackend] = {}
-    for role, holder in roles.items():
-        backend = holder if isinstance(holder, ChatBackend) else getattr(holder, "chat", None)
-        if not isinstance(backend, ChatBackend):
-            continue
-        names.setdefault(id(backend), []).append(role)
-        backends[id(backend)] = backend
-    out = {}
-    for key, backend in backends.items():
-        usage = usage_of(backend)
-        if usage:
-            out["+".join(names[key])] = usage
-    return out
-
-
-def new_usage() -> dict[str, int]:
-    return {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "responses_without_usage": 0}
-
-
-# The OpenAI-compatible HTTP backend.
 DEFAULT_BASE_URL = "http://localhost:8000/v1"  # where `vllm serve` listens by default
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
-LOCAL_SAMPLING_KEYS = ("repeat_guard",)  # options only a local model can honour
 _MODEL_MISSING = re.compile(
     r"(?i)(model[^\n]{0,120}(not found|does not exist|not exist|unknown|no such|try pulling))"
     r"|((not found|does not exist|unknown)[^\n]{0,40}model)|model_not_found")
@@ -424,52 +229,3 @@ def to_openai_message(message: dict) -> dict:
     return {**message, "content": parts}
 
 
-BACKENDS = ("openai", "transformers")
-_SPEC_FORMS = "expected 'openai:<model>@<base_url>', 'transformers:<path>' or a dict"
-
-
-def make_chat(spec: "str | dict | ChatBackend", **overrides: Any) -> ChatBackend:
-    """A chat backend from a spec: a backend (returned as is), a string or a dict.
-
-    Strings: ``"openai:<model>@<base_url>"``, ``"openai:<model>"`` or ``"openai"`` (the rest from
-    the environment), ``"transformers:<path or hub id>"``. Dicts: ``{"backend": "openai",
-    "model": ..., ...}`` with the constructor's keywords; ``overrides`` add keywords.
-
-    >>> make_chat("openai:qwen2.5-vl@http://127.0.0.1:8000/v1")
-    OpenAIChat(model='qwen2.5-vl', base_url='http://127.0.0.1:8000/v1')
-    """
-    from vsearcher_lite.chat_transformers import TransformersChat
-
-    if isinstance(spec, ChatBackend):
-        return spec
-    if isinstance(spec, dict):
-        options = dict(spec)
-        kind = options.pop("backend", None) or options.pop("type", None)
-        if kind not in BACKENDS:
-            raise InputError(f"chat spec {spec!r}: 'backend' must be one of {', '.join(BACKENDS)}")
-        options.update(overrides)
-        if kind == "transformers":
-            model = options.pop("model", None) or options.pop("path", None)
-            if not model:
-                raise InputError(f"chat spec {spec!r}: a transformers backend needs 'model' "
-                                 "(a path or hub id)")
-            return TransformersChat(model, **options)
-        return OpenAIChat(**options)
-    if not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"chat spec {spec!r}: {_SPEC_FORMS}")
-    kind, _, rest = spec.strip().partition(":")
-    if kind == "openai":
-        model, base_url = rest, None
-        at = rest.rfind("@http")
-        if at >= 0:
-            model, base_url = rest[:at], rest[at + 1:]
-        elif "@" in rest:
-            raise InputError(f"chat spec {spec!r}: the base URL after '@' must start with http:// "
-                             "or https:// (a model name with '@' in it: use the dict form)")
-        return OpenAIChat(model or None, base_url, **overrides)
-    if kind == "transformers":
-        if not rest:
-            raise InputError(f"chat spec {spec!r}: give the model as "
-                             "'transformers:<path or hub id>'")
-        return TransformersChat(rest, **overrides)
-    raise InputError(f"chat spec {spec!r}: {_SPEC_FORMS}")

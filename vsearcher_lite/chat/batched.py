@@ -1,7 +1,7 @@
 """Many ReAct episodes, one model: chat backends that answer concurrent ``chat`` calls in one batch.
 
 GRPO runs P x G episodes per step and the held-out evaluation runs hundreds; one
-``model.generate`` per turn per episode (``chat.TransformersChat``) leaves a small model's CPU
+``model.generate`` per turn per episode (``chat.local.TransformersChat``) leaves a small model's CPU
 time to per-call overhead; one batch of several prompts takes a fraction of their one-by-one
 time, with token-identical greedy output. The batching lives
 *behind* the ``ChatBackend`` interface, so the episodes still run through the project's own
@@ -36,14 +36,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from vsearcher_lite.chat import (
+from vsearcher_lite.chat.base import (
     LOCAL_SAMPLING_KEYS,
     SAMPLING_KEYS,
     ChatBackend,
     ChatError,
     cut_at_stop,
 )
-from vsearcher_lite.chat_transformers import processor_message, repeat_guard_kwargs
+from vsearcher_lite.chat.local import processor_message, repeat_guard_kwargs
 
 _thread = threading.local()
 
@@ -286,7 +286,7 @@ def single_token_ids(tokenizer, strings) -> tuple[list[int], list[str]]:
 class BatchedTransformersChat(LockstepBatcher):
     """A loaded image-text model and its processor behind the batcher (``model.generate``, left padding).
 
-    Decoding matches ``chat.TransformersChat``: greedy at temperature 0, else sampling with
+    Decoding matches ``chat.local.TransformersChat``: greedy at temperature 0, else sampling with
     ``top_p`` and no top-k; stop strings end a row and are cut from its text; special tokens are
     skipped. The model is put in eval mode for generation and restored after (the trainer owns it).
     """
