@@ -310,7 +310,7 @@ def test_the_evaluation_model_is_on_cuda_and_evaluates(tmp_path, gpu_run):
 @pytest.mark.gpu
 def test_the_own_grpo_engine_on_cuda(gpu_run):
     needs_cuda()
-    from vsearcher_lite.rl.trainer import run_grpo
+    from vsearcher_lite.rl.grpo import run_grpo
 
     cfg = GRPOConfig.for_profile("cpu", device="cuda", max_steps=2, prompts_per_step=2, generations=4, max_tokens=24,
                                  max_tool_calls=2, eval_max_tasks=2, difficulty_mix={"easy": 1}, eval_batch=4,

@@ -186,7 +186,7 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     """The stages get the full-length, resumable settings, in order; a finished stage is skipped."""
     from vsearcher_lite import reference
     from vsearcher_lite.evaluation import comparison
-    from vsearcher_lite.rl import trainer
+    from vsearcher_lite.rl import grpo
     from vsearcher_lite.training import sft
 
     calls = []
@@ -198,7 +198,7 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
         (tmp_path / name / "metrics.json").write_text("{}")
 
     monkeypatch.setattr(sft, "run_sft", lambda run, config, log: finished("sft", config))
-    monkeypatch.setattr(trainer, "run_grpo", lambda run, config, log: finished("grpo", config))
+    monkeypatch.setattr(grpo, "run_grpo", lambda run, config, log: finished("grpo", config))
     monkeypatch.setattr(comparison, "run_comparison", lambda run, config, log: finished("comparison", config))
     seconds = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
     assert [name for name, _ in calls] == ["sft", "grpo", "comparison"] and set(seconds) == {"sft", "grpo", "comparison"}

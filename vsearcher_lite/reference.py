@@ -388,7 +388,7 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
     from vsearcher_lite.rl.config import GRPOConfig
-    from vsearcher_lite.rl.trainer import run_grpo
+    from vsearcher_lite.rl.grpo import run_grpo
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.sft import run_sft
 

@@ -27,7 +27,7 @@ def config_from_args(args):
 
 
 def _cmd_grpo(args) -> int:
-    from vsearcher_lite.rl.trainer import run_grpo
+    from vsearcher_lite.rl.grpo import run_grpo
 
     config = config_from_args(args)
     m = run_grpo(args.run_dir, config)

@@ -20,8 +20,8 @@ from vsearcher_lite.world.schema import PRESENT_YEAR, Draft
 SITE = "https://wiki.sandbox.test"
 
 
-def slug(title: str) -> str:
-    """The article slug of a title, Wikipedia style: ``slug("Orsk Bridge") == "Orsk_Bridge"``."""
+def article_slug(title: str) -> str:
+    """The article slug of a title, Wikipedia style: ``article_slug("Orsk Bridge") == "Orsk_Bridge"``."""
     return re.sub(r"\s+", "_", title.strip())
 
 
@@ -35,7 +35,7 @@ def dash_slug(text: str) -> str:
 
 
 def article_url(title: str) -> str:
-    return f"{SITE}/wiki/{slug(title)}"
+    return f"{SITE}/wiki/{article_slug(title)}"
 
 
 def a_an(word: str) -> str:
@@ -348,7 +348,7 @@ class SecondaryWriter:
                 clause = self.fact_clause(d, rng, out)
                 ref = cap(out.mention(d))
                 lines.append(f"{ref}, {clause}." if clause else f"{ref}.")
-            url = f"{SITE}/list/{slug(title)}"
+            url = f"{SITE}/list/{article_slug(title)}"
             pages.append(SecondaryPage(url, title, "list", lines, out.mentions, region_id))
         for person_id, made in sorted(works.items()):
             if len(made) < min_items:
@@ -360,7 +360,7 @@ class SecondaryWriter:
             lines = [f"A list of works by the {person.occupation} {person.name}."]
             for d in sorted(made, key=lambda x: (x.year or 0, x.name)):
                 lines.append(f"{cap(out.mention(d))} ({d.kind}, {d.year}).")
-            url = f"{SITE}/list/{slug(title)}"
+            url = f"{SITE}/list/{article_slug(title)}"
             pages.append(SecondaryPage(url, title, "list", lines, out.mentions, person_id))
         return pages
 
