@@ -120,3 +120,14 @@ def test_the_package_has_no_import_cycles():
     assert len(graph) > 50  # the package was found
     found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(describe(c, graph) for c in found)
+
+
+MAX_FILE_LINES = 600
+
+
+def test_no_module_is_longer_than_a_reader_can_hold():
+    """Every module of the package has at most ``MAX_FILE_LINES`` lines: a longer one has
+    more than one job and is split by job."""
+    long = {name: n for name, path in module_files().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES}
+    assert not long, f"modules over {MAX_FILE_LINES} lines: {long}"
