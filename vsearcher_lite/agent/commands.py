@@ -1,4 +1,4 @@
-"""CLI: ``vsearcher-lite trajectories`` (rejection sampling) and ``vsearcher-lite format-check FILE``."""
+"""CLI: ``vsearcher-lite trajectories`` (rejection sampling) and ``format-check FILE``."""
 
 from __future__ import annotations
 
@@ -22,24 +22,27 @@ def assistant_turns(record: dict, where: str) -> Iterator[tuple[str, object]]:
         return
     messages = record.get("messages")
     if not isinstance(messages, list):
-        raise InputError(f'{where}: expected a trajectory with "messages" or a raw turn {{"turn": "..."}}')
+        raise InputError(f'{where}: expected a trajectory with "messages" or a raw turn '
+                         '{"turn": "..."}')
     index = 0
     for message in messages:
         if isinstance(message, dict) and message.get("role") == "assistant":
             content = message.get("content")
             if not (content is None or isinstance(content, (str, list))):
-                raise InputError(f"{where}: assistant message {index}: content must be text or a list of parts, "
-                                 f"got {type(content).__name__}")
-            yield f".{index}", content if isinstance(content, str) or content is None else message_text(message)
+                raise InputError(f"{where}: assistant message {index}: content must be text or a "
+                                 f"list of parts, got {type(content).__name__}")
+            yield f".{index}", message_text(message) if isinstance(content, list) else content
             index += 1
 
 
 def format_check_file(path: str | Path, out=None) -> tuple[int, int]:
-    """Print one verdict per assistant turn (``LINE[.TURN]<TAB>ok`` or the reason); ``(n_turns, n_failed)``."""
+    """Print one verdict per assistant turn (``LINE[.TURN]<TAB>ok`` or the reason); returns
+    ``(n_turns, n_failed)``."""
     out = out if out is not None else sys.stdout
     path = Path(path)
     n_turns = n_failed = n_records = 0
-    for number, record in enumerate_records(path):
+    # strict: a user's file is being validated, so even a last line without its newline must parse
+    for number, record in read_jsonl_numbered(path, tolerate_torn_tail=False):
         n_records += 1
         for label, turn in assistant_turns(record, f"{path}:{number}"):
             verdict = strict_format_check(turn)
@@ -49,15 +52,6 @@ def format_check_file(path: str | Path, out=None) -> tuple[int, int]:
     if not n_records:
         raise InputError(f"{path}: no records to check (the file is empty)")
     return n_turns, n_failed
-
-
-def enumerate_records(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, record)`` for each non-blank line; a malformed line is an ``InputError`` naming it.
-
-    Stricter than ``read_jsonl``: a user's file is being validated, so even a last line without
-    its newline must parse.
-    """
-    yield from read_jsonl_numbered(path, tolerate_torn_tail=False)
 
 
 def _cmd_format_check(args) -> int:
@@ -74,31 +68,28 @@ def _cmd_trajectories(args) -> int:
 
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
-        "trajectories",
-        parents=[common],
+        "trajectories", parents=[common],
         help="teacher trajectories with rejection sampling (notebook 05)",
-        description=(
-            "Run the teacher through the ReAct loop over the filtered tasks, judge the answers, keep the "
-            "correct trajectories, and export them for SFT. Writes RUN_DIR/trajectories/."
-        ),
-    )
-    p.add_argument("--teacher", default=None, help="'heuristic' (sandbox default) or a chat spec, e.g. openai:MODEL@URL")
+        description="Run the teacher through the ReAct loop over the filtered tasks, judge the "
+                    "answers, keep the correct trajectories, and export them for SFT. Writes "
+                    "RUN_DIR/trajectories/.")
+    p.add_argument("--teacher", default=None,
+                   help="'heuristic' (sandbox default) or a chat spec, e.g. openai:MODEL@URL")
     p.add_argument("--judge", default=None, help="'match' (sandbox default) or 'llm:<chat spec>'")
-    p.add_argument("--samples", type=int, default=None, help="trajectories per task (default: the profile's)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="trajectories per task (default: the profile's)")
     p.add_argument("--max-tasks", type=int, default=None, help="use at most this many tasks")
     p.add_argument("--concurrency", type=int, default=None, help="episodes run at once (threads)")
-    p.add_argument("--prompt", choices=("full", "compact"), default=None, help="system prompt variant")
+    p.add_argument("--prompt", choices=("full", "compact"), default=None,
+                   help="system prompt variant")
     p.set_defaults(func=_cmd_trajectories)
 
     f = subparsers.add_parser(
-        "format-check",
-        parents=[common],
+        "format-check", parents=[common],
         help="check assistant turns against the strict agent format",
-        description=(
-            "Check every assistant turn of FILE with the strict format check (paper A.3). FILE is JSONL: "
-            'trajectories (records with "messages") or raw turns ({"turn": "..."}). Prints LINE[.TURN] and '
-            "'ok' or the reason for each turn; exits 1 if any turn fails."
-        ),
-    )
+        description="Check every assistant turn of FILE with the strict format check (paper A.3). "
+                    'FILE is JSONL: trajectories (records with "messages") or raw turns '
+                    '({"turn": "..."}). Prints LINE[.TURN] and \'ok\' or the reason for each '
+                    "turn; exits 1 if any turn fails.")
     f.add_argument("file", help="a JSONL file of trajectories or of {\"turn\": ...} records")
     f.set_defaults(func=_cmd_format_check)

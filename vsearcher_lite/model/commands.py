@@ -18,9 +18,8 @@ from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 
 
-
 def _positive(kind):
-    """An argparse type: a positive ``kind`` (argparse turns the error into a one-line usage error)."""
+    """An argparse type: a positive ``kind`` (argparse makes the error a one-line usage error)."""
 
     def parse(text: str):
         try:
@@ -48,8 +47,9 @@ def canonical_command(args) -> str:
         parts += ["--init", args.init]
     if args.recipe and args.recipe != "full":
         parts += ["--recipe", args.recipe]
-    for flag, value in (("--minutes", args.minutes), ("--max-steps", args.max_steps), ("--threads", args.threads),
-                        ("--probe-n", args.probe_n), ("--agent-tasks", args.agent_tasks)):
+    for flag, value in (("--minutes", args.minutes), ("--max-steps", args.max_steps),
+                        ("--threads", args.threads), ("--probe-n", args.probe_n),
+                        ("--agent-tasks", args.agent_tasks)):
         if value is not None:
             parts += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     if args.seed:
@@ -72,7 +72,8 @@ def config_from_args(args):
     if recipe in ("continue", "fresh") and not args.init:
         raise InputError(f"--recipe {recipe} continues a checkpoint: give it one with --init DIR")
     if recipe != "full" and args.smoke:
-        raise InputError(f"--smoke has its own short stages; it does not combine with --recipe {recipe}")
+        raise InputError("--smoke has its own short stages; it does not combine with "
+                         f"--recipe {recipe}")
     if args.init:
         _check_init(args.init)
     out = args.out or str(Path(args.run_dir) / "pretrain")
@@ -80,11 +81,13 @@ def config_from_args(args):
     if args.smoke:
         config = PretrainConfig.smoke(out, seed=args.seed, command=command)
     else:
-        config = PretrainConfig.for_recipe(recipe, out, init_from=args.init, seed=args.seed, command=command)
+        config = PretrainConfig.for_recipe(recipe, out, init_from=args.init, seed=args.seed,
+                                           command=command)
         if args.agent_tasks is not None:
             config.probes.agent_tasks = int(args.agent_tasks)
-        # the agent probe's sandbox tasks live in the run folder (recorded only when the probe runs)
-        config.probes.agent_run_dir = str(Path(args.run_dir)) if config.probes.agent_tasks > 0 else None
+        # the agent probe's sandbox tasks live in the run folder (recorded only when it runs)
+        probing = config.probes.agent_tasks > 0
+        config.probes.agent_run_dir = str(Path(args.run_dir)) if probing else None
     if args.minutes is not None:
         config.max_minutes = float(args.minutes)
     if args.max_steps is not None:
@@ -105,18 +108,22 @@ def config_from_args(args):
 
 
 def probe_options_from_args(args) -> dict:
-    """Keyword arguments of ``probe_checkpoint`` for ``pretrain --probe-only`` (training options refused)."""
+    """Keyword arguments of ``probe_checkpoint`` for ``pretrain --probe-only`` (training options
+    refused)."""
     if not args.init:
         raise InputError("--probe-only probes an existing checkpoint: give it with --init DIR")
-    refused = [flag for flag, given in (("--out", args.out), ("--recipe", args.recipe), ("--minutes", args.minutes),
-                                        ("--max-steps", args.max_steps), ("--smoke", args.smoke)) if given]
+    training = (("--out", args.out), ("--recipe", args.recipe), ("--minutes", args.minutes),
+                ("--max-steps", args.max_steps), ("--smoke", args.smoke))
+    refused = ", ".join(flag for flag, given in training if given)
     if refused:
-        raise InputError(f"--probe-only rewrites the probes of --init in place and trains nothing; drop {', '.join(refused)}")
+        raise InputError("--probe-only rewrites the probes of --init in place and trains nothing; "
+                         f"drop {refused}")
     _check_init(args.init)
     agent_tasks = args.agent_tasks if args.agent_tasks is not None else 20
-    return {"agent_tasks": agent_tasks, "agent_run_dir": str(Path(args.run_dir)) if agent_tasks > 0 else None,
-            "n_per_kind": args.probe_n, "threads": args.threads or 2, "device": args.device or "auto",
-            "command": canonical_command(args),
+    return {"agent_tasks": agent_tasks,
+            "agent_run_dir": str(Path(args.run_dir)) if agent_tasks > 0 else None,
+            "n_per_kind": args.probe_n, "threads": args.threads or 2,
+            "device": args.device or "auto", "command": canonical_command(args),
             "log": (lambda msg: None) if args.quiet else None}
 
 
@@ -132,18 +139,19 @@ def _cmd_probe_only(args) -> int:
 
 def _cmd_pretrain(args) -> int:
     if args.agent_tasks is not None and args.agent_tasks < 0:
-        raise InputError(f"--agent-tasks must be 0 (skip the agent probe) or more, got {args.agent_tasks}")
+        raise InputError("--agent-tasks must be 0 (skip the agent probe) or more, "
+                         f"got {args.agent_tasks}")
     from vsearcher_lite.model.pretrain import pretrain
 
     if args.probe_only:
         return _cmd_probe_only(args)
     if args.profile != "cpu":
-        print("vsearcher-lite pretrain: the tiny base is the cpu profile's; other profiles start from a real "
-              "Qwen3-VL checkpoint. Training it anyway.", file=sys.stderr)
+        print("vsearcher-lite pretrain: the tiny base is the cpu profile's; other profiles start "
+              "from a real Qwen3-VL checkpoint. Training it anyway.", file=sys.stderr)
     config = config_from_args(args)
     metrics = pretrain(config)
-    summary = {k: metrics[k] for k in ("total_steps", "train_seconds", "loss_first", "loss_last", "probes",
-                                       "checkpoint_bytes")}
+    keys = ("total_steps", "train_seconds", "loss_first", "loss_last", "probes", "checkpoint_bytes")
+    summary = {k: metrics[k] for k in keys}
     summary["out_dir"] = config.out_dir
     print(json.dumps(summary, indent=2))
     return 0
@@ -151,40 +159,31 @@ def _cmd_pretrain(args) -> int:
 
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
-        "pretrain",
-        parents=[common],
-        help="pretrain the cpu profile's tiny base VLM (rebuilds data/tiny_base; not part of a normal run)",
-        description=(
-            "Train the tokenizer and a tiny Qwen3-VL from scratch on copy-dense text from sandbox worlds other "
-            "than the evaluation world, probe it (copying, page reading, the base model as an agent), and save "
-            "it with its model card. Output: RUN_DIR/pretrain/ unless --out is given; the shipped base is "
-            "replaced only by --out data/tiny_base. The full run takes about 26 minutes on 2 otherwise idle CPU cores; "
-            "--recipe continue at most 30 minutes, --recipe fresh (the shipped base's last runs) at most 40. --probe-only re-runs the probes of "
-            "an existing checkpoint (a few minutes) and rewrites its metrics and card."
-        ),
-    )
-    p.add_argument("--out", default=None, help="output folder (default: RUN_DIR/pretrain)")
-    p.add_argument("--minutes", type=_positive(float), default=None,
-                   help="wall-clock cap on training, shared by the stages (default: 45 + 15 minutes, a safety net: the step caps end the full run first)")
-    p.add_argument("--max-steps", type=_positive(int), default=None,
-                   help="step cap on training, shared by the stages (default: 1800 + 500)")
-    p.add_argument("--threads", type=_positive(int), default=None, help="torch threads (default: 2)")
+        "pretrain", parents=[common],
+        help="pretrain the cpu profile's tiny base VLM (data/tiny_base; not in a normal run)",
+        description="Train the tokenizer and a tiny Qwen3-VL from scratch on copy-dense text from "
+                    "sandbox worlds other than the evaluation world, probe it (copying, page "
+                    "reading, the base model as an agent), and save it with its model card. "
+                    "Output: RUN_DIR/pretrain/ unless --out is given; only --out data/tiny_base "
+                    "replaces the shipped base. --probe-only re-runs the probes of a checkpoint.")
+    add = p.add_argument
+    add("--out", help="output folder (default: RUN_DIR/pretrain)")
+    add("--minutes", type=_positive(float), help="clock cap on training, shared by the stages "
+        "(default: 45 + 15, a safety net: the step caps end the full run first)")
+    add("--max-steps", type=_positive(int),
+        help="step cap on training, shared by the stages (default: 1800 + 500)")
+    add("--threads", type=_positive(int), help="torch threads (default: 2)")
     add_device_option(p)
-    p.add_argument("--probe-n", type=_positive(int), default=None, help="probe documents per probe kind (default: 150)")
-    p.add_argument("--agent-tasks", type=int, default=None,
-                   help="held-out sandbox tasks for the base model's agent probe; 0 skips it "
-                        "(default: 20; 0 with --recipe continue or fresh)")
-    p.add_argument("--init", default=None,
-                   help="continue training this checkpoint (its tokenizer and weights) instead of starting from scratch")
-    p.add_argument("--recipe", choices=("full", "continue", "fresh"), default=None,
-                   help="full (default): stages A + B (1800 + 500 steps); continue: one stage A of up to 2400 steps "
-                        "or 30 minutes at lr 2e-3 with more lookup and page-reading text, from --init (required); "
-                        "fresh: 40 minutes from --init (required) on documents whose names are drawn afresh, rows of "
-                        "1024 tokens, lr 1e-3, copy targets weighted x2; the shipped base's last run is "
-                        "`--init data/tiny_base --recipe fresh --out data/tiny_base`")
-    p.add_argument("--probe-only", action="store_true",
-                   help="train nothing: re-run every probe on the checkpoint --init and rewrite its metrics.json "
-                        "probes and MODEL_CARD.md in place (the agent probe's tasks come from --run-dir)")
-    p.add_argument("--smoke", action="store_true", help="a seconds-long run on two small worlds (CI)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add("--probe-n", type=_positive(int), help="probe documents per probe kind (default: 150)")
+    add("--agent-tasks", type=int, help="held-out tasks for the base model's agent probe; 0 skips "
+        "it (default: 20; 0 with --recipe continue or fresh)")
+    add("--init", help="start from this checkpoint (tokenizer and weights), not from scratch")
+    add("--recipe", choices=("full", "continue", "fresh"),
+        help="full (default): stages A + B; continue: one stage A from --init; fresh: 40 minutes "
+             "from --init on freshly named documents (the shipped base's last runs: "
+             "--init data/tiny_base --recipe fresh --out data/tiny_base)")
+    add("--probe-only", action="store_true", help="train nothing: re-run every probe on --init "
+        "and rewrite its metrics.json probes and MODEL_CARD.md (agent tasks from --run-dir)")
+    add("--smoke", action="store_true", help="a seconds-long run on two small worlds (CI)")
+    add("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd_pretrain)

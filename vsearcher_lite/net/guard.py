@@ -27,10 +27,10 @@ transport is given.
 ...     return [(2, 1, 6, "", ({"example.org": "93.184.215.14"}.get(host, "10.0.0.5"), port))]
 >>> guard = UrlGuard(resolver=stub)
 >>> guard.check("https://example.org/page")
->>> guard.check("http://intranet.corp/")
+>>> guard.check("http://nas/")
 Traceback (most recent call last):
   ...
-vsearcher_lite.net.guard.BlockedUrl: http://intranet.corp/: intranet.corp resolves to 10.0.0.5, a private address
+vsearcher_lite.net.guard.BlockedUrl: http://nas/: nas resolves to 10.0.0.5, a private address
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")
 SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT
 
 _NUMERIC_PART = re.compile(r"^(0[xX][0-9a-fA-F]*|[0-9]+)$")
-_CANONICAL_IPV4 = re.compile(r"^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$")
+_OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_CANONICAL_IPV4 = re.compile(rf"^{_OCTET}(\.{_OCTET}){{3}}$")
 
 
 class BlockedUrl(HttpError):
@@ -79,12 +80,13 @@ class BlockedUrl(HttpError):
     """
 
     def __init__(self, reason: str, url: str = "", *, transient: bool = False):
-        super().__init__(f"{url}: {reason}" if url else reason, url=url, status=None, reason=reason)
+        super().__init__(f"{url}: {reason}" if url else reason, url=url, status=None,
+                         reason=reason)
         self.transient = transient
 
 
 def parse_loose_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The IPv4 address a permissive resolver (``inet_aton``) would read from ``host``, or ``None``.
+    """The IPv4 address a permissive resolver (``inet_aton``) reads from ``host``, or ``None``.
 
     Accepts 1 to 4 parts, each decimal, octal (leading 0) or hex (``0x``), the last part filling
     the remaining bytes: the forms used to disguise an internal address.
@@ -98,18 +100,14 @@ def parse_loose_ipv4(host: str) -> ipaddress.IPv4Address | None:
     if not 1 <= len(parts) <= 4 or not all(_NUMERIC_PART.match(p) for p in parts):
         return None
     try:
-        values = [int(p, 16) if p[:2].lower() == "0x" else int(p, 8) if len(p) > 1 and p[0] == "0" else int(p)
-                  for p in (p if p.lower() != "0x" else "0x0" for p in parts)]
+        values = [int(p, 16) if p[:2].lower() == "0x" else int(p, 8) if len(p) > 1 and p[0] == "0"
+                  else int(p) for p in (p if p.lower() != "0x" else "0x0" for p in parts)]
     except ValueError:  # e.g. "08", not valid octal
         return None
     *head, last = values
     if any(v > 255 for v in head) or last >= 256 ** (4 - len(head)):
         return None
-    number = 0
-    for v in head:
-        number = number * 256 + v
-    number = (number << (8 * (4 - len(head)))) | last
-    return ipaddress.IPv4Address(number)
+    return ipaddress.IPv4Address(int.from_bytes(bytes(head), "big") << 8 * (4 - len(head)) | last)
 
 
 def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
@@ -143,14 +141,9 @@ def address_problem(ip: IPAddress) -> str | None:
             problem = address_problem(inner)
             if problem:
                 return f"an IPv6 address carrying {inner}, {problem}"
-    checks = (
-        ("is_unspecified", "an unspecified address"),
-        ("is_loopback", "a loopback address"),
-        ("is_link_local", "a link-local address"),
-        ("is_multicast", "a multicast address"),
-        ("is_private", "a private address"),
-        ("is_reserved", "a reserved address"),
-    )
+    checks = (("is_unspecified", "an unspecified address"), ("is_loopback", "a loopback address"),
+              ("is_link_local", "a link-local address"), ("is_multicast", "a multicast address"),
+              ("is_private", "a private address"), ("is_reserved", "a reserved address"))
     for attribute, label in checks:
         if getattr(ip, attribute, False):
             return label
@@ -164,7 +157,7 @@ def address_problem(ip: IPAddress) -> str | None:
 
 
 class UrlGuard:
-    """``check(url)`` returns ``None`` for a URL that may be fetched and raises ``BlockedUrl`` otherwise.
+    """``check(url)`` returns ``None`` for a URL that may be fetched, else raises ``BlockedUrl``.
 
     ``resolver`` has the signature of ``socket.getaddrinfo`` (inject a stub in tests).
     ``allow_hosts`` lists host names or addresses exempt from the address checks (for a test
@@ -220,7 +213,8 @@ class UrlGuard:
             raise block(f"host {host!r} names a local or metadata service")
         return self._approved_addresses(host, port, block)
 
-    def _approved_addresses(self, host: str, port: int, block: Callable[[str], BlockedUrl]) -> list[IPAddress]:
+    def _approved_addresses(self, host: str, port: int,
+                            block: Callable[[str], BlockedUrl]) -> list[IPAddress]:
         literal = _ip_literal(host)
         if literal is not None:
             problem = address_problem(literal)
@@ -246,20 +240,20 @@ class UrlGuard:
         if "%" in unicode_host:
             raise block("percent-escapes and zone ids in the host are refused")
         folded = unicodedata.normalize("NFKC", unicode_host)
-        if folded != unicode_host and (_ip_literal(folded.rstrip(".")) or parse_loose_ipv4(folded.rstrip("."))):
+        bare = folded.rstrip(".")
+        if folded != unicode_host and (_ip_literal(bare) or parse_loose_ipv4(bare)):
             raise block(f"host {unicode_host!r} normalises to the address {folded!r}")
         try:
             host = parsed.raw_host.decode("ascii").lower()
         except UnicodeDecodeError:
             raise block(f"host {unicode_host!r} cannot be encoded as an ASCII host name") from None
-        host = host.strip("[]")
-        if host.endswith("."):
-            host = host[:-1]
+        host = host.strip("[]").removesuffix(".")
         if not host:
             raise block("the URL has an empty host")
         return host
 
-    def _resolve(self, host: str, port: int, block: Callable[[str], BlockedUrl]) -> list[IPAddress]:
+    def _resolve(self, host: str, port: int,
+                 block: Callable[[str], BlockedUrl]) -> list[IPAddress]:
         try:
             infos = list(self.resolver(host, port, 0, socket.SOCK_STREAM))
         except (OSError, UnicodeError) as exc:
@@ -272,7 +266,8 @@ class UrlGuard:
             try:
                 addresses.append(ipaddress.ip_address(raw))
             except ValueError:
-                raise block(f"host {host!r} resolved to something that is not an address: {raw!r}") from None
+                raise block(f"host {host!r} resolved to something that is not an address: "
+                            f"{raw!r}") from None
         if not addresses:
             raise block(f"host {host!r} resolved to no addresses")
         return addresses
@@ -297,13 +292,15 @@ class PinnedNetworkBackend(httpcore.SyncBackend):
     def __init__(self, guard: UrlGuard):
         self.guard = guard
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
                     socket_options: Any = None) -> httpcore.NetworkStream:
         addresses = self.guard.approved_addresses(host, port)
         last_error: Exception | None = None
         for ip in addresses:
             try:
-                return super().connect_tcp(str(ip), port, timeout=timeout, local_address=local_address,
+                return super().connect_tcp(str(ip), port, timeout=timeout,
+                                           local_address=local_address,
                                            socket_options=socket_options)
             except httpcore.ConnectError as exc:  # try the next approved address
                 last_error = exc
@@ -316,6 +313,7 @@ def pinned_transport(guard: UrlGuard, **transport_options: Any) -> httpx.HTTPTra
     transport = httpx.HTTPTransport(**transport_options)
     pool = getattr(transport, "_pool", None)
     if not hasattr(pool, "_network_backend"):  # an httpx/httpcore layout this code does not know
-        raise RuntimeError("cannot pin connections with this httpx version; upgrade or pass transport=")
+        raise RuntimeError("cannot pin connections with this httpx version; upgrade or pass "
+                           "transport=")
     pool._network_backend = PinnedNetworkBackend(guard)
     return transport

@@ -1,6 +1,6 @@
 """An HTTP client that holds up against real web APIs (httpx underneath).
 
-One ``HttpClient`` per backend (Serper, Vision, Jina, Wikidata, the chat endpoint ...). Each call:
+One ``HttpClient`` per backend (Serper, Vision, Jina, Wikidata, the chat endpoint ...). A call:
 
 - has a timeout per attempt and a bounded total time (``total_timeout``) over all its retries;
 - retries 429, 5xx, connection errors, timeouts and truncated bodies with exponential backoff
@@ -51,20 +51,23 @@ except Exception:  # not installed (e.g. run from a source tree)
 
 # Wikimedia asks for a descriptive User-Agent with a way to reach the operator; users running
 # many live requests should put their own contact in (HttpClient(user_agent=...)).
-DEFAULT_USER_AGENT = f"vsearcher-lite/{_VERSION} (educational research reproduction; python-httpx)"
+DEFAULT_USER_AGENT = (f"vsearcher-lite/{_VERSION} "
+                      "(educational research reproduction; python-httpx)")
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 10
 # Headers whose values are credentials; their values are masked in any message.
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key"})
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key",
+                                "x-goog-api-key", "api-key"})
 BODY_EXCERPT_CHARS = 300
 
 
 class _RetryableFailure(Exception):
     """Internal: one attempt failed in a way worth retrying."""
 
-    def __init__(self, reason: str, status: int | None = None, retry_after: float | None = None, body: str = ""):
+    def __init__(self, reason: str, status: int | None = None, retry_after: float | None = None,
+                 body: str = ""):
         super().__init__(reason)
         self.reason = reason
         self.status = status
@@ -120,15 +123,15 @@ class TokenBucket:
     ``acquire`` returns how long the caller slept. The clock and sleep are injectable for tests.
     """
 
-    def __init__(self, rate: float, capacity: float = 1.0, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, rate: float, capacity: float = 1.0, *,
+                 clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Any] = time.sleep):
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.rate = float(rate)
         self.capacity = max(1.0, float(capacity))
         self._tokens = self.capacity
-        self._clock = clock
-        self._sleep = sleep
+        self._clock, self._sleep = clock, sleep
         self._last = clock()
         self._lock = threading.Lock()
 
@@ -155,26 +158,22 @@ class HttpClient:
     with ``sleep``), ``follow_redirects`` (default True).
     """
 
-    def __init__(self, name: str, *, timeout: float = 30.0, max_retries: int = 4, backoff_base: float = 0.5,
-                 backoff_max: float = 30.0, total_timeout: float | None = 120.0, rate_per_s: float | None = None,
-                 max_concurrency: int = 4, guard: "UrlGuard | None" = None, user_agent: str = DEFAULT_USER_AGENT,
-                 transport: httpx.BaseTransport | None = None, sleep: Callable[[float], Any] = time.sleep,
-                 rng: random.Random | None = None, secrets: Iterable[str] = (),
+    def __init__(self, name: str, *, timeout: float = 30.0, max_retries: int = 4,
+                 backoff_base: float = 0.5, backoff_max: float = 30.0,
+                 total_timeout: float | None = 120.0, rate_per_s: float | None = None,
+                 max_concurrency: int = 4, guard: UrlGuard | None = None,
+                 user_agent: str = DEFAULT_USER_AGENT, transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], Any] = time.sleep, rng: random.Random | None = None,
+                 secrets: Iterable[str] = (),
                  key_var: str | None = None, headers: dict[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic, follow_redirects: bool = True):
         if max_retries < 0 or max_concurrency < 1 or timeout <= 0:
             raise ValueError("need max_retries >= 0, max_concurrency >= 1 and timeout > 0")
-        self.name = name
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff_base = float(backoff_base)
-        self.backoff_max = float(backoff_max)
-        self.total_timeout = total_timeout
-        self.guard = guard
-        self.key_var = key_var
-        self.follow_redirects = follow_redirects
-        self._sleep = sleep
-        self._clock = clock
+        self.name, self.guard, self.key_var = name, guard, key_var
+        self.timeout, self.max_retries = float(timeout), int(max_retries)
+        self.backoff_base, self.backoff_max = float(backoff_base), float(backoff_max)
+        self.total_timeout, self.follow_redirects = total_timeout, follow_redirects
+        self._sleep, self._clock = sleep, clock
         self._rng = rng if rng is not None else random.Random(0)
         self._rng_lock = threading.Lock()
         self._secrets = {s for s in secrets if s}
@@ -189,13 +188,9 @@ class HttpClient:
             # through an environment proxy (the guard must see the real destination).
             transport = pinned_transport(guard)
         # Redirects are followed by hand so that a guard sees every hop.
-        self._client = httpx.Client(
-            transport=transport,
-            trust_env=guard is None,
-            headers={"User-Agent": user_agent},
-            follow_redirects=False,
-            timeout=self.timeout,
-        )
+        self._client = httpx.Client(transport=transport, trust_env=guard is None,
+                                    headers={"User-Agent": user_agent}, follow_redirects=False,
+                                    timeout=self.timeout)
 
     # -- public API -------------------------------------------------------------------------
 
@@ -224,8 +219,9 @@ class HttpClient:
         """``text`` with this client's secrets (and every known secret) masked."""
         return redact(text, self._secrets)
 
-    def request(self, method: str, url: str, *, params: Any = None, json: Any = None, data: Any = None,
-                headers: dict[str, str] | None = None, max_bytes: int | None = None) -> httpx.Response:
+    def request(self, method: str, url: str, *, params: Any = None, json: Any = None,
+                data: Any = None, headers: dict[str, str] | None = None,
+                max_bytes: int | None = None) -> httpx.Response:
         """Send one request with retries; the final 2xx response (body read), or ``HttpError``.
 
         ``max_bytes`` caps how much of the body is read: a longer body is cut there and the
@@ -234,13 +230,12 @@ class HttpClient:
         """
         merged = {**self._default_headers, **(headers or {})}
         call_secrets = self._secrets | _credential_values(merged)
-        start = self._clock()
-        deadline = None if self.total_timeout is None else start + self.total_timeout
+        deadline = None if self.total_timeout is None else self._clock() + self.total_timeout
         attempt = 0
         while True:
             try:
-                response = self._attempt(method, url, params, json, data, merged, max_bytes, deadline, call_secrets)
-                return response
+                return self._attempt(method, url, params, json, data, merged, max_bytes, deadline,
+                                     call_secrets)
             except _RetryableFailure as failure:
                 delay = self._retry_delay(attempt, failure)
                 remaining = None if deadline is None else deadline - self._clock()
@@ -278,8 +273,9 @@ class HttpClient:
             seconds = max(0.001, min(seconds, deadline - self._clock()))
         return httpx.Timeout(seconds)
 
-    def _attempt(self, method: str, url: str, params: Any, json: Any, data: Any, headers: dict[str, str],
-                 max_bytes: int | None, deadline: float | None, call_secrets: set[str]) -> httpx.Response:
+    def _attempt(self, method: str, url: str, params: Any, json: Any, data: Any,
+                 headers: dict[str, str], max_bytes: int | None, deadline: float | None,
+                 call_secrets: set[str]) -> httpx.Response:
         """One attempt, following redirects (each hop checked by the guard). Raises
         ``_RetryableFailure`` for transient problems and ``HttpError`` for permanent ones."""
         current = _with_params(url, params)
@@ -288,10 +284,12 @@ class HttpClient:
             if self._bucket is not None:
                 self._bucket.acquire()
             with self._slots:
-                response = self._send(method, current, json, data, headers, max_bytes, deadline, call_secrets)
-            if response.status_code in REDIRECT_STATUSES and self.follow_redirects and "location" in response.headers:
-                current = urljoin(current, response.headers["location"])
-                if response.status_code == 303 or (response.status_code in (301, 302) and method == "POST"):
+                response = self._send(method, current, json, data, headers, max_bytes, deadline,
+                                      call_secrets)
+            status, location = response.status_code, response.headers.get("location")
+            if status in REDIRECT_STATUSES and self.follow_redirects and location is not None:
+                current = urljoin(current, location)
+                if status == 303 or (status in (301, 302) and method == "POST"):
                     method, json, data = "GET", None, None  # what browsers (and httpx) do
                 continue
             return self._classify(method, current, response, call_secrets)
@@ -309,11 +307,13 @@ class HttpClient:
             shown = redact_url(url, call_secrets)
             raise BlockedUrl(redact(str(exc.reason), call_secrets), url=shown) from None
 
-    def _send(self, method: str, url: str, json: Any, data: Any, headers: dict[str, str], max_bytes: int | None,
-              deadline: float | None, call_secrets: set[str]) -> httpx.Response:
+    def _send(self, method: str, url: str, json: Any, data: Any, headers: dict[str, str],
+              max_bytes: int | None, deadline: float | None,
+              call_secrets: set[str]) -> httpx.Response:
         self._count("requests")
         try:
-            request = self._client.build_request(method, url, json=json, data=data, headers=headers,
+            request = self._client.build_request(method, url, json=json, data=data,
+                                                 headers=headers,
                                                  timeout=self._per_attempt_timeout(deadline))
             response = self._client.send(request, stream=True)
         except HttpError:  # the guard refused the address at connect time
@@ -333,19 +333,16 @@ class HttpClient:
         finally:
             response.close()
         self._count("bytes", len(body))
-        result = httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            content=body,
-            request=response.request,
-            extensions={**response.extensions, "truncated": truncated},
-        )
+        result = httpx.Response(response.status_code, headers=response.headers, content=body,
+                                request=response.request,
+                                extensions={**response.extensions, "truncated": truncated})
         if truncated:
             # The headers describe the full body; drop the ones that would now be wrong.
             result.headers.pop("content-length", None)
         return result
 
-    def _read_body(self, response: httpx.Response, max_bytes: int | None, deadline: float | None) -> tuple[bytes, bool]:
+    def _read_body(self, response: httpx.Response, max_bytes: int | None,
+                   deadline: float | None) -> tuple[bytes, bool]:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
@@ -358,19 +355,22 @@ class HttpClient:
                 raise httpx.ReadTimeout("total time limit reached while reading the body")
         return b"".join(chunks), False
 
-    def _classify(self, method: str, url: str, response: httpx.Response, call_secrets: set[str]) -> httpx.Response:
+    def _classify(self, method: str, url: str, response: httpx.Response,
+                  call_secrets: set[str]) -> httpx.Response:
         status = response.status_code
         if 200 <= status < 300:
             return response
         body = redact(response.text[:BODY_EXCERPT_CHARS], call_secrets)
         reason = f"HTTP {status} {response.reason_phrase}".strip()
         if status in RETRY_STATUSES:
+            wait = parse_retry_after(response.headers.get("retry-after"))
             raise _RetryableFailure(reason + (f": {body}" if body else ""), status=status,
-                                    retry_after=parse_retry_after(response.headers.get("retry-after")), body=body)
+                                    retry_after=wait, body=body)
         self._count("failures")
         shown = redact_url(url, call_secrets)
         if status in (401, 403):
-            hint = f"check the API key in ${self.key_var}" if self.key_var else "check the API key and its permissions"
+            hint = (f"check the API key in ${self.key_var}" if self.key_var
+                    else "check the API key and its permissions")
             message = f"{self.name}: {reason} for {method} {shown}: {hint}"
         elif status == 404:
             message = f"{self.name}: {reason}: {shown} does not exist"
@@ -380,7 +380,8 @@ class HttpClient:
             message = f"{self.name}: {reason} for {method} {shown}"
         if body:
             message += f" (server said: {' '.join(body.split())})"
-        raise HttpError(redact(message, call_secrets), url=shown, status=status, reason=reason, body=body)
+        raise HttpError(redact(message, call_secrets), url=shown, status=status, reason=reason,
+                        body=body)
 
     def _decode_json(self, response: httpx.Response) -> Any:
         try:
@@ -388,8 +389,9 @@ class HttpClient:
         except (ValueError, UnicodeDecodeError) as exc:
             shown = redact_url(str(response.request.url), self._secrets)
             excerpt = self.redact(response.text[:80])
-            raise HttpError(f"{self.name}: malformed JSON from {shown} ({exc}); body starts {excerpt!r}",
-                            url=shown, status=response.status_code, reason="malformed JSON", body=excerpt) from None
+            raise HttpError(f"{self.name}: malformed JSON from {shown} ({exc}); "
+                            f"body starts {excerpt!r}", url=shown, status=response.status_code,
+                            reason="malformed JSON", body=excerpt) from None
 
 
 def _with_params(url: str, params: Any) -> str:
@@ -399,14 +401,8 @@ def _with_params(url: str, params: Any) -> str:
 
 def _credential_values(headers: dict[str, str]) -> set[str]:
     """Values of credential headers (and the token after ``Bearer``), to mask in messages."""
-    values: set[str] = set()
-    for name, value in headers.items():
-        if name.lower() in CREDENTIAL_HEADERS and value:
-            values.add(value)
-            parts = value.split(None, 1)
-            if len(parts) == 2:
-                values.add(parts[1])
-    return values
+    values = {v for k, v in headers.items() if k.lower() in CREDENTIAL_HEADERS and v}
+    return values | {v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2}
 
 
 def _transport_reason(exc: httpx.TransportError, url: str, call_secrets: set[str]) -> str:

@@ -1,4 +1,4 @@
-"""CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter`` (the synthesis stages, in order).
+"""CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter`` (the synthesis stages in order).
 
 Each command calls the stage's library function (``run_seeds``, ``run_inject_text``,
 ``run_inject_image``, ``run_filter``), which builds missing inputs with defaults, writes
@@ -8,13 +8,12 @@ Each command calls the stage's library function (``run_seeds``, ``run_inject_tex
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
 
 from vsearcher_lite.runio import InputError
-
-ENTITIES_HELP = "size of the sandbox world when it has to be built (default: 2000)"
 
 
 def parse_mix(text: str) -> dict[str, int]:
@@ -23,9 +22,8 @@ def parse_mix(text: str) -> dict[str, int]:
     >>> parse_mix("1:1:2")
     {'easy': 1, 'medium': 1, 'hard': 2}
     """
-    parts = text.split(":")
     try:
-        values = [int(p) for p in parts]
+        values = [int(p) for p in text.split(":")]
     except ValueError:
         raise InputError(f"--mix {text!r}: expected three integers like 4:3:3") from None
     if len(values) != 3 or any(v < 0 for v in values) or sum(values) == 0:
@@ -34,58 +32,60 @@ def parse_mix(text: str) -> dict[str, int]:
 
 
 def seed_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("seed selection")
-    g.add_argument("--sitelinks-max", type=int, default=None, help="rare: at most this many sitelinks (default: the world's)")
-    g.add_argument("--statements-min", type=int, default=None, help="documented: at least this many statements (default: the world's)")
-    g.add_argument("--limit", type=int, default=None, help="at most this many seeds from the source")
-    g.add_argument("--exam-share", type=float, default=0.15, help="share of seeds kept for the exam (default: 0.15)")
-    g.add_argument("--heldout-share", type=float, default=0.10, help="share of seeds held out (default: 0.10)")
-    g.add_argument("--entities", type=int, default=2000, help=ENTITIES_HELP)
-    g.add_argument("--kiwix-url", default=None, help="live world: a kiwix-serve URL instead of the Wikipedia API")
-    g.add_argument("--kiwix-book", default=None, help="live world: the ZIM book name served by kiwix-serve")
+    add = p.add_argument_group("seed selection").add_argument
+    add("--sitelinks-max", type=int, help="rare: at most this many sitelinks (default: per world)")
+    add("--statements-min", type=int,
+        help="documented: at least this many statements (default: per world)")
+    add("--limit", type=int, help="at most this many seeds from the source")
+    add("--exam-share", type=float, default=0.15, help="share of seeds for the exam (default 0.15)")
+    add("--heldout-share", type=float, default=0.10, help="share of seeds held out (default: 0.10)")
+    add("--entities", type=int, default=2000,
+        help="size of the sandbox world when it has to be built (default: 2000)")
+    add("--kiwix-url", help="live world: a kiwix-serve URL instead of the Wikipedia API")
+    add("--kiwix-book", help="live world: the ZIM book name served by kiwix-serve")
 
 
 def inject_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("injection")
-    g.add_argument("--n-train", type=int, default=None, help="training tasks, split by --mix (default: by profile; cpu 100)")
-    g.add_argument("--n-heldout", type=int, default=None, help="held-out tasks (default: by profile; cpu 30)")
-    g.add_argument("--n-exam", "--exam-size", dest="n_exam", type=int, default=None,
-                   help="exam tasks (default: 283 in every profile, the paper's; the sandbox starts them at "
-                        "the exam seeds, then at rare people)")
-    g.add_argument("--mix", default="4:3:3", help="easy:medium:hard ratio (default: 4:3:3, the paper's RL mix)")
-    g.add_argument("--exam-rounds", type=int, default=None, help="injection rounds of exam tasks (default: 10, paper 2.4)")
-    g.add_argument("--onehop-train", type=int, default=None,
-                   help="one-hop warm-up training tasks, not in the paper (default: by profile; cpu at most 2000, "
-                        "GPU profiles 0)")
-    g.add_argument("--onehop-heldout", type=int, default=None,
-                   help="one-hop warm-up held-out tasks (default: by profile; cpu at most 2000, GPU profiles 0)")
-    g.add_argument("--onehop-seeds-only", action="store_true",
-                   help="draw one-hop tasks from the seeds only, not also from the other pictured entities "
-                        "(the cpu default draws on both; half of those others are held out)")
-    g.add_argument("--exam-seeds-only", action="store_true",
-                   help="start exam tasks at the exam seeds only, not also at the world's rare people")
-    g.add_argument("--warmup-levels", default=None, metavar="LEVEL:TRAIN:HELDOUT,...",
-                   help="more tasks of a level drawn from the other pictured entities too, e.g. easy:600:200,medium:300:100 "
-                        "(the cpu default); 'none' for seeds only (the GPU profiles' default)")
-    g.add_argument("--writer", choices=("rule", "llm"), default=None, help="question writer (default: rule in the sandbox, llm live)")
-    g.add_argument("--chat", default=None, help="chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
-    g.add_argument("--concurrency", type=int, default=None, help="tasks in flight (default: 1 for rule, 8 for llm)")
-    g.add_argument("--max-attempts", type=int, default=3, help="LLM replies per writer operation (default: 3)")
+    add = p.add_argument_group("injection").add_argument
+    add("--n-train", type=int, help="training tasks, split by --mix (default: by profile; cpu 100)")
+    add("--n-heldout", type=int, help="held-out tasks (default: by profile; cpu 30)")
+    add("--n-exam", "--exam-size", dest="n_exam", type=int,
+        help="exam tasks (default: 283, the paper's; the sandbox starts them at the exam seeds, "
+             "then at rare people)")
+    add("--mix", default="4:3:3", help="easy:medium:hard ratio (default: 4:3:3, paper's RL mix)")
+    add("--exam-rounds", type=int, help="injection rounds of exam tasks (default: 10, paper 2.4)")
+    add("--onehop-train", type=int, help="one-hop warm-up training tasks, not in the paper "
+        "(default: by profile; cpu at most 2000, GPU profiles 0)")
+    add("--onehop-heldout", type=int, help="one-hop warm-up held-out tasks (default: by profile; "
+        "cpu at most 2000, GPU profiles 0)")
+    add("--onehop-seeds-only", action="store_true",
+        help="draw one-hop tasks from the seeds only, not also from the other pictured entities "
+             "(the cpu default draws on both; half of those others are held out)")
+    add("--exam-seeds-only", action="store_true",
+        help="start exam tasks at the exam seeds only, not also at the world's rare people")
+    add("--warmup-levels", metavar="LEVEL:TRAIN:HELDOUT,...",
+        help="more tasks of a level from the other pictured entities too, e.g. "
+             "easy:600:200,medium:300:100 (the cpu default); 'none': seeds only (GPU default)")
+    add("--writer", choices=("rule", "llm"),
+        help="question writer (default: rule in the sandbox, llm live)")
+    add("--chat", help="chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
+    add("--concurrency", type=int, help="tasks in flight (default: 1 for rule, 8 for llm)")
+    add("--max-attempts", type=int, default=3, help="LLM replies per writer operation (default: 3)")
 
 
 def filter_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("filtering")
-    g.add_argument("--filter-mode", choices=("offline", "llm"), default=None,
-                   help="offline filters (sandbox default) or LLM/VLM filters (live default)")
-    g.add_argument("--filter-chat", default=None, help="text LLM for the text-only direct-answer filter")
-    g.add_argument("--filter-vlm", default=None, help="VLM for the direct-answer and image filters")
-    g.add_argument("--judge", default="match", help="judge of direct answers: match or llm:<chat spec> (default: match)")
-    g.add_argument("--short-circuit", action="store_true", help="skip later filters once one removes a task")
-    g.add_argument("--rl-tasks", type=int, default=1000,
-                   help="RL task pool (rl_tasks.jsonl): at most this many tasks, on seeds SFT never sees "
-                        "(default: 1000; 0: none)")
-    g.add_argument("--rl-max-share", type=float, default=1 / 3,
-                   help="the RL pool takes at most this share of the training seeds (default: 1/3)")
+    add = p.add_argument_group("filtering").add_argument
+    add("--filter-mode", choices=("offline", "llm"),
+        help="offline filters (sandbox default) or LLM/VLM filters (live default)")
+    add("--filter-chat", help="text LLM for the text-only direct-answer filter")
+    add("--filter-vlm", help="VLM for the direct-answer and image filters")
+    add("--judge", default="match",
+        help="judge of direct answers: match or llm:<chat spec> (default: match)")
+    add("--short-circuit", action="store_true", help="skip later filters once one removes a task")
+    add("--rl-tasks", type=int, default=1000, help="RL task pool (rl_tasks.jsonl): at most this "
+        "many tasks, on seeds SFT never sees (default: 1000; 0: none)")
+    add("--rl-max-share", type=float, default=1 / 3,
+        help="the RL pool takes at most this share of the training seeds (default: 1/3)")
 
 
 def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
@@ -98,34 +98,28 @@ def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] 
 
 
 def seed_config(args):
+    """The ``SeedConfig`` of a command line (counts checked first)."""
     from vsearcher_lite.synthesis.seeds import SeedConfig
 
     check_counts(args, ("limit", "entities"), ("sitelinks_max", "statements_min"))
-    return SeedConfig(
-        sitelinks_max=args.sitelinks_max,
-        statements_min=args.statements_min,
-        limit=args.limit,
-        exam_share=args.exam_share,
-        heldout_share=args.heldout_share,
-        mix=parse_mix(getattr(args, "mix", "4:3:3")),
-        seed=args.seed,
-    )
+    mix = parse_mix(getattr(args, "mix", "4:3:3"))
+    return SeedConfig(sitelinks_max=args.sitelinks_max, statements_min=args.statements_min,
+                      limit=args.limit, exam_share=args.exam_share,
+                      heldout_share=args.heldout_share, mix=mix, seed=args.seed)
 
 
 def inject_config(args):
+    """The profile's ``InjectConfig`` with the options given; the writer and its concurrency
+    follow the world (rule in the sandbox, llm live) unless named."""
     from vsearcher_lite.synthesis.inject import InjectConfig
 
     check_counts(args, ("concurrency", "max_attempts"))
     writer = args.writer or ("rule" if args.world == "sandbox" else "llm")
-    overrides = {
-        "mix": parse_mix(args.mix),
-        "writer": writer,
-        "chat": args.chat,
-        "concurrency": args.concurrency or (1 if writer == "rule" else 8),
-        "max_attempts": args.max_attempts,
-        "seed": args.seed,
-    }
-    for name in ("n_train", "n_heldout", "n_exam", "exam_rounds", "onehop_train", "onehop_heldout"):
+    overrides = {"mix": parse_mix(args.mix), "writer": writer, "chat": args.chat,
+                 "concurrency": args.concurrency or (1 if writer == "rule" else 8),
+                 "max_attempts": args.max_attempts, "seed": args.seed}
+    for name in ("n_train", "n_heldout", "n_exam", "exam_rounds", "onehop_train",
+                 "onehop_heldout"):
         value = getattr(args, name)
         if value is not None:
             if value < 0:
@@ -141,7 +135,8 @@ def inject_config(args):
 
 
 def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
-    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``; ``"none"`` -> ``{}``.
+    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``;
+    ``"none"`` -> ``{}``.
 
     >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
     ({'easy': (600, 200), 'medium': (300, 100)}, {})
@@ -152,40 +147,43 @@ def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
         return {}
     out: dict[str, tuple[int, int]] = {}
     for part in text.split(","):
-        pieces = part.strip().split(":")
-        if len(pieces) != 3 or pieces[0] not in DIFFICULTY_ROUNDS or not all(p.isdigit() for p in pieces[1:]):
-            raise InputError(f"--warmup-levels: {part.strip()!r} is not LEVEL:TRAIN:HELDOUT with LEVEL one of "
-                             f"{', '.join(DIFFICULTY_ROUNDS)} and two counts (e.g. easy:600:200)")
-        out[pieces[0]] = (int(pieces[1]), int(pieces[2]))
+        level, *counts = part.strip().split(":")
+        if len(counts) != 2 or level not in DIFFICULTY_ROUNDS or not all(map(str.isdigit, counts)):
+            raise InputError(f"--warmup-levels: {part.strip()!r} is not LEVEL:TRAIN:HELDOUT with "
+                             f"LEVEL one of {', '.join(DIFFICULTY_ROUNDS)} and two counts "
+                             "(e.g. easy:600:200)")
+        out[level] = (int(counts[0]), int(counts[1]))
     return out
 
 
 def filter_config(args):
+    """The ``FilterConfig`` of a command line (offline filters in the sandbox, LLM ones live)."""
     from vsearcher_lite.synthesis.filters import FilterConfig
 
     mode = args.filter_mode or ("offline" if args.world == "sandbox" else "llm")
     return FilterConfig(mode=mode, chat=args.filter_chat, vlm=args.filter_vlm, judge=args.judge,
-                        short_circuit=args.short_circuit, rl_tasks=args.rl_tasks, rl_max_share=args.rl_max_share,
-                        seed=args.seed)
+                        short_circuit=args.short_circuit, rl_tasks=args.rl_tasks,
+                        rl_max_share=args.rl_max_share, seed=args.seed)
 
 
 def source_for(args):
+    """The knowledge source of ``--world`` (the sandbox is built when missing)."""
     from vsearcher_lite.synthesis.sources import open_source
 
     live = {}
     if getattr(args, "kiwix_url", None) or getattr(args, "kiwix_book", None):
         live = {"kiwix_url": args.kiwix_url, "kiwix_book": args.kiwix_book}
-    return open_source(args.run_dir, args.world, n_entities=args.entities, seed=args.seed, live_options=live)
+    return open_source(args.run_dir, args.world, n_entities=args.entities, seed=args.seed,
+                       live_options=live)
 
 
 def show(stage: str, metrics: dict, keys: tuple[str, ...]) -> None:
-    print(f"{stage}: " + ", ".join(f"{k}={json.dumps(metrics.get(k))}" for k in keys if k in metrics))
+    """One line with the ``keys`` of ``metrics`` that are there."""
+    print(f"{stage}: " + ", ".join(f"{k}={json.dumps(metrics[k])}" for k in keys if k in metrics))
 
 
 def user_errors(handler):
     """Turn a failed web request or chat call into a one-line ``InputError`` (no traceback)."""
-    import functools
-
     @functools.wraps(handler)
     def wrapped(args) -> int:
         from vsearcher_lite.chat import ChatError
@@ -205,8 +203,8 @@ def nothing_built(stage: str, metrics: dict, run_dir) -> int:
     if metrics.get("n_tasks") or not metrics.get("n_failed"):
         return 0
     reasons = ", ".join(f"{k} {v}" for k, v in (metrics.get("failed_reasons") or {}).items())
-    print(f"vsearcher-lite {stage}: error: no task was built: all {metrics['n_failed']} attempts failed ({reasons}); "
-          f"see {Path(run_dir) / stage / 'failed.jsonl'}", file=sys.stderr)
+    print(f"vsearcher-lite {stage}: error: no task was built: all {metrics['n_failed']} attempts "
+          f"failed ({reasons}); see {Path(run_dir) / stage / 'failed.jsonl'}", file=sys.stderr)
     return 1
 
 
@@ -223,10 +221,10 @@ def cmd_seeds(args) -> int:
 def cmd_inject_text(args) -> int:
     from vsearcher_lite.synthesis.inject import run_inject_text
 
-    metrics = run_inject_text(args.run_dir, inject_config(args), source=source_for(args), world=args.world,
-                              seed_config=seed_config(args))
-    show("inject-text", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons", "answer_invariance_rate",
-                                  "mean_question_words", "tasks_per_s"))
+    metrics = run_inject_text(args.run_dir, inject_config(args), source=source_for(args),
+                              world=args.world, seed_config=seed_config(args))
+    show("inject-text", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons",
+                                  "answer_invariance_rate", "mean_question_words", "tasks_per_s"))
     return nothing_built("inject-text", metrics, args.run_dir)
 
 
@@ -234,12 +232,12 @@ def cmd_inject_text(args) -> int:
 def cmd_inject_image(args) -> int:
     from vsearcher_lite.synthesis.inject import ensure_text_tasks, run_inject_image
 
-    source = source_for(args)
-    config = inject_config(args)
-    ensure_text_tasks(args.run_dir, config, source=source, world=args.world, seed_config=seed_config(args))
+    source, config = source_for(args), inject_config(args)
+    ensure_text_tasks(args.run_dir, config, source=source, world=args.world,
+                      seed_config=seed_config(args))
     metrics = run_inject_image(args.run_dir, config, source=source, world=args.world)
-    show("inject-image", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons", "answer_invariance_rate",
-                                   "tasks_per_s"))
+    show("inject-image", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons",
+                                   "answer_invariance_rate", "tasks_per_s"))
     return nothing_built("inject-image", metrics, args.run_dir)
 
 
@@ -248,36 +246,44 @@ def cmd_filter(args) -> int:
     from vsearcher_lite.synthesis.filters import run_filter
     from vsearcher_lite.synthesis.inject import ensure_image_tasks, ensure_text_tasks
 
-    source = source_for(args)
-    config = inject_config(args)
-    ensure_text_tasks(args.run_dir, config, source=source, world=args.world, seed_config=seed_config(args))
+    source, config = source_for(args), inject_config(args)
+    ensure_text_tasks(args.run_dir, config, source=source, world=args.world,
+                      seed_config=seed_config(args))
     ensure_image_tasks(args.run_dir, config, source=source, world=args.world)
-    metrics = run_filter(args.run_dir, filter_config(args), source=source, world=args.world, inject_config=config)
-    show("filter", metrics, ("n_input", "removed", "n_kept", "n_kept_by_split", "exam_seed_overlap_with_training"))
+    metrics = run_filter(args.run_dir, filter_config(args), source=source, world=args.world,
+                         inject_config=config)
+    show("filter", metrics, ("n_input", "removed", "n_kept", "n_kept_by_split",
+                             "exam_seed_overlap_with_training"))
     pool = metrics["rl_pool"]
-    print(f"filter: RL pool {pool['n_tasks']} tasks {json.dumps(pool['n_by_difficulty'])} on {pool['n_seeds']} seeds "
-          f"({pool['share_of_training_seeds']:.0%} of the training seeds), none used by train.jsonl")
+    print(f"filter: RL pool {pool['n_tasks']} tasks {json.dumps(pool['n_by_difficulty'])} on "
+          f"{pool['n_seeds']} seeds ({pool['share_of_training_seeds']:.0%} of the training "
+          "seeds), none used by train.jsonl")
     return 0
 
 
 def register(subparsers, common) -> None:
-    p = subparsers.add_parser("seeds", parents=[common], help="select rare-but-documented seeds and split them into pools",
-                              description="Paper 2.1/A.2: seeds with few sitelinks and many statements, with an image, not people.")
+    p = subparsers.add_parser(
+        "seeds", parents=[common], help="select rare-but-documented seeds, split into pools",
+        description="Paper 2.1/A.2: seeds with few sitelinks and many statements, with an image, "
+                    "not people.")
     seed_options(p)
     p.set_defaults(func=cmd_seeds, mix="4:3:3")
 
     for name, func, text in (
-        ("inject-text", cmd_inject_text, "initial QA + N rounds of text injection (easy 1, medium 3, hard 5, exam 10)"),
-        ("inject-image", cmd_inject_image, "image injection: hide the critical entity behind its (perturbed) image"),
+        ("inject-text", cmd_inject_text,
+         "initial QA + N rounds of text injection (easy 1, medium 3, hard 5, exam 10)"),
+        ("inject-image", cmd_inject_image,
+         "image injection: hide the critical entity behind its (perturbed) image"),
     ):
         p = subparsers.add_parser(name, parents=[common], help=text, description=text)
         inject_options(p)
         seed_options(p)
         p.set_defaults(func=func)
 
-    p = subparsers.add_parser("filter", parents=[common], help="the four filters; writes the kept tasks and the exam",
-                              description="Paper 2.1/2.4: answer leak, direct answer with image, text-only answer, "
-                                          "image too simple; kept tasks per split and the exam.")
+    p = subparsers.add_parser(
+        "filter", parents=[common], help="the four filters; writes the kept tasks and the exam",
+        description="Paper 2.1/2.4: answer leak, direct answer with image, text-only answer, "
+                    "image too simple; kept tasks per split and the exam.")
     filter_options(p)
     inject_options(p)
     seed_options(p)

@@ -38,18 +38,19 @@ def make_toolbox(
     which command builds it); ``world="live"`` picks live backends from the API keys that are
     set (``cache_mode="replay"`` needs no keys and serves a recorded run). ``chat`` is the
     backend of the live visit summariser; without it the offline extractive summary is used.
-    ``observations`` sizes the sandbox's snippets and page summaries (``tools.sandbox.OBSERVATION_STYLES``:
-    ``"compact"`` for the cpu profile); live tools show what the web APIs return, whatever the style.
+    ``observations`` sizes the sandbox's snippets and page summaries (``"compact"`` for the cpu
+    profile: ``tools.sandbox.OBSERVATION_STYLES``); live tools show what the web APIs return.
     """
     if world == "sandbox":
-        sandbox = open_world(run_dir)  # before the cache file is made: a missing world leaves nothing behind
+        sandbox = open_world(run_dir)  # before the cache file is made: a missing world leaves none
         cache = tool_cache(run_dir, cache_mode)
         b = sandbox_backends(sandbox, observations)
-        # The namespace names the world's content (and the observation style), so a rebuilt world or
-        # another style never sees stale observations.
-        namespace = f"tools.{sandbox.fingerprint}" + ("" if observations == "full" else f".{observations}")
-        return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache, top_k=top_k,
-                       namespace=namespace, run_dir=run_dir)
+        # The namespace names the world's content (and the observation style), so a rebuilt world
+        # or another style never sees stale observations.
+        namespace = f"tools.{sandbox.fingerprint}"
+        namespace += "" if observations == "full" else f".{observations}"
+        return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache,
+                       top_k=top_k, namespace=namespace, run_dir=run_dir)
     if world == "live":
         cache = tool_cache(run_dir, cache_mode)
         live = make_live_backends(chat=chat, cache=cache, env_file=env_file)

@@ -41,10 +41,10 @@ from vsearcher_lite.world.prose import SITE
 from vsearcher_lite.world.store import SandboxWorld, open_world
 
 STOPWORDS = frozenset(
-    """a an and are as at be by for from has have he her his in is it its of on or she that the their
-    them they this to was were which who whom whose what when where why how with not no do does did
-    i you we me my our your can could would should will shall may might must been being about into
-    than then there these those so such also any all some one""".split()
+    """a an and are as at be by for from has have he her his in is it its of on or she that the
+    their them they this to was were which who whom whose what when where why how with not no do
+    does did i you we me my our your can could would should will shall may might must been being
+    about into than then there these those so such also any all some one""".split()
 )
 MAX_QUERY_TERMS = 16
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -61,16 +61,10 @@ def query_terms(query: str) -> list[str]:
     >>> query_terms('Who designed "the Orsk Bridge" (1874)? NOT AND')
     ['designed', 'orsk', 'bridge', '1874']
     """
-    words = [w.lower() for w in _WORD.findall(query or "")]
-    words = [w.replace("_", " ").strip() for w in words]
+    words = [w.lower().replace("_", " ").strip() for w in _WORD.findall(query or "")]
     words = [w for w in words if w]
     kept = [w for w in words if w not in STOPWORDS and w not in ("not", "and", "or", "near")]
-    kept = kept or words
-    out: list[str] = []
-    for w in kept:
-        if w not in out:
-            out.append(w)
-    return out[:MAX_QUERY_TERMS]
+    return list(dict.fromkeys(kept or words))[:MAX_QUERY_TERMS]  # duplicates dropped, in order
 
 
 def fts_query(query: str) -> str | None:
@@ -81,29 +75,26 @@ def fts_query(query: str) -> str | None:
     >>> fts_query("?!") is None
     True
     """
-    terms = query_terms(query)
-    if not terms:
-        return None
-    return " OR ".join(_quote(t) for t in terms)
+    return " OR ".join(_quote(t) for t in query_terms(query)) or None  # None: no word to search
 
 
 class SandboxTextSearch(TextSearchBackend):
     """BM25 (FTS5) over page titles and bodies; the title counts ``title_weight`` times as much.
 
-    Speed: scoring every page that contains a common word ("river", "born") costs milliseconds
-    on a 10k-entity world, so a query is first gated on its *informative* terms (those in at
-    most ``rare_share`` of the pages, at least 50: names, years, rare words): only pages with at
-    least one of them are ranked, by BM25 over all the query's terms (the gate's terms therefore
-    weigh double, which favours names over generic words). When the gate leaves fewer than ``k``
-    pages, or the query has no informative term, every page matching any term is ranked.
-    A query that is exactly a page's title or an entity's alias (a navigational query, "Orsk
-    Bridge") puts that page first, as web search engines do. Snippets are computed for the
-    returned pages only.
+    Scoring every page that holds a common word ("river", "born") is slow on a big world, so a
+    query is first gated on its *informative* terms (in at most ``rare_share`` of the pages, at
+    least 50: names, years, rare words): only pages with one of them are ranked, by BM25 over
+    all the query's terms (the gate's terms weigh double, which favours names over generic
+    words). When the gate leaves fewer than ``k`` pages, or the query has no informative term,
+    every page matching any term is ranked. A query that is exactly a page's title or an
+    entity's alias (a navigational query, "Orsk Bridge") puts that page first, as web search
+    engines do. Snippets are computed for the returned pages only.
     """
 
     name = "sandbox-text"
 
-    def __init__(self, world, title_weight: float = 2.0, snippet_tokens: int = 24, rare_share: float = 0.03):
+    def __init__(self, world, title_weight: float = 2.0, snippet_tokens: int = 24,
+                 rare_share: float = 0.03):
         self.world = _as_world(world)
         self.title_weight = float(title_weight)
         self.snippet_tokens = int(snippet_tokens)
@@ -115,8 +106,8 @@ class SandboxTextSearch(TextSearchBackend):
         """How many pages contain ``term`` (after FTS5's own stemming); cached."""
         df = self._df.get(term)
         if df is None:
-            df = self.world.connect().execute(
-                "SELECT count(*) FROM pages_fts WHERE pages_fts MATCH ?", (_quote(term),)).fetchone()[0]
+            sql = "SELECT count(*) FROM pages_fts WHERE pages_fts MATCH ?"
+            df = self.world.connect().execute(sql, (_quote(term),)).fetchone()[0]
             if len(self._df) < 200_000:
                 self._df[term] = df
         return df
@@ -129,17 +120,19 @@ class SandboxTextSearch(TextSearchBackend):
         if not text:
             return None
         con = self.world.connect()
-        row = con.execute("SELECT id FROM pages WHERE title = ? COLLATE NOCASE ORDER BY id LIMIT 1", (text,)).fetchone()
+        row = con.execute("SELECT id FROM pages WHERE title = ? COLLATE NOCASE ORDER BY id LIMIT 1",
+                          (text,)).fetchone()
         if row is None:
             row = con.execute(
-                "SELECT p.id FROM aliases a JOIN pages p ON p.entity_id = a.entity_id AND p.kind = 'article' "
-                "WHERE a.alias = ? COLLATE NOCASE ORDER BY p.id LIMIT 1", (text,)).fetchone()
+                "SELECT p.id FROM aliases a JOIN pages p ON p.entity_id = a.entity_id "
+                "AND p.kind = 'article' WHERE a.alias = ? COLLATE NOCASE ORDER BY p.id LIMIT 1",
+                (text,)).fetchone()
         return row[0] if row else None
 
     def _ranked(self, match: str, k: int) -> list[int]:
         rows = self.world.connect().execute(
-            "SELECT rowid FROM pages_fts WHERE pages_fts MATCH ? ORDER BY bm25(pages_fts, ?, 1.0), rowid LIMIT ?",
-            (match, self.title_weight, k)).fetchall()
+            "SELECT rowid FROM pages_fts WHERE pages_fts MATCH ? "
+            "ORDER BY bm25(pages_fts, ?, 1.0), rowid LIMIT ?", (match, self.title_weight, k))
         return [r[0] for r in rows]
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
@@ -161,7 +154,8 @@ class SandboxTextSearch(TextSearchBackend):
         for rowid in ids:
             url, title, snippet = con.execute(
                 "SELECT p.url, p.title, snippet(pages_fts, 1, '', '', '…', ?) FROM pages_fts "
-                "JOIN pages p ON p.id = pages_fts.rowid WHERE pages_fts MATCH ? AND pages_fts.rowid = ?",
+                "JOIN pages p ON p.id = pages_fts.rowid "
+                "WHERE pages_fts MATCH ? AND pages_fts.rowid = ?",
                 (self.snippet_tokens, everything, rowid)).fetchone()
             hits.append(SearchHit(url, title, " ".join(snippet.split())))
         return hits
@@ -182,8 +176,8 @@ class SandboxImageSearch(ImageSearchBackend):
         self.ids, self.matrix = self.world.image_matrix()
         con = self.world.connect()
         self.pages_of: dict[str, list[tuple[int, str, str]]] = {}
-        for page_id, url, title, image_id in con.execute(
-                "SELECT id, url, title, image_id FROM pages WHERE image_id IS NOT NULL ORDER BY id"):
+        sql = "SELECT id, url, title, image_id FROM pages WHERE image_id IS NOT NULL ORDER BY id"
+        for page_id, url, title, image_id in con.execute(sql):
             self.pages_of.setdefault(image_id, []).append((page_id, url, title))
         self.info = {r[0]: (str(self.world.root / r[1]), r[2], r[3]) for r in
                      con.execute("SELECT id, path, entity_id, caption FROM images")}
@@ -192,7 +186,8 @@ class SandboxImageSearch(ImageSearchBackend):
         if image is None:
             raise ToolError("image search needs the question image, and this question has none")
         if image.is_url:
-            raise ToolError(f"sandbox image search needs a local image file, got the URL {image.location}")
+            raise ToolError("sandbox image search needs a local image file, got the URL "
+                            f"{image.location}")
         path = Path(image.location)
         try:
             with Image.open(path) as im:
@@ -206,9 +201,8 @@ class SandboxImageSearch(ImageSearchBackend):
         if k <= 0 or not self.ids:
             return []
         query = image_features(self.load(image))
-        # einsum rather than ``@``: a matrix-vector product through multi-threaded OpenBLAS
-        # slows down several-fold when other processes share the cores (at 10k images on 2 cores);
-        # einsum stays on one thread.
+        # einsum rather than ``@``: a matrix-vector product through multi-threaded BLAS slows
+        # down when other processes share the cores; einsum stays on one thread.
         scores = np.einsum("ij,j->i", self.matrix, query)
         m = min(len(scores), max(k * self.candidates_per_hit, 32))
         top = np.argpartition(-scores, m - 1)[:m]
@@ -243,7 +237,8 @@ class SandboxPageReader(PageReader):
         if not url.strip().lower().startswith(("http://", "https://")):
             raise ToolError(f"cannot open {url!r}: only http(s) URLs can be visited")
         if not is_sandbox_url(url):
-            raise ToolError(f"{url} is outside the sandbox web; only pages under {SITE}/ exist offline")
+            raise ToolError(f"{url} is outside the sandbox web; only pages under {SITE}/ exist "
+                            "offline")
         try:
             return self.knowledge.page_by_url(normalise_url(url))
         except LookupError:
@@ -275,19 +270,25 @@ def split_sentences(text: str) -> list[str]:
 
 
 def stem(word: str) -> str:
-    """A light English stemmer, enough to match "designed" with "design" and "bridges" with "bridge".
+    """A light English stemmer: enough to match "designed" with "design", "bridges" with "bridge".
 
-    >>> [stem(w) for w in ("designed", "bridges", "bridge", "flowing", "located", "cities", "churches")]
+    >>> [stem(w) for w in "designed bridges bridge flowing located cities churches".split()]
     ['design', 'bridg', 'bridg', 'flow', 'locat', 'citi', 'church']
     """
     w = word.lower()
-    for suffix, keep in (("ies", "i"), ("ing", ""), ("ed", ""), ("ches", "ch"), ("shes", "sh"), ("s", "")):
+    for suffix, keep in SUFFIXES:
         if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
             w = w[: len(w) - len(suffix)] + keep
             break
     if w.endswith("e") and len(w) > 4:
         w = w[:-1]
     return w
+
+
+SUFFIXES = (("ies", "i"), ("ing", ""), ("ed", ""), ("ches", "ch"), ("shes", "sh"), ("s", ""))
+YEAR_WORDS = {"when", "year", "date", "dated", "founded", "built", "born", "died"}
+NUMBER_WORDS = {"many", "much", "tall", "high", "long", "deep", "large", "big", "elevation",
+                "population", "length", "height", "area", "size"}
 
 
 def _terms(text: str) -> set[str]:
@@ -300,8 +301,7 @@ class ExtractiveSummariser(Summariser):
     name = "extractive"
 
     def __init__(self, max_sentences: int = 6, max_chars: int = 900):
-        self.max_sentences = max_sentences
-        self.max_chars = max_chars
+        self.max_sentences, self.max_chars = max_sentences, max_chars
 
     def score_sentences(self, sentences: list[str], goal: str) -> list[float]:
         goal_terms = _terms(goal)
@@ -312,9 +312,7 @@ class ExtractiveSummariser(Summariser):
             for t in terms & goal_terms:
                 df[t] = df.get(t, 0) + 1
         goal_words = set(_WORD.findall(goal.lower()))
-        wants_year = bool(goal_words & {"when", "year", "date", "dated", "founded", "built", "born", "died"})
-        wants_number = bool(goal_words & {"many", "much", "tall", "high", "long", "deep", "large", "big",
-                                          "elevation", "population", "length", "height", "area", "size"})
+        wants_year, wants_number = bool(goal_words & YEAR_WORDS), bool(goal_words & NUMBER_WORDS)
         scores = []
         for s, terms in zip(sentences, sentence_terms):
             score = sum(math.log(1.0 + n / df[t]) for t in terms & goal_terms)
@@ -331,7 +329,7 @@ class ExtractiveSummariser(Summariser):
             return page.title
         scores = self.score_sentences(sentences, goal or "")
         if max(scores) <= 0:
-            chosen = list(range(min(3, len(sentences))))  # nothing matches: the lead says what the page is
+            chosen = list(range(min(3, len(sentences))))  # no match: the lead says what it is
         else:
             order = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
             chosen, used = [], 0
@@ -356,9 +354,9 @@ class ExtractiveSummariser(Summariser):
         return f"{page.title}\n{body}"
 
 
-#: How much a tool shows. ``full`` is sized like the paper's tools; ``compact`` (the cpu profile, with
-#: the compact system prompt and the teacher's short thoughts) keeps an easy episode near a thousand
-#: tokens: the tiny base learned to copy at positions up to 512 and copies worse beyond.
+#: How much a tool shows. ``full`` is sized like the paper's tools; ``compact`` (the cpu profile,
+#: with the compact system prompt and the teacher's short thoughts) keeps an easy episode near a
+#: thousand tokens: the tiny base learned to copy at positions up to 512 and copies worse beyond.
 OBSERVATION_STYLES = {
     "full": {"snippet_tokens": 24, "max_sentences": 6, "max_chars": 900},
     "compact": {"snippet_tokens": 14, "max_sentences": 3, "max_chars": 360},
@@ -370,17 +368,20 @@ def observation_settings(style: str) -> dict:
     try:
         return OBSERVATION_STYLES[style]
     except KeyError:
-        raise InputError(f"unknown observation style {style!r}: use one of {', '.join(OBSERVATION_STYLES)}") from None
+        known = ", ".join(OBSERVATION_STYLES)
+        raise InputError(f"unknown observation style {style!r}: use one of {known}") from None
 
 
 def sandbox_backends(world, style: str = "full") -> dict:
     """``{"text", "image", "reader", "summariser"}`` backends over one world, sized by ``style``."""
     w = _as_world(world)
     sizes = observation_settings(style)
-    return {"text": SandboxTextSearch(w, snippet_tokens=sizes["snippet_tokens"]), "image": SandboxImageSearch(w),
-            "reader": SandboxPageReader(w),
-            "summariser": ExtractiveSummariser(max_sentences=sizes["max_sentences"], max_chars=sizes["max_chars"])}
+    return {"text": SandboxTextSearch(w, snippet_tokens=sizes["snippet_tokens"]),
+            "image": SandboxImageSearch(w), "reader": SandboxPageReader(w),
+            "summariser": ExtractiveSummariser(max_sentences=sizes["max_sentences"],
+                                               max_chars=sizes["max_chars"])}
 
 
 __all__ = ["SandboxTextSearch", "SandboxImageSearch", "SandboxPageReader", "ExtractiveSummariser",
-           "sandbox_backends", "observation_settings", "OBSERVATION_STYLES", "query_terms", "fts_query", "split_sentences", "stem"]
+           "sandbox_backends", "observation_settings", "OBSERVATION_STYLES", "query_terms",
+           "fts_query", "split_sentences", "stem"]

@@ -3,7 +3,7 @@
 Layout of a world folder::
 
     world/
-      world.sqlite    entities, aliases, facts, pages, links, images (+ feature vectors), FTS5 index
+      world.sqlite    entities, aliases, facts, pages, links, images (+ features), FTS5 index
       images/         one PNG per picture (entity pictures I*.png, look-alikes L*.png)
       manifest.json   the settings it was built with (n_entities, seed, generator version)
       metrics.json    counts and the build time
@@ -35,9 +35,10 @@ import numpy as np
 
 from vsearcher_lite.runio import InputError, atomic_write_json, replace_dir
 from vsearcher_lite.world import images as imaging
+from vsearcher_lite.world import prose
 from vsearcher_lite.world.generator import generate_world
 from vsearcher_lite.world.knowledge import SandboxKnowledge, value_key
-from vsearcher_lite.world.prose import SITE, ArticleWriter, SecondaryPage, SecondaryWriter, article_url
+from vsearcher_lite.world.prose import SecondaryPage, article_url
 from vsearcher_lite.world.schema import MIN_ENTITIES, Draft
 
 # Bump when the generator's output changes, so ensure_world rebuilds old worlds.
@@ -46,10 +47,12 @@ DB_NAME = "world.sqlite"
 IMAGES_DIR = "images"
 MANIFEST = "manifest.json"
 METRICS = "metrics.json"
-# The largest world a build accepts: five times the biggest demo (20,000 entities). A larger count is
-# far more likely a typo than a plan, and a build that size would fill the disk before it ended.
+# The largest world a build accepts: five times the biggest demo (20,000 entities). A larger count
+# is more likely a typo than a plan, and a build that size would fill the disk before it ended.
 MAX_ENTITIES = 100_000
 STALE_BUILD_S = 3600.0  # a build folder with no owner recorded is left over once it is this old
+NOT_FOUND = "world database not found; rebuild with `vsearcher-lite world`"
+REBUILD = "rebuild the world with `vsearcher-lite world --force`"
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -113,13 +116,9 @@ def _render_all(jobs: list[tuple], workers: int) -> list[tuple]:
         return [_render_image(j) for j in jobs]
 
 
-def default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
-
-
 # -- the build ----------------------------------------------------------------------------
 
-def _plan_images(drafts: list[Draft], secondary: list[SecondaryPage], seed: int, images_dir: Path):
+def _plan_images(drafts: list[Draft], secondary: list[SecondaryPage], seed: int, image_dir: Path):
     """Decide every picture: entity pictures, look-alikes, and which page shows which.
 
     Returns (jobs, image rows without features, page -> image id for secondary pages).
@@ -136,7 +135,7 @@ def _plan_images(drafts: list[Draft], secondary: list[SecondaryPage], seed: int,
         key = f"{seed}:{d.id}"
         entity_image[d.id] = image_id
         style_of[d.id] = style
-        jobs.append((image_id, style, key, d.name, "", str(images_dir)))
+        jobs.append((image_id, style, key, d.name, "", str(image_dir)))
         rows.append({"id": image_id, "entity_id": d.id, "kind": "entity", "source_id": None,
                      "caption": d.name, "style": style})
     slots = [p for p in secondary if p.image_slot]
@@ -150,9 +149,10 @@ def _plan_images(drafts: list[Draft], secondary: list[SecondaryPage], seed: int,
         page = slots[i]
         host = by_id.get(page.subject)
         caption = host.name if host is not None else page.title
-        jobs.append((image_id, style_of[d.id], f"{seed}:{d.id}", d.name, f"{seed}:{image_id}", str(images_dir)))
-        rows.append({"id": image_id, "entity_id": None, "kind": "lookalike", "source_id": entity_image[d.id],
-                     "caption": caption, "style": style_of[d.id]})
+        jobs.append((image_id, style_of[d.id], f"{seed}:{d.id}", d.name, f"{seed}:{image_id}",
+                     str(image_dir)))
+        rows.append({"id": image_id, "entity_id": None, "kind": "lookalike",
+                     "source_id": entity_image[d.id], "caption": caption, "style": style_of[d.id]})
         page_image[page.url] = image_id
     for page in slots[n_look:]:
         if page.subject in entity_image and rng.random() < OWN_IMAGE_ON_NEWS:
@@ -160,47 +160,47 @@ def _plan_images(drafts: list[Draft], secondary: list[SecondaryPage], seed: int,
     return jobs, rows, entity_image, page_image
 
 
-def _write_database(db_path: Path, seed: int, n_entities: int, drafts: list[Draft], articles: dict,
-                    secondary: list[SecondaryPage], image_rows: list[dict], rendered: dict,
-                    entity_image: dict[str, str], page_image: dict[str, str]) -> dict:
+def _write_database(db_path: Path, seed: int, n_entities: int, drafts: list[Draft],
+                    articles: dict, secondary: list[SecondaryPage], image_rows: list[dict],
+                    rendered: dict, entity_image: dict, page_image: dict) -> dict:
     by_id = {d.id: d for d in drafts}
     con = sqlite3.connect(db_path)
     try:
         con.executescript(SCHEMA)
         con.executemany("INSERT INTO meta VALUES (?, ?)", [
             ("generator_version", str(GENERATOR_VERSION)), ("seed", str(seed)),
-            ("n_entities", str(n_entities)), ("site", SITE),
+            ("n_entities", str(n_entities)), ("site", prose.SITE),
         ])
         con.executemany(
             "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(d.id, d.name, d.type, d.kind, d.sitelinks, d.statements, article_url(d.name),
               entity_image.get(d.id), int(d.is_person), d.year) for d in drafts],
         )
-        con.executemany("INSERT INTO aliases VALUES (?, ?)", [(d.id, a) for d in drafts for a in d.aliases])
+        con.executemany("INSERT INTO aliases VALUES (?, ?)",
+                        [(d.id, a) for d in drafts for a in d.aliases])
         con.executemany(
-            "INSERT INTO facts(subject, relation, label, value, kind, value_label, value_key) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(f.subject, f.relation, f.label, json.dumps(f.value), f.kind, f.value_label, value_key(f.value))
-             for d in drafts for f in d.facts],
+            "INSERT INTO facts(subject, relation, label, value, kind, value_label, value_key) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(f.subject, f.relation, f.label, json.dumps(f.value), f.kind, f.value_label,
+              value_key(f.value)) for d in drafts for f in d.facts],
         )
+        pages = [(article_url(d.name), d.name, "article", d.id, articles[d.id].paragraphs,
+                  entity_image.get(d.id), articles[d.id].mentions) for d in drafts]
+        pages += [(p.url, p.title, p.kind, None, p.paragraphs, page_image.get(p.url), p.mentions)
+                  for p in secondary]
         page_rows, link_rows = [], []
-        page_id = 0
-        for d in drafts:
-            page_id += 1
-            written = articles[d.id]
-            page_rows.append((page_id, article_url(d.name), d.name, "article", d.id,
-                              "\n\n".join(written.paragraphs), entity_image.get(d.id)))
-            link_rows += [(page_id, i, article_url(by_id[m].name), by_id[m].name) for i, m in enumerate(written.mentions)]
-        for p in secondary:
-            page_id += 1
-            page_rows.append((page_id, p.url, p.title, p.kind, None, "\n\n".join(p.paragraphs), page_image.get(p.url)))
-            link_rows += [(page_id, i, article_url(by_id[m].name), by_id[m].name) for i, m in enumerate(p.mentions)]
+        for page_id, (url, title, kind, entity, paragraphs, image, mentions) in enumerate(pages, 1):
+            page_rows.append((page_id, url, title, kind, entity, "\n\n".join(paragraphs), image))
+            link_rows += [(page_id, i, article_url(by_id[m].name), by_id[m].name)
+                          for i, m in enumerate(mentions)]
         con.executemany("INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?)", page_rows)
         con.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", link_rows)
         img_rows = []
         for r in image_rows:
             _, sha, feature, w, h = rendered[r["id"]]
-            img_rows.append((r["id"], f"{IMAGES_DIR}/{r['id']}.png", r["entity_id"], r["kind"], r["source_id"],
-                             r["caption"], r["style"], int(r["style"] in imaging.SIMPLE_STYLES), w, h, sha, feature))
+            simple = int(r["style"] in imaging.SIMPLE_STYLES)
+            img_rows.append((r["id"], f"{IMAGES_DIR}/{r['id']}.png", r["entity_id"], r["kind"],
+                             r["source_id"], r["caption"], r["style"], simple, w, h, sha, feature))
         con.executemany("INSERT INTO images VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", img_rows)
         con.execute("INSERT INTO pages_fts(pages_fts) VALUES ('rebuild')")
         con.execute("INSERT INTO pages_fts(pages_fts) VALUES ('optimize')")
@@ -220,51 +220,47 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
     ``workers`` processes draw the pictures (default: up to 4 cores); the output does not
     depend on the number of workers.
     """
-    if n_entities < MIN_ENTITIES:
-        raise InputError(f"a sandbox world needs at least {MIN_ENTITIES} entities, got {n_entities}")
-    if n_entities > MAX_ENTITIES:
-        raise InputError(f"a sandbox world has at most {MAX_ENTITIES:,} entities, got {n_entities:,}")
+    if not MIN_ENTITIES <= n_entities <= MAX_ENTITIES:
+        raise InputError(f"a sandbox world has at least {MIN_ENTITIES} and at most "
+                         f"{MAX_ENTITIES:,} entities, got {n_entities:,}")
     out_dir = Path(out_dir)
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (
             (out_dir / MANIFEST).exists() or (out_dir / DB_NAME).exists()):
-        raise InputError(f"{out_dir} exists and is not a sandbox world; move it away or choose another folder")
+        raise InputError(f"{out_dir} exists and is not a sandbox world; move it away or choose "
+                         "another folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_builds(out_dir)
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-{os.getpid()}-", dir=out_dir.parent))
     try:
-        images_dir = tmp / IMAGES_DIR
-        images_dir.mkdir()
-        world = generate_world(n_entities, seed)
-        drafts = world.drafts
-        writer = ArticleWriter(drafts, seed)
+        (tmp / IMAGES_DIR).mkdir()
+        drafts = generate_world(n_entities, seed).drafts
+        writer = prose.ArticleWriter(drafts, seed)
         articles = {d.id: writer.write(d) for d in drafts}
-        sec = SecondaryWriter(drafts, seed)
-        secondary = sec.lists() + sec.news(max(6, int(0.12 * n_entities))) + sec.travel(max(4, int(0.05 * n_entities)))
-        jobs, image_rows, entity_image, page_image = _plan_images(drafts, secondary, seed, images_dir)
+        sec = prose.SecondaryWriter(drafts, seed)
+        secondary = (sec.lists() + sec.news(max(6, int(0.12 * n_entities)))
+                     + sec.travel(max(4, int(0.05 * n_entities))))
+        jobs, image_rows, entity_image, page_image = _plan_images(
+            drafts, secondary, seed, tmp / IMAGES_DIR)
         t_text = time.perf_counter()
-        rendered_list = _render_all(jobs, default_workers() if workers is None else workers)
-        rendered = {r[0]: r for r in rendered_list}
+        workers = max(1, min(4, os.cpu_count() or 1)) if workers is None else workers
+        rendered = {r[0]: r for r in _render_all(jobs, workers)}
         t_images = time.perf_counter()
-        counts = _write_database(tmp / DB_NAME, seed, n_entities, drafts, articles, secondary, image_rows,
-                                 rendered, entity_image, page_image)
+        counts = _write_database(tmp / DB_NAME, seed, n_entities, drafts, articles, secondary,
+                                 image_rows, rendered, entity_image, page_image)
         manifest = {"generator_version": GENERATOR_VERSION, "n_entities": n_entities, "seed": seed,
                     "db": DB_NAME, "images": IMAGES_DIR}
         atomic_write_json(tmp / MANIFEST, manifest)
         type_counts = Counter(d.type for d in drafts)
         page_kinds = Counter(["article"] * len(drafts) + [p.kind for p in secondary])
-        metrics = {
-            "n_entities": n_entities,
-            "seed": seed,
-            **counts,
-            "n_entity_images": len(entity_image),
-            "n_lookalike_images": sum(1 for r in image_rows if r["kind"] == "lookalike"),
-            "n_simple_images": sum(1 for r in image_rows if r["style"] in imaging.SIMPLE_STYLES),
-            "entities_per_type": dict(sorted(type_counts.items())),
-            "pages_per_kind": dict(sorted(page_kinds.items())),
-            "text_seconds": round(t_text - t0, 3),
-            "image_seconds": round(t_images - t_text, 3),
-        }
+        metrics = {"n_entities": n_entities, "seed": seed, **counts,
+                   "n_entity_images": len(entity_image),
+                   "n_lookalike_images": sum(r["kind"] == "lookalike" for r in image_rows),
+                   "n_simple_images": sum(r["style"] in imaging.SIMPLE_STYLES for r in image_rows),
+                   "entities_per_type": dict(sorted(type_counts.items())),
+                   "pages_per_kind": dict(sorted(page_kinds.items())),
+                   "text_seconds": round(t_text - t0, 3),
+                   "image_seconds": round(t_images - t_text, 3)}
         metrics["build_seconds"] = round(time.perf_counter() - t0, 3)
         atomic_write_json(tmp / METRICS, metrics)
         replace_dir(tmp, out_dir)
@@ -272,8 +268,6 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
 
 
 def _process_alive(pid: int) -> bool:
@@ -287,7 +281,7 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_builds(out_dir: str | os.PathLike) -> list[Path]:
-    """Delete the temporary build folders of ``out_dir`` left by a build that was killed; the removed ones.
+    """Delete the build folders of ``out_dir`` left by a killed build; returns the removed ones.
 
     A build folder is named ``.<name>.build-<pid>-<random>``: it is left over when that process is
     gone (a folder named without a pid, by an older version, when it is over ``STALE_BUILD_S`` old).
@@ -299,7 +293,8 @@ def remove_stale_builds(out_dir: str | os.PathLike) -> list[Path]:
     for tmp in out_dir.parent.glob(f".{out_dir.name}.build-*"):
         owner = tmp.name[len(f".{out_dir.name}.build-"):].split("-", 1)[0]
         try:
-            stale = not _process_alive(int(owner)) if owner.isdigit() else time.time() - tmp.stat().st_mtime > STALE_BUILD_S
+            stale = (not _process_alive(int(owner)) if owner.isdigit()
+                     else time.time() - tmp.stat().st_mtime > STALE_BUILD_S)
         except FileNotFoundError:
             continue
         if stale and tmp.is_dir():
@@ -317,23 +312,23 @@ def world_dir(path: str | os.PathLike) -> Path:
             return candidate
     for candidate in (path / "world", path):
         if (candidate / MANIFEST).is_file():
-            raise InputError(f"{candidate / DB_NAME}: world database not found; rebuild with `vsearcher-lite world`")
-    raise InputError(f"{path}: no sandbox world here (no {MANIFEST}); run `vsearcher-lite world --run-dir RUN_DIR` first")
+            raise InputError(f"{candidate / DB_NAME}: {NOT_FOUND}")
+    raise InputError(f"{path}: no sandbox world here (no {MANIFEST}); "
+                     "run `vsearcher-lite world --run-dir RUN_DIR` first")
 
 
 def read_manifest(path: str | os.PathLike) -> dict | None:
-    """The world's ``manifest.json`` (``None`` when there is none); a broken one is an ``InputError``."""
+    """The world's ``manifest.json`` (``None`` when there is none; broken: ``InputError``)."""
     file = Path(path) / MANIFEST
     if not file.is_file():
         return None
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{file}: not valid JSON ({getattr(exc, 'msg', exc)}); rebuild the world with "
-                         "`vsearcher-lite world --force`") from None
+        problem = getattr(exc, "msg", exc)
+        raise InputError(f"{file}: not valid JSON ({problem}); {REBUILD}") from None
     if not isinstance(data, dict):
-        raise InputError(f"{file}: expected a JSON object, got {type(data).__name__}; rebuild the world with "
-                         "`vsearcher-lite world --force`")
+        raise InputError(f"{file}: expected a JSON object, got {type(data).__name__}; {REBUILD}")
     return data
 
 
@@ -343,7 +338,8 @@ def ensure_world(run_dir: str | os.PathLike, n_entities: int = 2000, seed: int =
     target = Path(run_dir) / "world"
     wanted = {"generator_version": GENERATOR_VERSION, "n_entities": n_entities, "seed": seed}
     have = read_manifest(target)
-    if not have or any(have.get(k) != v for k, v in wanted.items()) or not (target / DB_NAME).is_file():
+    stale = not have or any(have.get(k) != v for k, v in wanted.items())
+    if stale or not (target / DB_NAME).is_file():
         build_world(target, n_entities, seed, workers=workers)
     return open_world(target)
 
@@ -365,7 +361,7 @@ class SandboxWorld:
         self.db_path = self.root / DB_NAME
         self.images_dir = self.root / IMAGES_DIR
         if not self.db_path.is_file():
-            raise InputError(f"{self.db_path}: world database not found; rebuild with `vsearcher-lite world`")
+            raise InputError(f"{self.db_path}: {NOT_FOUND}")
         self.manifest = read_manifest(self.root) or {}
         self._local = threading.local()
         self._knowledge = None
@@ -419,7 +415,7 @@ class SandboxWorld:
         if self._features is None:
             rows = self.connect().execute("SELECT id, feature FROM images ORDER BY id").fetchall()
             ids = [r[0] for r in rows]
-            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), -1)
+            mat = np.frombuffer(b"".join(r[1] for r in rows), np.float16).reshape(len(rows), -1)
             self._features = (ids, mat.astype(np.float32))
         return self._features
 
