@@ -20,15 +20,22 @@ from pathlib import Path
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True,
-                   help="a run folder with filter/heldout.jsonl and its world")
+    p.add_argument(
+        "--run-dir", required=True, help="a run folder with filter/heldout.jsonl and its world"
+    )
     p.add_argument("--policy", required=True, help="a checkpoint folder or transformers:PATH")
-    p.add_argument("--tasks", type=int, default=60,
-                   help="held-out tasks (round-robin over difficulties)")
-    p.add_argument("--batches", default="1,16",
-                   help="comma-separated batch sizes; the first is the reference")
-    p.add_argument("--max-tokens", type=int, default=None,
-                   help="new tokens per turn (default: the SFT stage's)")
+    p.add_argument(
+        "--tasks", type=int, default=60, help="held-out tasks (round-robin over difficulties)"
+    )
+    p.add_argument(
+        "--batches", default="1,16", help="comma-separated batch sizes; the first is the reference"
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="new tokens per turn (default: the SFT stage's)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
 
@@ -49,30 +56,42 @@ def main() -> int:
             if entry.is_dir() and entry.name != "eval":
                 (Path(scratch) / entry.name).symlink_to(entry.resolve())
         for batch in batches:
-            config = EvalConfig.for_profile("cpu", batch=batch,
-                                            max_tokens=args.max_tokens or sft.eval.max_tokens,
-                                            max_tool_calls=sft.eval.max_tool_calls,
-                                            max_context_chars=sft.eval.max_context_chars,
-                                            wall_clock_s=None, cache_mode="off", progress=False)
+            config = EvalConfig.for_profile(
+                "cpu",
+                batch=batch,
+                max_tokens=args.max_tokens or sft.eval.max_tokens,
+                max_tool_calls=sft.eval.max_tool_calls,
+                max_context_chars=sft.eval.max_context_chars,
+                wall_clock_s=None,
+                cache_mode="off",
+                progress=False,
+            )
             start = time.perf_counter()
-            metrics = evaluate(scratch, tasks, args.policy, name=f"batch{batch}", config=config,
-                               fresh=True)
+            metrics = evaluate(
+                scratch, tasks, args.policy, name=f"batch{batch}", config=config, fresh=True
+            )
             seconds = time.perf_counter() - start
             lines = (Path(scratch) / "eval" / f"batch{batch}" / "results.jsonl").read_text()
-            records = {r["id"]: (r.get("prediction"), r.get("termination"))
-                       for r in map(json.loads, lines.splitlines())}
+            records = {
+                r["id"]: (r.get("prediction"), r.get("termination"))
+                for r in map(json.loads, lines.splitlines())
+            }
             results[batch] = (seconds, metrics, records)
             shutil.rmtree(Path(scratch) / "eval" / f"batch{batch}")
     t1, _, r1 = results[batches[0]]
-    print(f"tasks {len(tasks)}, torch threads {args.threads}, policy {args.policy}, "
-          f"max tokens per turn {args.max_tokens or sft.eval.max_tokens}")
+    print(
+        f"tasks {len(tasks)}, torch threads {args.threads}, policy {args.policy}, "
+        f"max tokens per turn {args.max_tokens or sft.eval.max_tokens}"
+    )
     for batch in batches:
         seconds, metrics, records = results[batch]
         same = sum(r1[k] == records.get(k) for k in r1)
-        print(f"batch {batch:3d}: {seconds:7.1f} s  {len(tasks) / seconds:6.2f} tasks/s  "
-              f"x{t1 / seconds:5.2f}  accuracy {metrics.get('pass_at_1')}  "
-              f"format-valid {metrics.get('format_valid_rate')}  "
-              f"same prediction and termination as batch {batches[0]}: {same}/{len(r1)}")
+        print(
+            f"batch {batch:3d}: {seconds:7.1f} s  {len(tasks) / seconds:6.2f} tasks/s  "
+            f"x{t1 / seconds:5.2f}  accuracy {metrics.get('pass_at_1')}  "
+            f"format-valid {metrics.get('format_valid_rate')}  "
+            f"same prediction and termination as batch {batches[0]}: {same}/{len(r1)}"
+        )
     return 0
 
 

@@ -22,17 +22,19 @@ def padded_tokens(lengths: list[int], size: int, *, by_length: bool) -> int:
     [400, 220]
     """
     order = sorted(lengths) if by_length else list(lengths)
-    pieces = [order[i:i + size] for i in range(0, len(order), size)]
+    pieces = [order[i : i + size] for i in range(0, len(order), size)]
     return sum(max(piece) * len(piece) for piece in pieces)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", required=True)
-    parser.add_argument("--name", default="grpo",
-                        help="the GRPO run's folder inside the run (default: grpo)")
-    parser.add_argument("--micro-batch", type=int, default=4,
-                        help="trajectories per pass (cpu preset: 4)")
+    parser.add_argument(
+        "--name", default="grpo", help="the GRPO run's folder inside the run (default: grpo)"
+    )
+    parser.add_argument(
+        "--micro-batch", type=int, default=4, help="trajectories per pass (cpu preset: 4)"
+    )
     args = parser.parse_args()
     path = Path(args.run_dir) / args.name / "rollouts.jsonl"
     lengths: dict[int, list[int]] = {}
@@ -45,18 +47,24 @@ def main() -> None:
     totals = {"real": 0, "in order": 0, "by length": 0}
     print("step  trajectories  real tokens  padded in order  padded by length")
     for step, row in sorted(lengths.items()):
-        counts = {"real": sum(row),
-                  "in order": padded_tokens(row, args.micro_batch, by_length=False),
-                  "by length": padded_tokens(row, args.micro_batch, by_length=True)}
+        counts = {
+            "real": sum(row),
+            "in order": padded_tokens(row, args.micro_batch, by_length=False),
+            "by length": padded_tokens(row, args.micro_batch, by_length=True),
+        }
         for key, value in counts.items():
             totals[key] += value
-        print(f"{step:4d}  {len(row):12d}  {counts['real']:11d}  {counts['in order']:15d}  "
-              f"{counts['by length']:16d}")
+        print(
+            f"{step:4d}  {len(row):12d}  {counts['real']:11d}  {counts['in order']:15d}  "
+            f"{counts['by length']:16d}"
+        )
     real = totals["real"]
     if real:
-        print(f"all steps: padded / real tokens {totals['in order'] / real:.3f} in order, "
-              f"{totals['by length'] / real:.3f} by length; by length computes "
-              f"{totals['by length'] / totals['in order']:.3f}x the tokens of in order")
+        print(
+            f"all steps: padded / real tokens {totals['in order'] / real:.3f} in order, "
+            f"{totals['by length'] / real:.3f} by length; by length computes "
+            f"{totals['by length'] / totals['in order']:.3f}x the tokens of in order"
+        )
 
 
 if __name__ == "__main__":

@@ -38,12 +38,26 @@ def run_child(run_dir: Path, args: argparse.Namespace, heap: str) -> dict:
         env.pop(key, None)
     if heap == "glibc-default":
         env["MALLOC_ARENA_MAX"] = str(8 * (os.cpu_count() or 1))
-    cmd = [sys.executable, "-m", "vsearcher_lite", "grpo", "--run-dir", str(run_dir),
-           "--profile", "cpu", "--steps", str(args.steps), "--threads", str(args.threads),
-           "--name", f"grpo-heap-{heap}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vsearcher_lite",
+        "grpo",
+        "--run-dir",
+        str(run_dir),
+        "--profile",
+        "cpu",
+        "--steps",
+        str(args.steps),
+        "--threads",
+        str(args.threads),
+        "--name",
+        f"grpo-heap-{heap}",
+    ]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     stderr = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
@@ -55,8 +69,9 @@ def run_child(run_dir: Path, args: argparse.Namespace, heap: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True,
-                   help="a run folder with an SFT checkpoint and held-out tasks")
+    p.add_argument(
+        "--run-dir", required=True, help="a run folder with an SFT checkpoint and held-out tasks"
+    )
     p.add_argument("--steps", type=int, default=3, help="GRPO steps per child")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
@@ -69,11 +84,15 @@ def main() -> int:
             scratch_copy(run, Path(scratch))
             rows.append(run_child(Path(scratch), args, heap))
             row = rows[-1]
-            print(f"{heap:14s} peak {row['peak_mb']:7.0f} MB  wall {row['seconds']:6.1f} s",
-                  flush=True)
+            print(
+                f"{heap:14s} peak {row['peak_mb']:7.0f} MB  wall {row['seconds']:6.1f} s",
+                flush=True,
+            )
     base, limited = rows
-    print(f"peak memory limited/default: {limited['peak_mb'] / base['peak_mb']:.2f}x; "
-          f"wall time limited/default: {limited['seconds'] / base['seconds']:.2f}x")
+    print(
+        f"peak memory limited/default: {limited['peak_mb'] / base['peak_mb']:.2f}x; "
+        f"wall time limited/default: {limited['seconds'] / base['seconds']:.2f}x"
+    )
     return 0
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run-dir", required=True,
-                   help="a run folder with trajectories/export/sft_trl.jsonl")
+    p.add_argument(
+        "--run-dir", required=True, help="a run folder with trajectories/export/sft_trl.jsonl"
+    )
     p.add_argument("--samples", type=int, default=40, help="trajectories drawn at random (seed 0)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
@@ -56,8 +57,10 @@ def main() -> int:
         slow_batches, slow_s = collate_all()
     finally:
         cls._adjust_assistant_masks_indices = override
-    same = sum(all(a[k].tolist() == b[k].tolist() for k in ("labels", "input_ids"))
-               for a, b in zip(fast_batches, slow_batches))
+    same = sum(
+        all(a[k].tolist() == b[k].tolist() for k in ("labels", "input_ids"))
+        for a, b in zip(fast_batches, slow_batches)
+    )
 
     model.train()
     optimizer = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5)
@@ -66,8 +69,9 @@ def main() -> int:
         out = model(**{k: v for k, v in batch.items() if k != "labels"}, use_cache=False)
         logits = out.logits[:, :-1].float()
         targets = batch["labels"][:, 1:].reshape(-1)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets,
-                                                 ignore_index=-100)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), targets, ignore_index=-100
+        )
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -79,15 +83,21 @@ def main() -> int:
     step_s = (time.perf_counter() - start) / len(fast_batches)
     tokens = sum(int(b["input_ids"].shape[1]) for b in fast_batches) / len(fast_batches)
 
-    print(f"{len(items)} trajectories of {path} (mean {tokens:.0f} tokens), "
-          f"torch threads {args.threads}")
+    print(
+        f"{len(items)} trajectories of {path} (mean {tokens:.0f} tokens), "
+        f"torch threads {args.threads}"
+    )
     print(f"collate, transformers' mask walk: {1000 * slow_s:6.1f} ms/sample")
-    print(f"collate, the tiny processor's:    {1000 * fast_s:6.1f} ms/sample  "
-          f"x{slow_s / fast_s:.2f} faster; identical ids and labels: {same}/{len(items)}")
+    print(
+        f"collate, the tiny processor's:    {1000 * fast_s:6.1f} ms/sample  "
+        f"x{slow_s / fast_s:.2f} faster; identical ids and labels: {same}/{len(items)}"
+    )
     print(f"train step (forward, backward, AdamW): {1000 * step_s:6.1f} ms/sample")
     slow, fast = slow_s + step_s, fast_s + step_s
-    print(f"collate + step: {1000 * slow:.0f} -> {1000 * fast:.0f} ms/sample, "
-          f"x{slow / fast:.2f} steps per minute")
+    print(
+        f"collate + step: {1000 * slow:.0f} -> {1000 * fast:.0f} ms/sample, "
+        f"x{slow / fast:.2f} steps per minute"
+    )
     return 0
 
 

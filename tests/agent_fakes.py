@@ -25,7 +25,10 @@ from vsearcher_lite.world.model import ImageRef, PageContent
 
 class FakeText(TextSearchBackend):
     def search(self, query, k=5):
-        return [SearchHit(f"https://wiki.sandbox.test/wiki/P{i}", f"Page {i}", f"{query} snippet {i}") for i in range(k)]
+        return [
+            SearchHit(f"https://wiki.sandbox.test/wiki/P{i}", f"Page {i}", f"{query} snippet {i}")
+            for i in range(k)
+        ]
 
 
 class FakeImage(ImageSearchBackend):
@@ -78,13 +81,20 @@ def answer(text, think="Found it."):
 def sample_trajectory(folder: Path, task_id: str = "t1", difficulty: str = "easy", n_hits: int = 2):
     """A finished trajectory with a question image, an image search (with images) and a visit."""
     q, hits = make_images(folder, n_hits)
-    task = Task(id=task_id, question="In which year was the town shown in the image founded?", answer="1874",
-                image_path=q, difficulty=difficulty)
-    policy = ScriptedChat([
-        call("image_search"),
-        call("visit", {"url": "https://wiki.sandbox.test/wiki/Tope", "goal": "founding year"}),
-        answer("1874"),
-    ])
+    task = Task(
+        id=task_id,
+        question="In which year was the town shown in the image founded?",
+        answer="1874",
+        image_path=q,
+        difficulty=difficulty,
+    )
+    policy = ScriptedChat(
+        [
+            call("image_search"),
+            call("visit", {"url": "https://wiki.sandbox.test/wiki/Tope", "goal": "founding year"}),
+            answer("1874"),
+        ]
+    )
     traj = run_episode(policy, make_toolbox(hits), task)
     traj.meta.update({"answer": "1874", "difficulty": difficulty, "correct": True})
     return traj
@@ -129,7 +139,8 @@ def sandbox_toolbox(run: Path, top_k: int = 3, cache=None, style: str = "full") 
 
 
 def fresh_run(base: Path, tmp_path: Path) -> Path:
-    """A run folder of its own that shares ``base``'s built world and copies its synthesized tasks."""
+    """A run folder of its own that shares ``base``'s built world and copies its synthesized
+    tasks."""
     import shutil
 
     run = tmp_path / "run"
@@ -141,9 +152,9 @@ def fresh_run(base: Path, tmp_path: Path) -> Path:
 
 
 def grpo_run(base: Path, run: Path) -> Path:
-    """A GRPO-ready run folder at ``run`` over ``base``'s world (``build_sandbox_run``): six easy kept
-    training tasks as both SFT's tasks and the RL pool, three as held-out tasks, and the tiny base
-    standing in for the SFT checkpoint."""
+    """A GRPO-ready run folder at ``run`` over ``base``'s world (``build_sandbox_run``): six easy
+    kept training tasks as both SFT's tasks and the RL pool, three as held-out tasks, and the tiny
+    base standing in for the SFT checkpoint."""
     import json
 
     from vsearcher_lite.model.tiny import default_base_dir
@@ -153,13 +164,19 @@ def grpo_run(base: Path, run: Path) -> Path:
     (run / "world").symlink_to(base / "world")
     (run / "filter").mkdir()
     # every kept training task, its image named where it is (in base's run folder)
-    tasks = [RunDir(base).resolve(json.loads(line)) for name in ("train", "rl_tasks")
-             for line in (base / "filter" / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+    tasks = [
+        RunDir(base).resolve(json.loads(line))
+        for name in ("train", "rl_tasks")
+        for line in (base / "filter" / f"{name}.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     easy = [t for t in tasks if t["difficulty"] == "easy"]
     write_jsonl(run / "filter" / "train.jsonl", easy[:6])
     write_jsonl(run / "filter" / "rl_tasks.jsonl", easy[:6])  # the RL pool, GRPO's default source
-    write_jsonl(run / "filter" / "heldout.jsonl", [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]])
+    write_jsonl(
+        run / "filter" / "heldout.jsonl",
+        [{**t, "id": f"heldout-{t['id']}", "split": "heldout"} for t in easy[6:9]],
+    )
     (run / "sft").mkdir()
     (run / "sft" / "checkpoint").symlink_to(default_base_dir())
     return run
-

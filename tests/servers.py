@@ -10,7 +10,8 @@ Each reply is one of:
 - a string: the assistant's ``content``;
 - a dict with ``"status"``: a scripted HTTP response, e.g. ``{"status": 500}``,
   ``{"status": 429, "headers": {"Retry-After": "1"}}``, ``{"status": 401, "body": {...}}``;
-- a dict with ``"raw"``: that JSON body sent as-is with status 200 (e.g. ``{"raw": {"choices": []}}``);
+- a dict with ``"raw"``: that JSON body sent as-is with status 200
+  (e.g. ``{"raw": {"choices": []}}``);
 - any other dict: fields of the assistant message (``content``, ``reasoning_content``,
   ``tool_calls``) plus optional ``usage`` and ``finish_reason`` for the response;
 - a callable: called with the request's JSON body, returns any of the above.
@@ -61,7 +62,9 @@ class _LoopbackServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -96,8 +99,12 @@ class _LoopbackServer:
         return handler.rfile.read(length) if length else b""
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes | str | dict | list | None,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes | str | dict | list | None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         if isinstance(body, (dict, list)):
             payload, ctype = json.dumps(body).encode(), "application/json"
         elif isinstance(body, str):
@@ -133,8 +140,14 @@ class ReplayChatServer(_LoopbackServer):
     """See the module docstring. ``base_url`` is what a client is configured with (``.../v1``);
     ``requests`` holds ``{"path", "headers", "json"}`` for every request received."""
 
-    def __init__(self, replies: list[Reply], *, models: list[str] | None = None, api_key: str | None = None,
-                 prefix: str = "/v1"):
+    def __init__(
+        self,
+        replies: list[Reply],
+        *,
+        models: list[str] | None = None,
+        api_key: str | None = None,
+        prefix: str = "/v1",
+    ):
         super().__init__()
         self.prefix = prefix.rstrip("/")
         self.replies = list(replies)
@@ -153,27 +166,59 @@ class ReplayChatServer(_LoopbackServer):
         except ValueError:
             body = {"_unparsed": raw.decode("utf-8", "replace")}
         with self._lock:
-            self.requests.append({"path": handler.path, "headers": dict(handler.headers.items()), "json": body})
-        if self.api_key is not None and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
-            self._send(handler, 401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
-                                                "code": "invalid_api_key"}})
+            self.requests.append(
+                {"path": handler.path, "headers": dict(handler.headers.items()), "json": body}
+            )
+        if (
+            self.api_key is not None
+            and handler.headers.get("Authorization") != f"Bearer {self.api_key}"
+        ):
+            self._send(
+                handler,
+                401,
+                {
+                    "error": {
+                        "message": "Incorrect API key provided.",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            )
             return
         path = handler.path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path == f"{self.prefix}/models":
-            self._send(handler, 200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models or []]})
+            self._send(
+                handler,
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": m, "object": "model"} for m in self.models or []],
+                },
+            )
             return
         if method != "POST" or path != f"{self.prefix}/chat/completions":
             self._send(handler, 404, {"detail": "Not Found"})
             return
         model = body.get("model")
         if self.models is not None and model not in self.models:
-            self._send(handler, 404, {"error": {"message": f"The model `{model}` does not exist.",
-                                                "type": "NotFoundError", "code": 404}})
+            self._send(
+                handler,
+                404,
+                {
+                    "error": {
+                        "message": f"The model `{model}` does not exist.",
+                        "type": "NotFoundError",
+                        "code": 404,
+                    }
+                },
+            )
             return
         with self._lock:
             reply = self.replies.pop(0) if self.replies else None
         if reply is None:
-            self._send(handler, 500, {"error": {"message": "ReplayChatServer: no scripted replies left"}})
+            self._send(
+                handler, 500, {"error": {"message": "ReplayChatServer: no scripted replies left"}}
+            )
             return
         if callable(reply):
             reply = reply(body)
@@ -181,8 +226,12 @@ class ReplayChatServer(_LoopbackServer):
 
     def _answer(self, handler: BaseHTTPRequestHandler, request: dict, reply: Any) -> None:
         if isinstance(reply, dict) and "status" in reply:
-            self._send(handler, int(reply["status"]), reply.get("body", {"error": {"message": f"scripted {reply['status']}"}}),
-                       reply.get("headers"))
+            self._send(
+                handler,
+                int(reply["status"]),
+                reply.get("body", {"error": {"message": f"scripted {reply['status']}"}}),
+                reply.get("headers"),
+            )
             return
         if isinstance(reply, dict) and "raw" in reply:
             self._send(handler, 200, reply["raw"])
@@ -194,21 +243,33 @@ class ReplayChatServer(_LoopbackServer):
         if usage is None:
             prompt = approx_tokens(_message_text(request.get("messages", [])))
             completion = approx_tokens(message.get("content") or "")
-            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
         with self._lock:
             n = len(self.requests)
-        self._send(handler, 200, {
-            "id": f"chatcmpl-replay-{n}", "object": "chat.completion", "created": 1730000000,
-            "model": request.get("model", "replay"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": usage,
-        })
+        self._send(
+            handler,
+            200,
+            {
+                "id": f"chatcmpl-replay-{n}",
+                "object": "chat.completion",
+                "created": 1730000000,
+                "model": request.get("model", "replay"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            },
+        )
 
 
 class MisbehavingServer(_LoopbackServer):
     """See the module docstring. ``hits`` records ``(method, path, time)`` of every request."""
 
-    def __init__(self, plan: list[Any], *, then: Any = "ok", slow_s: float = 0.5, hang_s: float = 30.0):
+    def __init__(
+        self, plan: list[Any], *, then: Any = "ok", slow_s: float = 0.5, hang_s: float = 30.0
+    ):
         super().__init__()
         self.plan = list(plan)
         self.then = then
@@ -227,12 +288,20 @@ class MisbehavingServer(_LoopbackServer):
     def _expand(self, step: Any, index: int) -> dict:
         ok_json = {"ok": True, "n": index}
         if isinstance(step, dict):
-            return {"status": 200, **step} if "status" in step or "json" in step or "body" in step else {"status": 200, "json": ok_json, **step}
+            return (
+                {"status": 200, **step}
+                if "status" in step or "json" in step or "body" in step
+                else {"status": 200, "json": ok_json, **step}
+            )
         if isinstance(step, int):
             return {"status": step, "json": {"error": f"scripted {step}", "n": index}}
         named = {
             "ok": {"status": 200, "json": ok_json},
-            "malformed": {"status": 200, "body": '{"ok": tru', "headers": {"Content-Type": "application/json"}},
+            "malformed": {
+                "status": 200,
+                "body": '{"ok": tru',
+                "headers": {"Content-Type": "application/json"},
+            },
             "truncate": {"status": 200, "json": ok_json, "truncate": True},
             "hang": {"hang": True},
             "reset": {"reset": True},
@@ -273,27 +342,37 @@ class MisbehavingServer(_LoopbackServer):
             for i in range(len(payload)):
                 if self.stopping.wait(step["drip"]):
                     return
-                handler.wfile.write(payload[i:i + 1])
+                handler.wfile.write(payload[i : i + 1])
                 handler.wfile.flush()
             return
         handler.wfile.write(payload)
-
 
 
 # ---------------------------------------------------------------------------------------------
 # Tiny local models and a real OpenAI-compatible server (`transformers serve`) for them
 # ---------------------------------------------------------------------------------------------
 
-TINY_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|image_pad|>",
-                       "<|vision_end|>"]
+TINY_SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|image_pad|>",
+    "<|vision_end|>",
+]
 TINY_CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
-    "{% if p['type'] == 'text' %}{{ p['text'] }}{% else %}<|vision_start|><|image_pad|><|vision_end|>{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% if p['type'] == 'text' %}{{ p['text'] }}{% else %}"
+    "<|vision_start|><|image_pad|><|vision_end|>{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-TINY_CORPUS = ["The Eiffel Tower is in Paris. Answer: Paris.", "Thought: I should search. Action: text_search",
-               "Observation: the page says the bridge opened in 1932."] * 20
+TINY_CORPUS = [
+    "The Eiffel Tower is in Paris. Answer: Paris.",
+    "Thought: I should search. Action: text_search",
+    "Observation: the page says the bridge opened in 1932.",
+] * 20
 
 
 def build_tiny_tokenizer():
@@ -305,17 +384,25 @@ def build_tiny_tokenizer():
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=TINY_SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=TINY_SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     raw.train_from_iterator(TINY_CORPUS, trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  additional_special_tokens=TINY_SPECIAL_TOKENS[1:])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=TINY_SPECIAL_TOKENS[1:],
+    )
     tok.chat_template = TINY_CHAT_TEMPLATE
     return tok
 
 
 def build_tiny_causal_lm(path, *, seed: int = 0):
-    """Save a 2-layer Qwen2 causal LM (hidden size 32) and its tokenizer to ``path``; returns ``path``.
+    """Save a 2-layer Qwen2 causal LM (hidden size 32) and its tokenizer to ``path``; returns
+    ``path``.
 
     The wide initialisation keeps greedy decoding from collapsing onto a single token, so the
     model says varied (meaningless) things, which is what tests of stop strings need.
@@ -325,10 +412,20 @@ def build_tiny_causal_lm(path, *, seed: int = 0):
 
     tok = build_tiny_tokenizer()
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         initializer_range=0.5, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                         bos_token_id=None, tie_word_embeddings=True)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.5,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
     Qwen2ForCausalLM(config).save_pretrained(path)
     tok.save_pretrained(path)
     return path
@@ -372,12 +469,31 @@ class TransformersServe:
         exe = shutil.which("transformers", path=os.path.dirname(sys.executable))
         if exe is None:
             raise RuntimeError("the `transformers` command is not installed next to this Python")
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": self.home_dir, "TRANSFORMERS_VERBOSITY": "error",
-               "NO_PROXY": "127.0.0.1", "OMP_NUM_THREADS": "1"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "HF_HOME": self.home_dir,
+            "TRANSFORMERS_VERBOSITY": "error",
+            "NO_PROXY": "127.0.0.1",
+            "OMP_NUM_THREADS": "1",
+        }
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            [exe, "serve", self.model_dir, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
-            stdout=log, stderr=subprocess.STDOUT, env=env)
+            [
+                exe,
+                "serve",
+                self.model_dir,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--device",
+                "cpu",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -389,7 +505,9 @@ class TransformersServe:
             except OSError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"transformers serve did not become healthy in {self.startup_timeout:.0f}s")
+        raise RuntimeError(
+            f"transformers serve did not become healthy in {self.startup_timeout:.0f}s"
+        )
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -107,7 +107,8 @@ def test_the_graph_reader_resolves_names_modules_and_relative_imports(tmp_path):
     (pkg / "sub" / "__init__.py").write_text("from .leaf import thing\n")
     (pkg / "sub" / "leaf.py").write_text("def f():\n    from vsearcher_lite import top\n")
     (pkg / "top.py").write_text(
-        "from vsearcher_lite.sub import leaf\nfrom vsearcher_lite.sub import thing\n")
+        "from vsearcher_lite.sub import leaf\nfrom vsearcher_lite.sub import thing\n"
+    )
     graph = import_graph(pkg)
     assert graph[f"{PACKAGE}.top"] == {f"{PACKAGE}.sub.leaf", f"{PACKAGE}.sub"}
     assert graph[f"{PACKAGE}.sub"] == {f"{PACKAGE}.sub.leaf"}

@@ -1,4 +1,5 @@
-"""`vsearcher-lite bench` on a small world: every metric is there and plausible; sections compose."""
+"""`vsearcher-lite bench` on a small world: every metric is there and plausible; sections
+compose."""
 
 from __future__ import annotations
 
@@ -8,14 +9,33 @@ import math
 from vsearcher_lite import bench
 from vsearcher_lite.cli import main
 
-KEYS = ("text_search_p50_ms", "image_search_p50_ms", "visit_p50_ms", "text_search_hit_at_5",
-        "image_search_hit_at_5", "generic_query_miss_at_1")
+KEYS = (
+    "text_search_p50_ms",
+    "image_search_p50_ms",
+    "visit_p50_ms",
+    "text_search_hit_at_5",
+    "image_search_hit_at_5",
+    "generic_query_miss_at_1",
+)
 
 
 def test_bench_command_writes_all_metrics(tmp_path, capsys):
     run = tmp_path / "run"
-    mine = "world,text_search,generic_queries,image_search,visit"  # later stages test their own sections
-    argv = ["bench", "--run-dir", str(run), "--entities", "300", "--queries", "30", "--seed", "0", "--sections", mine]
+    # later stages test their own sections
+    mine = "world,text_search,generic_queries,image_search,visit"
+    argv = [
+        "bench",
+        "--run-dir",
+        str(run),
+        "--entities",
+        "300",
+        "--queries",
+        "30",
+        "--seed",
+        "0",
+        "--sections",
+        mine,
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     metrics = json.loads((run / "bench" / "metrics.json").read_text())
@@ -50,7 +70,9 @@ def test_sections_are_pluggable_and_merge(tmp_path, monkeypatch):
 
 
 def test_unknown_section_is_a_one_line_error(tmp_path, capsys):
-    code = main(["bench", "--run-dir", str(tmp_path), "--entities", "100", "--sections", "text_search,nope"])
+    code = main(
+        ["bench", "--run-dir", str(tmp_path), "--entities", "100", "--sections", "text_search,nope"]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "nope" in err and "text_search" in err and err.strip().count("\n") == 0

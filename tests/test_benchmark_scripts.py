@@ -9,11 +9,26 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_grpo_padding_counts_the_padded_tokens_of_each_step(tmp_path):
-    rows = [{"step": 0, "in_loss": True, "prompt_tokens": 5, "response_tokens": n} for n in (5, 95, 5, 95)]
-    rows.append({"step": 0, "in_loss": False, "prompt_tokens": 5, "response_tokens": 1000})  # not in the loss
+    rows = [
+        {"step": 0, "in_loss": True, "prompt_tokens": 5, "response_tokens": n}
+        for n in (5, 95, 5, 95)
+    ]
+    # not in the loss
+    rows.append({"step": 0, "in_loss": False, "prompt_tokens": 5, "response_tokens": 1000})
     (tmp_path / "grpo").mkdir()
     (tmp_path / "grpo" / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grpo_padding.py"), "--run-dir", str(tmp_path),
-                          "--micro-batch", "2"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "grpo_padding.py"),
+            "--run-dir",
+            str(tmp_path),
+            "--micro-batch",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.splitlines()[1].split() == ["0", "4", "220", "400", "220"]
     assert "padded / real tokens 1.818 in order, 1.000 by length" in out

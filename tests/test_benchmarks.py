@@ -16,8 +16,13 @@ from vsearcher_lite.net.http import HttpClient
 from vsearcher_lite.runio import InputError
 
 HOST = "https://raw.githubusercontent.com/image-storage-rl/image_storage/refs/heads/main/data_synthesis"
-LONG_QUESTION = " ".join(["In the harbour town shown in the image, a bridge that a guild of glassmakers paid for"] * 25) + \
-    " — what is the name of the river it crosses?"
+LONG_QUESTION = (
+    " ".join(
+        ["In the harbour town shown in the image, a bridge that a guild of glassmakers paid for"]
+        * 25
+    )
+    + " — what is the name of the river it crosses?"
+)
 
 
 def png_bytes(colour=(200, 30, 30), size=(8, 8), fmt="PNG") -> bytes:
@@ -27,19 +32,34 @@ def png_bytes(colour=(200, 30, 30), size=(8, 8), fmt="PNG") -> bytes:
 
 
 def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     return path
 
 
 def exam_rows():
     return [
-        {"question": "In which city is the church shown in the image?", "image_path": f"{HOST}/a1b2c3d4e5f6_Hallgrimskirkja.jpg",
-         "answer": "Reykjavík"},
-        {"question": LONG_QUESTION, "image_path": f"{HOST}/0f0f0f0f0f0f_Bridge_2C_river.png", "answer": "Zürich–Limmat"},
-        {"question": "Which prefecture's capital hosts the tower shown in the image?",
-         "image_path": f"{HOST}/a1b2c3d4e5f6_Hallgrimskirkja.jpg", "answer": "東京都"},
-        {"question": "In which year was the museum shown in the image founded?", "image_path": f"{HOST}/123456abcdef_Museum.jpeg",
-         "answer": 1874},
+        {
+            "question": "In which city is the church shown in the image?",
+            "image_path": f"{HOST}/a1b2c3d4e5f6_Hallgrimskirkja.jpg",
+            "answer": "Reykjavík",
+        },
+        {
+            "question": LONG_QUESTION,
+            "image_path": f"{HOST}/0f0f0f0f0f0f_Bridge_2C_river.png",
+            "answer": "Zürich–Limmat",
+        },
+        {
+            "question": "Which prefecture's capital hosts the tower shown in the image?",
+            "image_path": f"{HOST}/a1b2c3d4e5f6_Hallgrimskirkja.jpg",
+            "answer": "東京都",
+        },
+        {
+            "question": "In which year was the museum shown in the image founded?",
+            "image_path": f"{HOST}/123456abcdef_Museum.jpeg",
+            "answer": 1874,
+        },
     ]
 
 
@@ -53,8 +73,15 @@ def test_mmsearchexam_rows_become_tasks_with_non_ascii_answers_and_long_question
     assert fmt == "mmsearchexam"
     assert [r.answer for r in rows] == ["Reykjavík", "Zürich–Limmat", "東京都", "1874"]
     assert rows[1].question == LONG_QUESTION and len(rows[1].question.split()) > 291
-    assert [r.id for r in rows] == ["mmsearchexam-0001", "mmsearchexam-0002", "mmsearchexam-0003", "mmsearchexam-0004"]
-    assert all(r.image.kind == "url" for r in rows) and rows[0].where.endswith("mmsearchexam.jsonl:1")
+    assert [r.id for r in rows] == [
+        "mmsearchexam-0001",
+        "mmsearchexam-0002",
+        "mmsearchexam-0003",
+        "mmsearchexam-0004",
+    ]
+    assert all(r.image.kind == "url" for r in rows) and rows[0].where.endswith(
+        "mmsearchexam.jsonl:1"
+    )
     report = bm.check_benchmark(path)
     assert (report["n_rows"], report["n_with_images"], report["n_distinct_images"]) == (4, 4, 3)
     assert report["groups"] == {"exam": 4}
@@ -64,7 +91,9 @@ def test_a_missing_field_names_the_line_and_the_field(tmp_path):
     rows = exam_rows()
     del rows[2]["answer"]
     path = write_jsonl(tmp_path / "exam.jsonl", rows)
-    with pytest.raises(InputError, match=r"exam\.jsonl:3: missing field 'answer' \(MM-SearchExam rows have"):
+    with pytest.raises(
+        InputError, match=r"exam\.jsonl:3: missing field 'answer' \(MM-SearchExam rows have"
+    ):
         bm.read_rows(path)
     rows = exam_rows()
     del rows[1]["image_path"]
@@ -74,14 +103,16 @@ def test_a_missing_field_names_the_line_and_the_field(tmp_path):
 
 def test_bad_json_empty_fields_and_unknown_shapes_are_named(tmp_path):
     path = tmp_path / "exam.jsonl"
-    path.write_text(json.dumps(exam_rows()[0]) + "\n\n{\"question\": \n", encoding="utf-8")
+    path.write_text(json.dumps(exam_rows()[0]) + '\n\n{"question": \n', encoding="utf-8")
     with pytest.raises(InputError, match=r"exam\.jsonl:3: not valid JSON"):
         bm.read_rows(path)
     rows = exam_rows()
     rows[0]["question"] = "   "
     with pytest.raises(InputError, match=r"exam\.jsonl:1: field 'question' is empty"):
         bm.read_rows(write_jsonl(path, rows))
-    with pytest.raises(InputError, match=r"exam\.jsonl:1: cannot tell the benchmark format .*--format"):
+    with pytest.raises(
+        InputError, match=r"exam\.jsonl:1: cannot tell the benchmark format .*--format"
+    ):
         bm.read_rows(write_jsonl(path, [{"prompt": "x", "target": "y"}]))
     with pytest.raises(InputError, match=r"exam\.jsonl:1: missing field 'query'"):
         bm.read_rows(write_jsonl(path, exam_rows()), format="mmsearch")
@@ -95,17 +126,24 @@ def test_bad_json_empty_fields_and_unknown_shapes_are_named(tmp_path):
 
 
 def test_duplicate_ids_are_refused(tmp_path):
-    rows = [{"id": "t1", "question": "q1", "answer": "a", "difficulty": "easy"},
-            {"id": "t1", "question": "q2", "answer": "b", "difficulty": "easy"}]
-    with pytest.raises(InputError, match=r"tasks\.jsonl:2: id 't1' was already used at .*tasks\.jsonl:1"):
+    rows = [
+        {"id": "t1", "question": "q1", "answer": "a", "difficulty": "easy"},
+        {"id": "t1", "question": "q2", "answer": "b", "difficulty": "easy"},
+    ]
+    with pytest.raises(
+        InputError, match=r"tasks\.jsonl:2: id 't1' was already used at .*tasks\.jsonl:1"
+    ):
         bm.read_rows(write_jsonl(tmp_path / "tasks.jsonl", rows))
 
 
 def test_downloads_are_content_addressed_cached_and_reused(tmp_path):
     path = write_jsonl(tmp_path / "mmsearchexam.jsonl", exam_rows())
-    pictures = {exam_rows()[0]["image_path"]: png_bytes((10, 20, 30)),
-                exam_rows()[1]["image_path"]: png_bytes((90, 20, 30), fmt="JPEG"),
-                exam_rows()[3]["image_path"]: png_bytes((10, 20, 30))}  # the same picture under another URL
+    # the same picture under another URL
+    pictures = {
+        exam_rows()[0]["image_path"]: png_bytes((10, 20, 30)),
+        exam_rows()[1]["image_path"]: png_bytes((90, 20, 30), fmt="JPEG"),
+        exam_rows()[3]["image_path"]: png_bytes((10, 20, 30)),
+    }
     fetched = []
 
     def fetch(url):
@@ -120,7 +158,11 @@ def test_downloads_are_content_addressed_cached_and_reused(tmp_path):
     assert tasks[0].image_path == tasks[2].image_path == tasks[3].image_path
     assert tasks[1].image_path.endswith(".jpg") and tasks[0].image_path.endswith(".png")
     assert tasks[0].extra["image_url"] == exam_rows()[0]["image_path"]
-    assert tasks[2].answer == "東京都" and tasks[0].split == "mmsearchexam" and tasks[0].difficulty == "exam"
+    assert (
+        tasks[2].answer == "東京都"
+        and tasks[0].split == "mmsearchexam"
+        and tasks[0].difficulty == "exam"
+    )
     assert not list(cache_dir.glob(".*.tmp"))
     again = bm.load_benchmark(path, image_dir=cache_dir, fetch=fetch)
     assert len(fetched) == 3  # nothing downloaded twice
@@ -144,19 +186,30 @@ def _guarded_client(resolve_to: str, body: bytes, content_type="image/png"):
     def app(request):
         return httpx.Response(200, content=body, headers={"Content-Type": content_type})
 
-    return HttpClient("test images", guard=UrlGuard(resolver=resolver), transport=httpx.MockTransport(app),
-                      max_retries=0)
+    return HttpClient(
+        "test images",
+        guard=UrlGuard(resolver=resolver),
+        transport=httpx.MockTransport(app),
+        max_retries=0,
+    )
 
 
 def test_downloads_go_through_the_ssrf_guard(tmp_path):
     path = write_jsonl(tmp_path / "mmsearchexam.jsonl", exam_rows()[:1])
-    ok = bm.load_benchmark(path, image_dir=tmp_path / "a", client=_guarded_client("93.184.215.14", png_bytes()))
+    ok = bm.load_benchmark(
+        path, image_dir=tmp_path / "a", client=_guarded_client("93.184.215.14", png_bytes())
+    )
     assert ok[0].image_path.endswith(".png")
     with pytest.raises(InputError, match=r"mmsearchexam\.jsonl:1: .*private address"):
-        bm.load_benchmark(path, image_dir=tmp_path / "b", client=_guarded_client("10.0.0.5", png_bytes()))
+        bm.load_benchmark(
+            path, image_dir=tmp_path / "b", client=_guarded_client("10.0.0.5", png_bytes())
+        )
     with pytest.raises(InputError, match=r"mmsearchexam\.jsonl:1: .*not a readable image"):
-        bm.load_benchmark(path, image_dir=tmp_path / "c",
-                          client=_guarded_client("93.184.215.14", b"<html>gone</html>", "text/html"))
+        bm.load_benchmark(
+            path,
+            image_dir=tmp_path / "c",
+            client=_guarded_client("93.184.215.14", b"<html>gone</html>", "text/html"),
+        )
 
 
 def test_skip_bad_images_leaves_the_row_out_and_says_which(tmp_path):
@@ -169,8 +222,14 @@ def test_skip_bad_images_leaves_the_row_out_and_says_which(tmp_path):
 
     with pytest.raises(InputError, match=r"mmsearchexam\.jsonl:4: .*404"):
         bm.load_benchmark(path, image_dir=tmp_path / "img", fetch=fetch)
-    report = bm.load_benchmark_report(path, image_dir=tmp_path / "img", fetch=fetch, skip_bad_images=True)
-    assert [t.id for t in report["tasks"]] == ["mmsearchexam-0001", "mmsearchexam-0002", "mmsearchexam-0003"]
+    report = bm.load_benchmark_report(
+        path, image_dir=tmp_path / "img", fetch=fetch, skip_bad_images=True
+    )
+    assert [t.id for t in report["tasks"]] == [
+        "mmsearchexam-0001",
+        "mmsearchexam-0002",
+        "mmsearchexam-0003",
+    ]
     assert len(report["skipped"]) == 1 and ":4:" in report["skipped"][0]
 
 
@@ -180,11 +239,18 @@ def test_skip_bad_images_leaves_the_row_out_and_says_which(tmp_path):
 
 def test_browsecomp_vl_answers_list_levels_and_domain(tmp_path):
     rows = [
-        {"question": "Which country produced the film shown on this website in the image?",
-         "image_path": "https://example.test/browsecomp_vl/level2/level2_1.jpg", "answers": ["United States", "USA"],
-         "domain": "TV"},
-        {"question": "Who founded the company shown in the image?", "image_path": "https://example.test/b/level2_2.jpg",
-         "answers": ["Mounira Mitchala."], "domain": "Music"},
+        {
+            "question": "Which country produced the film shown on this website in the image?",
+            "image_path": "https://example.test/browsecomp_vl/level2/level2_1.jpg",
+            "answers": ["United States", "USA"],
+            "domain": "TV",
+        },
+        {
+            "question": "Who founded the company shown in the image?",
+            "image_path": "https://example.test/b/level2_2.jpg",
+            "answers": ["Mounira Mitchala."],
+            "domain": "Music",
+        },
     ]
     path = write_jsonl(tmp_path / "bc_vl_level2.jsonl", rows)
     fmt, parsed = bm.read_rows(path)
@@ -203,11 +269,26 @@ def test_browsecomp_vl_answers_list_levels_and_domain(tmp_path):
 def test_mmsearch_embedded_images_alternatives_and_text_only_rows(tmp_path):
     picture = png_bytes((0, 120, 0))
     rows = [
-        {"sample_id": "1", "query": "What is the name of the car model shown in the image?",
-         "query_image": {"bytes": base64.b64encode(picture).decode(), "path": "q1.png"}, "gt_answer": "Model Ω",
-         "alternative_gt_answers": ["Omega"], "area": "news", "subfield": "auto", "timestamp": "2024-06"},
-        {"sample_id": "2", "query": "Who won the 2024 chess olympiad?", "query_image": None, "gt_answer": "India",
-         "alternative_gt_answers": [], "area": "knowledge", "subfield": "sport", "timestamp": "2024-09"},
+        {
+            "sample_id": "1",
+            "query": "What is the name of the car model shown in the image?",
+            "query_image": {"bytes": base64.b64encode(picture).decode(), "path": "q1.png"},
+            "gt_answer": "Model Ω",
+            "alternative_gt_answers": ["Omega"],
+            "area": "news",
+            "subfield": "auto",
+            "timestamp": "2024-06",
+        },
+        {
+            "sample_id": "2",
+            "query": "Who won the 2024 chess olympiad?",
+            "query_image": None,
+            "gt_answer": "India",
+            "alternative_gt_answers": [],
+            "area": "knowledge",
+            "subfield": "sport",
+            "timestamp": "2024-09",
+        },
     ]
     path = write_jsonl(tmp_path / "end2end.jsonl", rows)
     report = bm.check_benchmark(path)
@@ -218,8 +299,13 @@ def test_mmsearch_embedded_images_alternatives_and_text_only_rows(tmp_path):
     assert [t.id for t in tasks] == ["mmsearch-1"]
     assert tasks[0].aliases == ["Omega"] and tasks[0].difficulty == "news"
     assert (tmp_path / "img" / bm.content_name(picture, "PNG")).read_bytes() == picture
-    rows[0]["query_image"] = {"bytes": base64.b64encode(b"not an image at all, just text bytes").decode()}
-    with pytest.raises(InputError, match=r"end2end\.jsonl:1: field 'query_image': the embedded data is not a readable image"):
+    rows[0]["query_image"] = {
+        "bytes": base64.b64encode(b"not an image at all, just text bytes").decode()
+    }
+    with pytest.raises(
+        InputError,
+        match=r"end2end\.jsonl:1: field 'query_image': the embedded data is not a readable image",
+    ):
         bm.read_rows(write_jsonl(path, rows))
 
 
@@ -228,19 +314,36 @@ def test_mmsearch_parquet_as_the_hub_ships_it(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     pictures = [png_bytes((1, 2, 3)), png_bytes((4, 5, 6))]
     image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    table = pa.table({
-        "sample_id": ["10", "11", "12"],
-        "query": ["Which bridge is shown in the image?", "Which lake is shown in the image?", "Who wrote Faust?"],
-        "query_image": pa.array([{"bytes": pictures[0], "path": "a.png"}, {"bytes": pictures[1], "path": "b.png"}, None],
-                                type=image_type),
-        "gt_answer": ["Öresund Bridge", "Lake Baikal", "Goethe"],
-        "alternative_gt_answers": [["Øresundsbroen"], [], ["Johann Wolfgang von Goethe"]],
-        "area": ["news", "news", "knowledge"],
-    })
+    table = pa.table(
+        {
+            "sample_id": ["10", "11", "12"],
+            "query": [
+                "Which bridge is shown in the image?",
+                "Which lake is shown in the image?",
+                "Who wrote Faust?",
+            ],
+            "query_image": pa.array(
+                [
+                    {"bytes": pictures[0], "path": "a.png"},
+                    {"bytes": pictures[1], "path": "b.png"},
+                    None,
+                ],
+                type=image_type,
+            ),
+            "gt_answer": ["Öresund Bridge", "Lake Baikal", "Goethe"],
+            "alternative_gt_answers": [["Øresundsbroen"], [], ["Johann Wolfgang von Goethe"]],
+            "area": ["news", "news", "knowledge"],
+        }
+    )
     path = tmp_path / "end2end.parquet"
     pq.write_table(table, path)
     report = bm.check_benchmark(path)
-    assert (report["format"], report["n_rows"], report["n_with_images"], report["n_distinct_images"]) == ("mmsearch", 3, 2, 2)
+    assert (
+        report["format"],
+        report["n_rows"],
+        report["n_with_images"],
+        report["n_distinct_images"],
+    ) == ("mmsearch", 3, 2, 2)
     tasks = bm.load_benchmark(path, image_dir=tmp_path / "img")
     assert tasks[0].answer == "Öresund Bridge" and tasks[0].aliases == ["Øresundsbroen"]
     assert tasks[2].image_path is None and tasks[0].extra["source_line"].endswith("row 1")
@@ -251,16 +354,31 @@ def test_simplevqa_json_array_with_base64_images_language_and_sample(tmp_path):
     items = []
     for i in range(6):
         lang = "EN" if i % 2 == 0 else "CN"
-        items.append({
-            "data_id": i, "image": base64.b64encode(png_bytes((i * 30, 10, 10))).decode(), "image_description": "",
-            "language": lang, "question": "What is the landmark in the image?" if lang == "EN" else "图中所示的建筑叫什么名字？",
-            "answer": f"Tower {i}" if lang == "EN" else "天坛", "original_category": "culture", "source": "wiki",
-            "atomic_question": "", "atomic_fact": "", "vqa_category": "landmark",
-        })
+        items.append(
+            {
+                "data_id": i,
+                "image": base64.b64encode(png_bytes((i * 30, 10, 10))).decode(),
+                "image_description": "",
+                "language": lang,
+                "question": "What is the landmark in the image?"
+                if lang == "EN"
+                else "图中所示的建筑叫什么名字？",
+                "answer": f"Tower {i}" if lang == "EN" else "天坛",
+                "original_category": "culture",
+                "source": "wiki",
+                "atomic_question": "",
+                "atomic_fact": "",
+                "vqa_category": "landmark",
+            }
+        )
     path = tmp_path / "simpleVQA.json"
     path.write_text(json.dumps(items, ensure_ascii=False), encoding="utf-8")
     report = bm.check_benchmark(path)
-    assert report["format"] == "simplevqa" and report["n_rows"] == 6 and report["n_distinct_images"] == 6
+    assert (
+        report["format"] == "simplevqa"
+        and report["n_rows"] == 6
+        and report["n_distinct_images"] == 6
+    )
     english = bm.check_benchmark(path, language="en")
     assert english["n_rows"] == 3
     sample_a = bm.load_benchmark(path, image_dir=tmp_path / "img", language="EN", sample=2, seed=1)
@@ -280,26 +398,53 @@ def test_project_task_files_resolve_relative_images(tmp_path):
     (folder / "img").mkdir(parents=True)
     Image.new("RGB", (8, 8), "blue").save(folder / "img" / "t1.jpg")
     rows = [
-        {"id": "t1", "question": "Which river flows past the bridge shown in the image?", "answer": "Zanura",
-         "image_path": "img/t1.jpg", "difficulty": "hard", "split": "heldout", "aliases": ["Zanura River"]},
-        {"id": "t2", "question": "In which year was Orsk founded?", "answer": "1874", "difficulty": "exam", "split": "exam"},
+        {
+            "id": "t1",
+            "question": "Which river flows past the bridge shown in the image?",
+            "answer": "Zanura",
+            "image_path": "img/t1.jpg",
+            "difficulty": "hard",
+            "split": "heldout",
+            "aliases": ["Zanura River"],
+        },
+        {
+            "id": "t2",
+            "question": "In which year was Orsk founded?",
+            "answer": "1874",
+            "difficulty": "exam",
+            "split": "exam",
+        },
     ]
     path = write_jsonl(folder / "heldout.jsonl", rows)
     tasks = bm.load_benchmark(path)
     assert tasks[0].image_path == str((folder / "img" / "t1.jpg").resolve())
-    assert tasks[0].difficulty == "hard" and tasks[0].split == "heldout" and tasks[0].aliases == ["Zanura River"]
+    assert (
+        tasks[0].difficulty == "hard"
+        and tasks[0].split == "heldout"
+        and tasks[0].aliases == ["Zanura River"]
+    )
     assert tasks[1].image_path is None
     rows[0]["image_path"] = "img/missing.jpg"
-    with pytest.raises(InputError, match=r"heldout\.jsonl:1: field 'image_path': image file not found: img/missing\.jpg"):
+    with pytest.raises(
+        InputError,
+        match=r"heldout\.jsonl:1: field 'image_path': image file not found: img/missing\.jpg",
+    ):
         bm.read_rows(write_jsonl(path, rows))
 
 
 def test_base64_and_data_urls_are_told_apart_from_paths():
     data = png_bytes()
-    assert bm.decode_base64_image("data:image/png;base64," + base64.b64encode(data).decode()) == data
+    assert (
+        bm.decode_base64_image("data:image/png;base64," + base64.b64encode(data).decode()) == data
+    )
     assert bm.decode_base64_image(base64.b64encode(data).decode()) == data
     assert bm.decode_base64_image("photos/2024/a.jpg") is None
-    assert bm.detect_format({"id": "x", "question": "q", "answer": "a", "split": "exam", "image_path": None}) == "task"
+    assert (
+        bm.detect_format(
+            {"id": "x", "question": "q", "answer": "a", "split": "exam", "image_path": None}
+        )
+        == "task"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +468,10 @@ def test_check_command_reports_a_bad_line_as_one_error(tmp_path, capsys):
     code = main(["eval", "--benchmark", str(path), "--check"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.strip().startswith("vsearcher-lite eval: error:") and "mmsearchexam.jsonl:4: missing field 'answer'" in err
+    assert (
+        err.strip().startswith("vsearcher-lite eval: error:")
+        and "mmsearchexam.jsonl:4: missing field 'answer'" in err
+    )
     assert len(err.strip().splitlines()) == 1
 
 
@@ -336,8 +484,11 @@ def test_check_without_a_benchmark_needs_the_run_exam(tmp_path, capsys):
 # Acceptance: a released-format file, loaded and evaluated end to end
 
 
-def test_an_mmsearchexam_file_is_evaluated_with_its_non_ascii_answers_and_long_questions_intact(tmp_path):
+def test_an_mmsearchexam_file_is_evaluated_with_its_non_ascii_answers_and_long_questions_intact(
+    tmp_path,
+):
     from agent_fakes import answer, make_toolbox
+
     from vsearcher_lite.chat import ScriptedChat, message_text
     from vsearcher_lite.evaluation import evaluate as ev
 
@@ -354,13 +505,28 @@ def test_an_mmsearchexam_file_is_evaluated_with_its_non_ascii_answers_and_long_q
         return answer("1875" if gold == "1874" else gold)
 
     config = ev.EvalConfig.for_profile("cpu", progress=False, concurrency=1)
-    m = ev.evaluate(tmp_path / "run", tasks, ScriptedChat(reply), name="exam", config=config,
-                    toolbox=make_toolbox([]), benchmark=f"mmsearchexam:{path}")
+    m = ev.evaluate(
+        tmp_path / "run",
+        tasks,
+        ScriptedChat(reply),
+        name="exam",
+        config=config,
+        toolbox=make_toolbox([]),
+        benchmark=f"mmsearchexam:{path}",
+    )
     assert (m["n_tasks"], m["n_correct"], m["pass_at_1"]) == (4, 3, 0.75)
-    assert any(LONG_QUESTION in q for q in seen_questions)  # the long question reaches the policy whole
+    # the long question reaches the policy whole
+    assert any(LONG_QUESTION in q for q in seen_questions)
     results = {r["id"]: r for r in ev.load_results(tmp_path / "run", "exam")}
-    assert results["mmsearchexam-0003"]["answer"] == results["mmsearchexam-0003"]["prediction"] == "東京都"
-    assert results["mmsearchexam-0002"]["prediction"] == "Zürich–Limmat" and results["mmsearchexam-0002"]["correct"]
+    assert (
+        results["mmsearchexam-0003"]["answer"]
+        == results["mmsearchexam-0003"]["prediction"]
+        == "東京都"
+    )
+    assert (
+        results["mmsearchexam-0002"]["prediction"] == "Zürich–Limmat"
+        and results["mmsearchexam-0002"]["correct"]
+    )
     assert results["mmsearchexam-0004"]["correct"] is False
     raw = (tmp_path / "run" / "eval" / "exam" / "results.jsonl").read_text(encoding="utf-8")
     assert "東京都" in raw and "Reykjavík" in raw  # stored as text, not escaped

@@ -8,14 +8,30 @@ import threading
 
 import pytest
 from PIL import Image
-
 from servers import MisbehavingServer, ReplayChatServer
-from vsearcher_lite.chat import (ChatBackend, ChatError, OpenAIChat, ScriptedChat, image_to_url, make_chat,
-                                 normalise_base_url, to_openai_message, usage_of)
+
+from vsearcher_lite.chat import (
+    ChatBackend,
+    ChatError,
+    OpenAIChat,
+    ScriptedChat,
+    image_to_url,
+    make_chat,
+    normalise_base_url,
+    to_openai_message,
+    usage_of,
+)
 from vsearcher_lite.runio import InputError
 
-CHAT_ENV = ("VSEARCHER_CHAT_MODEL", "VSEARCHER_CHAT_BASE_URL", "VSEARCHER_CHAT_API_KEY", "OPENAI_API_KEY",
-            "OPENAI_BASE_URL", "VSEARCHER_ENV_FILE", "GEMINI_API_KEY")
+CHAT_ENV = (
+    "VSEARCHER_CHAT_MODEL",
+    "VSEARCHER_CHAT_BASE_URL",
+    "VSEARCHER_CHAT_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "VSEARCHER_ENV_FILE",
+    "GEMINI_API_KEY",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -46,19 +62,37 @@ def test_messages_and_sampling_arrive_in_the_openai_shape(png_file):
         bot = backend(server)
         messages = [
             {"role": "system", "content": "You are a search agent."},
-            {"role": "user", "content": [{"type": "text", "text": "Which city?"},
-                                         {"type": "image", "image": str(png_file)},
-                                         {"type": "image", "image": "https://example.org/tower.jpg"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Which city?"},
+                    {"type": "image", "image": str(png_file)},
+                    {"type": "image", "image": "https://example.org/tower.jpg"},
+                ],
+            },
         ]
-        reply = bot.chat(messages, temperature=0.7, top_p=0.9, max_tokens=64, stop=["</answer>"], seed=3,
-                         reasoning_effort="low")
+        reply = bot.chat(
+            messages,
+            temperature=0.7,
+            top_p=0.9,
+            max_tokens=64,
+            stop=["</answer>"],
+            seed=3,
+            reasoning_effort="low",
+        )
     # The server replied with the stop string included; the client cuts it like OpenAI would.
     assert reply == "<answer>Paris"
     (request,) = server.requests
     assert request["path"] == "/v1/chat/completions"
     body = request["json"]
     assert body["model"] == "tiny-vlm"
-    assert (body["temperature"], body["top_p"], body["max_tokens"], body["stop"], body["seed"]) == (0.7, 0.9, 64, ["</answer>"], 3)
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["stop"], body["seed"]) == (
+        0.7,
+        0.9,
+        64,
+        ["</answer>"],
+        3,
+    )
     assert body["reasoning_effort"] == "low"  # extra keywords pass through
     assert body["messages"][0] == {"role": "system", "content": "You are a search agent."}
     text, local, remote = body["messages"][1]["content"]
@@ -72,19 +106,34 @@ def test_messages_and_sampling_arrive_in_the_openai_shape(png_file):
 
 
 def test_usage_is_accumulated_across_calls_and_threads():
-    replies = [{"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}] * 6
+    replies = [
+        {
+            "content": "ok",
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        }
+    ] * 6
     with ReplayChatServer(replies) as server:
         bot = backend(server)
-        threads = [threading.Thread(target=bot.chat, args=([{"role": "user", "content": "hi"}],)) for _ in range(6)]
+        threads = [
+            threading.Thread(target=bot.chat, args=([{"role": "user", "content": "hi"}],))
+            for _ in range(6)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    assert bot.usage == {"prompt_tokens": 60, "completion_tokens": 12, "requests": 6, "responses_without_usage": 0}
+    assert bot.usage == {
+        "prompt_tokens": 60,
+        "completion_tokens": 12,
+        "requests": 6,
+        "responses_without_usage": 0,
+    }
 
 
 def test_missing_usage_is_counted_not_fatal():
-    reply = {"raw": {"choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"}}]}}
+    reply = {
+        "raw": {"choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"}}]}
+    }
     with ReplayChatServer([reply]) as server:
         bot = backend(server)
         assert bot.chat([{"role": "user", "content": "x"}]) == "fine"
@@ -110,7 +159,9 @@ def test_invalid_key_gives_a_clear_error_without_the_key(monkeypatch):
     monkeypatch.setenv("VSEARCHER_CHAT_API_KEY", "sk-wrong-key-123456789")
     with ReplayChatServer(["never"], api_key="sk-right-key-000000000") as server:
         bot = backend(server)
-        with pytest.raises(ChatError, match=r"rejected the API key \(HTTP 401\): check \$VSEARCHER_CHAT_API_KEY") as info:
+        with pytest.raises(
+            ChatError, match=r"rejected the API key \(HTTP 401\): check \$VSEARCHER_CHAT_API_KEY"
+        ) as info:
             bot.chat([{"role": "user", "content": "x"}])
     assert "sk-wrong-key-123456789" not in str(info.value)
     assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-wrong-key-123456789"
@@ -155,16 +206,22 @@ def test_server_that_times_out_becomes_a_chat_error():
             bot.chat([{"role": "user", "content": "x"}])
 
 
-@pytest.mark.parametrize("reply, reason", [
-    ({"raw": {"id": "x", "choices": []}}, "no choices"),
-    ({"raw": {"id": "x"}}, "no choices"),
-    ({"content": None, "reasoning_content": "long thoughts"}, "only reasoning_content"),
-    ({"content": None}, "no message content"),
-    ({"content": None, "tool_calls": [{"id": "1", "type": "function"}]}, "tool calls but no text"),
-    ({"content": "", "finish_reason": "length"}, "max_tokens"),
-    ({"raw": {"error": {"message": "overloaded"}}}, "returned an error"),
-    ({"raw": ["not", "an", "object"]}, "not a chat.completion"),
-])
+@pytest.mark.parametrize(
+    "reply, reason",
+    [
+        ({"raw": {"id": "x", "choices": []}}, "no choices"),
+        ({"raw": {"id": "x"}}, "no choices"),
+        ({"content": None, "reasoning_content": "long thoughts"}, "only reasoning_content"),
+        ({"content": None}, "no message content"),
+        (
+            {"content": None, "tool_calls": [{"id": "1", "type": "function"}]},
+            "tool calls but no text",
+        ),
+        ({"content": "", "finish_reason": "length"}, "max_tokens"),
+        ({"raw": {"error": {"message": "overloaded"}}}, "returned an error"),
+        ({"raw": ["not", "an", "object"]}, "not a chat.completion"),
+    ],
+)
 def test_replies_without_text_raise_chat_error(reply, reason):
     with ReplayChatServer([reply]) as server:
         with pytest.raises(ChatError, match=reason):
@@ -181,7 +238,9 @@ def test_reasoning_content_is_kept_aside_when_content_exists():
 def test_malformed_json_from_server_is_a_chat_error():
     with MisbehavingServer(["malformed"]) as server:
         with pytest.raises(ChatError, match="malformed JSON"):
-            OpenAIChat("m", server.url + "/v1", sleep=no_sleep).chat([{"role": "user", "content": "x"}])
+            OpenAIChat("m", server.url + "/v1", sleep=no_sleep).chat(
+                [{"role": "user", "content": "x"}]
+            )
 
 
 def test_settings_come_from_environment(monkeypatch):
@@ -234,8 +293,14 @@ def test_base_url_normalisation_and_validation():
 
 def test_make_chat_specs():
     bot = make_chat("openai:qwen2.5:7b@http://127.0.0.1:11434/v1")
-    assert isinstance(bot, OpenAIChat) and bot.model == "qwen2.5:7b" and bot.base_url == "http://127.0.0.1:11434/v1"
-    bot = make_chat({"backend": "openai", "model": "m", "base_url": "https://example.org/v1", "max_retries": 1})
+    assert (
+        isinstance(bot, OpenAIChat)
+        and bot.model == "qwen2.5:7b"
+        and bot.base_url == "http://127.0.0.1:11434/v1"
+    )
+    bot = make_chat(
+        {"backend": "openai", "model": "m", "base_url": "https://example.org/v1", "max_retries": 1}
+    )
     assert bot.model == "m" and bot._http.max_retries == 1
     scripted = ScriptedChat(["x"])
     assert make_chat(scripted) is scripted

@@ -17,7 +17,10 @@ from servers import TransformersServe, build_tiny_causal_lm  # noqa: E402
 from vsearcher_lite.chat import ChatError, OpenAIChat  # noqa: E402
 from vsearcher_lite.chat.local import TransformersChat  # noqa: E402
 
-USER = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Where is the Eiffel Tower?"}]
+USER = [
+    {"role": "system", "content": "Answer briefly."},
+    {"role": "user", "content": "Where is the Eiffel Tower?"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +48,14 @@ def test_stop_string_is_honoured_through_the_server(served):
     server, model_dir = served
     remote = OpenAIChat(str(model_dir), server.base_url, max_retries=1, timeout=60)
     full = remote.chat(USER, temperature=0, max_tokens=24)
-    stop = next((full[i:i + 2] for i in range(len(full) // 3, len(full) - 2)
-                 if full[i:i + 2].isascii() and full[i:i + 2].strip() == full[i:i + 2]), None)
+    stop = next(
+        (
+            full[i : i + 2]
+            for i in range(len(full) // 3, len(full) - 2)
+            if full[i : i + 2].isascii() and full[i : i + 2].strip() == full[i : i + 2]
+        ),
+        None,
+    )
     assert stop, f"no ASCII stop candidate in {full!r}"
     cut = remote.chat(USER, temperature=0, max_tokens=24, stop=[stop])
     assert cut == full[: full.find(stop)]

@@ -7,8 +7,20 @@ import pytest
 
 from vsearcher_lite.cli import build_parser, main
 
-STAGES = ["world", "seeds", "inject-text", "inject-image", "filter", "trajectories", "format-check",
-          "eval", "tools", "pretrain", "bench", "reproduce"]
+STAGES = [
+    "world",
+    "seeds",
+    "inject-text",
+    "inject-image",
+    "filter",
+    "trajectories",
+    "format-check",
+    "eval",
+    "tools",
+    "pretrain",
+    "bench",
+    "reproduce",
+]
 
 
 def test_every_stage_has_a_subcommand_with_the_common_options():
@@ -21,7 +33,12 @@ def test_every_stage_has_a_subcommand_with_the_common_options():
 
 
 def test_python_dash_m_is_the_same_command():
-    out = subprocess.run([sys.executable, "-m", "vsearcher_lite", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "vsearcher_lite", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "inject-text" in out.stdout and "reproduce" in out.stdout
 
 

@@ -1,4 +1,5 @@
-"""The evaluation runner: Pass@1 and breakdowns, resumability, concurrency, the direct ablation, judges."""
+"""The evaluation runner: Pass@1 and breakdowns, resumability, concurrency, the direct ablation,
+judges."""
 
 import csv
 import io
@@ -12,21 +13,45 @@ from vsearcher_lite.agent.judge import LLMJudge, MatchJudge
 from vsearcher_lite.agent.protocol import COMPACT_QUESTION_CUE
 from vsearcher_lite.chat import ScriptedChat, message_text
 from vsearcher_lite.evaluation import evaluate as ev
-from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.evaluation import identity as ev_identity
 from vsearcher_lite.evaluation import metrics as ev_metrics
 from vsearcher_lite.evaluation import policies as ev_policies
+from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.synthesis.task import Task
 
 
 def four_tasks():
     return [
-        Task(id="t-easy", question="Q easy: in which year was Tope founded?", answer="1874", difficulty="easy", split="heldout"),
-        Task(id="t-medium", question="Q medium: which river?", answer="Zanura", aliases=["Zanura River"],
-             difficulty="medium", split="heldout"),
-        Task(id="t-hard", question="Q hard: which town?", answer="Orsk", difficulty="hard", split="heldout"),
-        Task(id="t-exam", question="Q exam: which town?", answer="Orsk", difficulty="exam", split="exam"),
+        Task(
+            id="t-easy",
+            question="Q easy: in which year was Tope founded?",
+            answer="1874",
+            difficulty="easy",
+            split="heldout",
+        ),
+        Task(
+            id="t-medium",
+            question="Q medium: which river?",
+            answer="Zanura",
+            aliases=["Zanura River"],
+            difficulty="medium",
+            split="heldout",
+        ),
+        Task(
+            id="t-hard",
+            question="Q hard: which town?",
+            answer="Orsk",
+            difficulty="hard",
+            split="heldout",
+        ),
+        Task(
+            id="t-exam",
+            question="Q exam: which town?",
+            answer="Orsk",
+            difficulty="exam",
+            split="exam",
+        ),
     ]
 
 
@@ -35,8 +60,10 @@ def n_observations(messages):
 
 
 def scripted_reply(messages):
-    """A policy whose behaviour depends on the question: right, right via an alias, wrong, broken."""
-    question = message_text(messages[1]).removeprefix(COMPACT_QUESTION_CUE)  # the cpu profile's "Q: "
+    """A policy whose behaviour depends on the question: right, right via an alias, wrong,
+    broken."""
+    # the cpu profile's "Q: "
+    question = message_text(messages[1]).removeprefix(COMPACT_QUESTION_CUE)
     seen = n_observations(messages)
     if question.startswith("Q easy"):
         return call("text_search", {"query": "Tope founded"}) if seen == 0 else answer("1874")
@@ -73,20 +100,36 @@ def test_metrics_match_a_hand_count(tmp_path):
     assert m["terminations"]["answer"] == 3 and m["terminations"]["format_error"] == 1
     assert m["format_valid_rate"] == 0.75 and m["answer_rate"] == 0.75
     assert m["format_errors"] == {"missing_think": 1}  # the exam task's plain-prose reply
-    assert m["by_difficulty"]["medium"] == {"n_tasks": 1, "n_correct": 1, "accuracy": 1.0, "mean_tool_calls": 2.0}
+    assert m["by_difficulty"]["medium"] == {
+        "n_tasks": 1,
+        "n_correct": 1,
+        "accuracy": 1.0,
+        "mean_tool_calls": 2.0,
+    }
     times = m["seconds_per_task"]
     assert 0 <= times["median"] <= times["p90"] <= times["max"] and times["mean"] is not None
     out = tmp_path / "eval" / "scripted"
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     by_id = {r["id"]: r for r in results}
     assert by_id["t-medium"]["judge"]["reason"].startswith("matches alias")
-    assert by_id["t-exam"]["prediction"] is None and by_id["t-exam"]["termination"] == "format_error"
-    assert [by_id[i]["format_error"] for i in ("t-easy", "t-medium", "t-hard", "t-exam")] == [None, None, None, "missing_think"]
+    assert (
+        by_id["t-exam"]["prediction"] is None and by_id["t-exam"]["termination"] == "format_error"
+    )
+    assert [by_id[i]["format_error"] for i in ("t-easy", "t-medium", "t-hard", "t-exam")] == [
+        None,
+        None,
+        None,
+        "missing_think",
+    ]
     assert by_id["t-hard"]["tool_counts"] == {"image_search": 0, "text_search": 2, "visit": 0}
-    assert by_id["t-easy"]["trajectory"]["messages"][-1]["content"].endswith("<answer>1874</answer>")
+    assert by_id["t-easy"]["trajectory"]["messages"][-1]["content"].endswith(
+        "<answer>1874</answer>"
+    )
     assert json.loads((out / "metrics.json").read_text())["pass_at_1"] == 0.5
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
-    assert [r["id"] for r in rows] == ["t-easy", "t-medium", "t-hard", "t-exam"] and rows[2]["text_search"] == "2"
+    assert [r["id"] for r in rows] == ["t-easy", "t-medium", "t-hard", "t-exam"] and rows[2][
+        "text_search"
+    ] == "2"
 
 
 def test_format_errors_count_the_first_bad_turn_of_each_episode_also_in_older_records():
@@ -96,14 +139,28 @@ def test_format_errors_count_the_first_bad_turn_of_each_episode_also_in_older_re
     records = [
         {"format_ok": True, "format_error": None, "trajectory": {"turns": [turn()]}},
         {"format_ok": False, "format_error": "unclosed_think"},
-        # written before results carried "format_error": read from the kept turns, first bad one wins
-        {"format_ok": False, "trajectory": {"turns": [turn(), turn("multiple_answers"), turn("unclosed_think")]}},
+        # written before results carried "format_error": read from the kept turns, first bad one
+        # wins
+        {
+            "format_ok": False,
+            "trajectory": {"turns": [turn(), turn("multiple_answers"), turn("unclosed_think")]},
+        },
         {"format_ok": False, "trajectory": {"turns": []}},  # the policy wrote nothing
     ]
     assert [ev_metrics.format_error_code(r) for r in records] == [
-        None, "unclosed_think", "multiple_answers", ev_metrics.NO_TURN]
-    base = {"correct": False, "termination": "format_error", "difficulty": "easy", "split": "heldout",
-            "n_tool_calls": 0, "seconds": 1.0}
+        None,
+        "unclosed_think",
+        "multiple_answers",
+        ev_metrics.NO_TURN,
+    ]
+    base = {
+        "correct": False,
+        "termination": "format_error",
+        "difficulty": "easy",
+        "split": "heldout",
+        "n_tool_calls": 0,
+        "seconds": 1.0,
+    }
     m = ev_metrics.eval_metrics([{**base, **r} for r in records])
     assert m["format_errors"] == {"unclosed_think": 1, "multiple_answers": 1, ev_metrics.NO_TURN: 1}
 
@@ -115,13 +172,21 @@ def test_summary_table_collects_every_policy_and_the_manifest_records_each(tmp_p
     summary = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert set(summary) == {"first", "second"}
     assert summary["first"]["pass_at_1"] == 0.5 and summary["second"]["pass_at_1"] == 0.5
-    assert summary["second"]["accuracy_by_difficulty"] == {"easy": 0.0, "medium": 0.0, "hard": 1.0, "exam": 1.0}
+    assert summary["second"]["accuracy_by_difficulty"] == {
+        "easy": 0.0,
+        "medium": 0.0,
+        "hard": 1.0,
+        "exam": 1.0,
+    }
     table = list(csv.DictReader(io.StringIO((tmp_path / "eval" / "table.csv").read_text())))
     assert [r["name"] for r in table] == ["first", "second"]
     assert table[1]["acc_exam"] == "1.0" and table[0]["calls_text_search"] == "1.0"
     stages = read_manifest(tmp_path)["stages"]
     assert {"eval/first", "eval/second"} <= set(stages)
-    assert stages["eval/first"]["config"]["policy"] == "scripted" and stages["eval/first"]["seeds"]["seed"] == 0
+    assert (
+        stages["eval/first"]["config"]["policy"] == "scripted"
+        and stages["eval/first"]["seeds"]["seed"] == 0
+    )
 
 
 def test_a_rerun_resumes_and_only_new_or_changed_tasks_run(tmp_path):
@@ -130,7 +195,11 @@ def test_a_rerun_resumes_and_only_new_or_changed_tasks_run(tmp_path):
     calls = len(policy.calls)
     m = run(tmp_path, policy=policy)
     assert m["evaluated_this_run"] == 0 and len(policy.calls) == calls and m["pass_at_1"] == 0.5
-    tasks = four_tasks() + [Task(id="t-new", question="Q easy: again?", answer="1874", difficulty="easy", split="heldout")]
+    tasks = four_tasks() + [
+        Task(
+            id="t-new", question="Q easy: again?", answer="1874", difficulty="easy", split="heldout"
+        )
+    ]
     tasks[2].answer = "Tope"  # the hard task changed: its old result no longer counts
     m = run(tmp_path, tasks=tasks, policy=policy)
     assert m["evaluated_this_run"] == 2 and m["n_tasks"] == 5 and m["n_correct"] == 4
@@ -165,7 +234,9 @@ def test_other_settings_under_the_same_name_are_refused_unless_fresh(tmp_path):
     run(tmp_path)
     other = ScriptedChat(lambda msgs: answer("Orsk"))
     other.name = "other"
-    with pytest.raises(InputError, match=r"eval/scripted holds results made with other settings \(policy"):
+    with pytest.raises(
+        InputError, match=r"eval/scripted holds results made with other settings \(policy"
+    ):
         run(tmp_path, policy=other)
     with pytest.raises(InputError, match="top_k"):
         run(tmp_path, config=config(top_k=5))
@@ -174,8 +245,15 @@ def test_other_settings_under_the_same_name_are_refused_unless_fresh(tmp_path):
 
 
 def test_concurrency_gives_the_same_results_with_one_toolbox_per_thread(tmp_path):
-    tasks = [Task(id=f"t{i}", question=("Q easy " if i % 3 == 0 else "Q hard ") + f"#{i}", answer="1874",
-                  difficulty="easy" if i % 3 == 0 else "hard") for i in range(12)]
+    tasks = [
+        Task(
+            id=f"t{i}",
+            question=("Q easy " if i % 3 == 0 else "Q hard ") + f"#{i}",
+            answer="1874",
+            difficulty="easy" if i % 3 == 0 else "hard",
+        )
+        for i in range(12)
+    ]
     built = []
     lock = threading.Lock()
 
@@ -184,8 +262,12 @@ def test_concurrency_gives_the_same_results_with_one_toolbox_per_thread(tmp_path
             built.append(1)
         return make_toolbox([])
 
-    serial = run(tmp_path, tasks=tasks, name="serial", toolbox=factory, config=config(concurrency=1))
-    parallel = run(tmp_path, tasks=tasks, name="parallel", toolbox=factory, config=config(concurrency=4))
+    serial = run(
+        tmp_path, tasks=tasks, name="serial", toolbox=factory, config=config(concurrency=1)
+    )
+    parallel = run(
+        tmp_path, tasks=tasks, name="parallel", toolbox=factory, config=config(concurrency=4)
+    )
     assert serial["n_correct"] == parallel["n_correct"] == 4
     assert serial["mean_tool_calls_by_type"] == parallel["mean_tool_calls_by_type"]
     assert 2 <= len(built) <= 5  # one for the serial run, at most four for the parallel one
@@ -201,13 +283,24 @@ def test_wall_time_per_task_is_the_cost_and_episode_time_includes_waiting_for_th
         time.sleep(0.2)  # a model that answers in 0.2 s, four episodes in flight at once
         return answer("1874")
 
-    tasks = [Task(id=f"t{i}", question=f"Q easy #{i}", answer="1874", difficulty="easy") for i in range(8)]
+    tasks = [
+        Task(id=f"t{i}", question=f"Q easy #{i}", answer="1874", difficulty="easy")
+        for i in range(8)
+    ]
     m = run(tmp_path, tasks=tasks, policy=ScriptedChat(slow_reply), config=config(concurrency=4))
-    assert m["wall_timed_tasks"] == 8 and m["wall_seconds_per_task"] == pytest.approx(m["seconds"] / 8, abs=1e-3)
-    assert m["seconds_per_task"]["mean"] >= 0.2 > m["wall_seconds_per_task"]  # four at a time: a quarter each
-    again = run(tmp_path, tasks=tasks, policy=ScriptedChat(slow_reply), config=config(concurrency=4))
+    assert m["wall_timed_tasks"] == 8 and m["wall_seconds_per_task"] == pytest.approx(
+        m["seconds"] / 8, abs=1e-3
+    )
+    # four at a time: a quarter each
+    assert m["seconds_per_task"]["mean"] >= 0.2 > m["wall_seconds_per_task"]
+    again = run(
+        tmp_path, tasks=tasks, policy=ScriptedChat(slow_reply), config=config(concurrency=4)
+    )
     assert again["evaluated_this_run"] == 0  # nothing ran: the first run's cost is kept
-    assert (again["wall_seconds_per_task"], again["wall_timed_tasks"]) == (m["wall_seconds_per_task"], 8)
+    assert (again["wall_seconds_per_task"], again["wall_timed_tasks"]) == (
+        m["wall_seconds_per_task"],
+        8,
+    )
 
 
 def test_the_direct_ablation_shows_no_tools_and_allows_no_call(tmp_path):
@@ -225,16 +318,24 @@ def test_the_direct_ablation_shows_no_tools_and_allows_no_call(tmp_path):
     assert not policy.tools and m["tools"] is False
     assert box.counts == {"text_search": 0, "image_search": 0, "visit": 0}
     results = {r["id"]: r for r in ev.load_results(tmp_path, "direct")}
-    assert results["t-easy"]["termination"] == "max_tool_calls" and results["t-easy"]["n_tool_calls"] == 0
+    assert (
+        results["t-easy"]["termination"] == "max_tool_calls"
+        and results["t-easy"]["n_tool_calls"] == 0
+    )
     assert results["t-exam"]["correct"] and results["t-hard"]["correct"]
     assert m["mean_tool_calls"] == 0.0
     assert all("text_search" not in s and "without tools" in s for s in seen_systems)
-    assert ev_policies.direct_system_prompt("2025-09-01",
-                                            "full").endswith("Today's date: 2025-09-01")
+    assert ev_policies.direct_system_prompt("2025-09-01", "full").endswith(
+        "Today's date: 2025-09-01"
+    )
 
 
 def test_an_llm_judge_decides_and_is_named(tmp_path):
-    judge = LLMJudge(ScriptedChat(lambda msgs: "extracted_final_answer: Tope\nreasoning: same town.\n**Correct:** yes"))
+    judge = LLMJudge(
+        ScriptedChat(
+            lambda msgs: "extracted_final_answer: Tope\nreasoning: same town.\n**Correct:** yes"
+        )
+    )
     m = run(tmp_path, judge=judge, name="llm-judged")
     assert m["judge"] == "llm" and m["n_correct"] == 3  # every task that gave an answer
     assert m["judge_failures"] == 0
@@ -261,7 +362,12 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
 def test_profiles_and_seeds():
     cpu, gpu = ev.EvalConfig.for_profile("cpu"), ev.EvalConfig.for_profile("single_gpu")
     assert (cpu.prompt_variant, cpu.top_k, cpu.temperature) == ("compact", 3, 0.0)
-    assert (gpu.prompt_variant, gpu.top_k, gpu.temperature, gpu.max_tool_calls) == ("full", 5, 0.6, 30)
+    assert (gpu.prompt_variant, gpu.top_k, gpu.temperature, gpu.max_tool_calls) == (
+        "full",
+        5,
+        0.6,
+        30,
+    )
     assert cpu.sampling("a").seed == cpu.sampling("a").seed != cpu.sampling("b").seed
     assert cpu.limits(tools=False).max_tool_calls == 0
     with pytest.raises(TypeError, match="unknown eval setting"):
@@ -276,12 +382,25 @@ def test_figures_and_table_come_from_the_saved_summary(tmp_path):
     summary = ev.read_summary(tmp_path)
     rows = plots.accuracy_table(summary)
     assert [r["policy"] for r in rows] == ["base", "sft"]
-    assert rows[1] == {"policy": "sft", "pass_at_1": 0.5, "exam": 0.0, "heldout": 0.6667, "n_tasks": 4}
+    assert rows[1] == {
+        "policy": "sft",
+        "pass_at_1": 0.5,
+        "exam": 0.0,
+        "heldout": 0.6667,
+        "n_tasks": 4,
+    }
     fig = plots.accuracy_bars(summary, by="difficulty")
-    assert [t.name for t in fig.data] == ["base", "sft"] and list(fig.data[1].x) == ["easy", "medium", "hard", "exam"]
+    assert [t.name for t in fig.data] == ["base", "sft"] and list(fig.data[1].x) == [
+        "easy",
+        "medium",
+        "hard",
+        "exam",
+    ]
     assert list(fig.data[1].y) == [1.0, 1.0, 0.0, 0.0]
     calls = plots.tool_call_bars(summary)
-    assert [t.name for t in calls.data] == ["text_search", "image_search", "visit"] and list(calls.data[0].y) == [0.0, 1.0]
+    assert [t.name for t in calls.data] == ["text_search", "image_search", "visit"] and list(
+        calls.data[0].y
+    ) == [0.0, 1.0]
     with pytest.raises(KeyError, match="rl"):
         plots.accuracy_table(summary, names=["rl"])
 
@@ -292,16 +411,27 @@ def test_a_local_model_evaluated_in_batches_answers_as_one_by_one(tmp_path):
     batched = ev_policies.make_policy("base", config(batch=4))
     assert batched.batch == 4 and isinstance(batched.shared, BatchedTransformersChat)
     assert ev_policies.make_policy("base", config(batch=1)).batch == 1
-    assert config(wall_clock_s=60.0).limits(batched=True).wall_clock_s is None  # peers' turns are not its time
+    # peers' turns are not its time
+    assert config(wall_clock_s=60.0).limits(batched=True).wall_clock_s is None
     records = {}
     for batch in (1, 4):
         settings = config(batch=batch, max_tokens=12, concurrency=1)
         metrics = run(tmp_path / f"b{batch}", policy="base", config=settings, name=f"b{batch}")
         assert metrics["n_tasks"] == 4
-        records[batch] = sorted((r["id"], r["prediction"], r["termination"], [t["text"] for t in r["trajectory"]["turns"]])
-                                for r in ev.load_results(tmp_path / f"b{batch}", f"b{batch}"))
+        records[batch] = sorted(
+            (
+                r["id"],
+                r["prediction"],
+                r["termination"],
+                [t["text"] for t in r["trajectory"]["turns"]],
+            )
+            for r in ev.load_results(tmp_path / f"b{batch}", f"b{batch}")
+        )
     assert records[1] == records[4]
-    assert ev.EvalConfig.for_profile("cpu").batch == 16 and ev.EvalConfig.for_profile("single_gpu").batch == 1
+    assert (
+        ev.EvalConfig.for_profile("cpu").batch == 16
+        and ev.EvalConfig.for_profile("single_gpu").batch == 1
+    )
 
 
 def test_a_greedy_model_run_under_another_seed_resumes_but_a_seeded_policy_does_not(tmp_path):

@@ -1,6 +1,7 @@
 """The four filters, each on crafted tasks, plus the LLM/VLM versions and the funnel bookkeeping."""
 
 from test_synth_support import flag_image, rich_image, tiny_world
+
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.synthesis.describe import OUT, Constraint, FactIndex
@@ -31,9 +32,15 @@ def test_answer_leak_ignores_case_and_punctuation():
     f = AnswerInQuestion()
     assert f.label(task("Which bridge did ILSA MAREN design, shown in the image?")).removes is True
     assert f.label(task("Which bridge did ilsa-maren design?")).removes is True
-    assert f.label(task("Who designed the bridge in the image?", aliases=["I. Maren"])).removes is False
-    assert f.label(task("Who designed the bridge of I. Maren?", aliases=["I. Maren"])).removes is True
-    assert f.label(task("Which bridge did Ilsa Marenko design?")).removes is False  # whole words only
+    assert (
+        f.label(task("Who designed the bridge in the image?", aliases=["I. Maren"])).removes
+        is False
+    )
+    assert (
+        f.label(task("Who designed the bridge of I. Maren?", aliases=["I. Maren"])).removes is True
+    )
+    # whole words only
+    assert f.label(task("Which bridge did Ilsa Marenko design?")).removes is False
     assert f.label(task("In what year, after 18745, was it built?", answer="1874")).removes is False
 
 
@@ -63,9 +70,12 @@ def test_retrieval_shortcut():
     t = task(seed_id="B1")
     other = SearchHit("https://wiki.sandbox.test/wiki/Brenna", "Brenna", "A town on the Drun.")
     hit_seed = SearchHit("https://wiki.sandbox.test/wiki/Orsk_Bridge", "Orsk Bridge", "A bridge.")
-    hit_answer = SearchHit("https://wiki.sandbox.test/news/1", "News", "The bridge, designed by ilsa maren, opened.")
+    hit_answer = SearchHit(
+        "https://wiki.sandbox.test/news/1", "News", "The bridge, designed by ilsa maren, opened."
+    )
     search = FakeSearch([other, hit_seed])
-    assert RetrievalShortcut(search, seed_url=seed_url).label(t).removes is False  # rank 2 is not a shortcut
+    # rank 2 is not a shortcut
+    assert RetrievalShortcut(search, seed_url=seed_url).label(t).removes is False
     assert search.queries == [t.question]
     assert RetrievalShortcut(FakeSearch([hit_seed]), seed_url=seed_url).label(t).removes is True
     assert RetrievalShortcut(FakeSearch([hit_answer]), seed_url=seed_url).label(t).removes is True
@@ -84,7 +94,8 @@ def test_text_only_chain(tmp_path):
     world = tiny_world(tmp_path)
     index = FactIndex.from_source(world)
     f = TextOnlyChain(index)
-    # "the bridge located in <town image>": Orsk or Brenna, built 1874 or 1880 -> the image is needed
+    # "the bridge located in <town image>": Orsk or Brenna, built 1874 or 1880 -> the image is
+    # needed
     needs_image = chain_task(index, "S1", "settlement", Constraint("located_in", OUT, "S1"))
     assert f.label(needs_image).removes is False
     # "the bridge that crosses <river image>": the world has one river and one bridge over it
@@ -111,15 +122,22 @@ def test_direct_answer_llm_is_judged():
     def broken(messages):
         raise ChatError("http://127.0.0.1:9/v1: connection refused")
 
-    assert DirectAnswerLLM(ScriptedChat(broken), judge, with_image=False).label(task()).removes is None
+    assert (
+        DirectAnswerLLM(ScriptedChat(broken), judge, with_image=False).label(task()).removes is None
+    )
 
 
 def test_image_judge_vlm_reads_yes_and_no():
     assert parse_yes_no("Yes.") is True and parse_yes_no("no, it is a rich photo") is False
     assert parse_yes_no("It depends") is None and parse_yes_no("") is None
     assert ImageJudgeVLM(ScriptedChat(["YES"])).label(task(image_path="/q.jpg")).removes is True
-    assert ImageJudgeVLM(ScriptedChat(["hmm", "No"])).label(task(image_path="/q.jpg")).removes is False
-    assert ImageJudgeVLM(ScriptedChat(["hmm", "maybe"])).label(task(image_path="/q.jpg")).removes is None
+    assert (
+        ImageJudgeVLM(ScriptedChat(["hmm", "No"])).label(task(image_path="/q.jpg")).removes is False
+    )
+    assert (
+        ImageJudgeVLM(ScriptedChat(["hmm", "maybe"])).label(task(image_path="/q.jpg")).removes
+        is None
+    )
 
 
 class Fixed:
@@ -135,16 +153,24 @@ class Fixed:
 
 
 def test_labels_kept_and_funnel():
-    filters = [Fixed(FILTER_ORDER[0], False), Fixed(FILTER_ORDER[1], True), Fixed(FILTER_ORDER[2], False),
-               Fixed(FILTER_ORDER[3], True)]
+    filters = [
+        Fixed(FILTER_ORDER[0], False),
+        Fixed(FILTER_ORDER[1], True),
+        Fixed(FILTER_ORDER[2], False),
+        Fixed(FILTER_ORDER[3], True),
+    ]
     labeled = label_task(task(difficulty="easy"), filters).to_dict()
     assert labeled["filters"] == dict(zip(FILTER_ORDER, [False, True, False, True]))
     assert not is_kept(labeled) and first_removal(labeled) == "image_too_simple"
     short = label_task(task(), filters, short_circuit=True).to_dict()
     assert list(short["filters"]) == list(FILTER_ORDER[:2])
-    clean = label_task(task(id="t2", difficulty="easy"), [Fixed(n, False) for n in FILTER_ORDER]).to_dict()
+    clean = label_task(
+        task(id="t2", difficulty="easy"), [Fixed(n, False) for n in FILTER_ORDER]
+    ).to_dict()
     assert is_kept(clean)
-    failing = label_task(task(id="t3", difficulty="easy"), [Fixed(n, "boom") for n in FILTER_ORDER]).to_dict()
+    failing = label_task(
+        task(id="t3", difficulty="easy"), [Fixed(n, "boom") for n in FILTER_ORDER]
+    ).to_dict()
     assert not is_kept(failing) and first_removal(failing) == "unverified"
     assert "backend down" in failing["extra"]["filter_details"][FILTER_ORDER[0]]
     rows = [r for r in funnel_rows([labeled, clean, failing]) if r["difficulty"] == "easy"]

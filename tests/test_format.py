@@ -22,7 +22,10 @@ def test_good_turns_pass_and_are_parsed():
 def test_turns_written_by_the_protocol_helpers_pass():
     for turn in (
         format_assistant_turn("Search first.", tool_call=("image_search", {})),
-        format_assistant_turn("Read it.", tool_call=("visit", {"url": "https://wiki.sandbox.test/wiki/A", "goal": "year"})),
+        format_assistant_turn(
+            "Read it.",
+            tool_call=("visit", {"url": "https://wiki.sandbox.test/wiki/A", "goal": "year"}),
+        ),
         format_assistant_turn("Found it.", answer="Zanura River"),
     ):
         assert strict_format_check(turn).ok, turn
@@ -58,17 +61,38 @@ def test_empty_think_is_allowed_but_must_be_closed():
         (f"<think>a</think>{CALL}\n<tool_response>fake</tool_response>", "wrote_tool_response"),
         ("<think>a</think><answer>   </answer>", "empty_answer"),
         ("<think>a</think><tool_call> </tool_call>", "tool_call_empty"),
-        ('<think>a</think><tool_call>{"name": "visit", "arguments": {</tool_call>', "tool_call_bad_json"),
+        (
+            '<think>a</think><tool_call>{"name": "visit", "arguments": {</tool_call>',
+            "tool_call_bad_json",
+        ),
         ("<think>a</think><tool_call>```json\n{}\n```</tool_call>", "tool_call_bad_json"),
-        ('<think>a</think><tool_call>{"name": "x", "arguments": {"n": NaN}}</tool_call>', "tool_call_bad_json"),
-        ('<think>a</think><tool_call>{"name": "x", "name": "y", "arguments": {}}</tool_call>', "tool_call_bad_json"),
+        (
+            '<think>a</think><tool_call>{"name": "x", "arguments": {"n": NaN}}</tool_call>',
+            "tool_call_bad_json",
+        ),
+        (
+            '<think>a</think><tool_call>{"name": "x", "name": "y", "arguments": {}}</tool_call>',
+            "tool_call_bad_json",
+        ),
         ('<think>a</think><tool_call>["text_search"]</tool_call>', "tool_call_not_object"),
         ('<think>a</think><tool_call>{"arguments": {}}</tool_call>', "tool_call_missing_name"),
-        ('<think>a</think><tool_call>{"name": 3, "arguments": {}}</tool_call>', "tool_call_bad_name"),
-        ('<think>a</think><tool_call>{"name": " ", "arguments": {}}</tool_call>', "tool_call_bad_name"),
+        (
+            '<think>a</think><tool_call>{"name": 3, "arguments": {}}</tool_call>',
+            "tool_call_bad_name",
+        ),
+        (
+            '<think>a</think><tool_call>{"name": " ", "arguments": {}}</tool_call>',
+            "tool_call_bad_name",
+        ),
         ('<think>a</think><tool_call>{"name": "visit"}</tool_call>', "tool_call_missing_arguments"),
-        ('<think>a</think><tool_call>{"name": "visit", "arguments": "u"}</tool_call>', "tool_call_bad_arguments"),
-        ('<think>a</think><tool_call>{"name": "visit", "arguments": {}, "id": 1}</tool_call>', "tool_call_extra_keys"),
+        (
+            '<think>a</think><tool_call>{"name": "visit", "arguments": "u"}</tool_call>',
+            "tool_call_bad_arguments",
+        ),
+        (
+            '<think>a</think><tool_call>{"name": "visit", "arguments": {}, "id": 1}</tool_call>',
+            "tool_call_extra_keys",
+        ),
     ],
 )
 def test_bad_turns_get_the_right_reason(turn, code):
@@ -87,22 +111,33 @@ def test_non_strings_get_a_verdict():
 
 def test_an_unknown_tool_is_not_a_format_error():
     # The toolbox answers unknown tools with an error observation; the format is fine.
-    v = strict_format_check('<think>a</think><tool_call>{"name": "calculator", "arguments": {"x": 1}}</tool_call>')
+    v = strict_format_check(
+        '<think>a</think><tool_call>{"name": "calculator", "arguments": {"x": 1}}</tool_call>'
+    )
     assert v.ok and v.call.name == "calculator"
 
 
 def test_parse_tool_call_reads_tags_or_a_bare_payload():
     assert parse_tool_call(CALL).call.arguments == {"query": "red bridge"}
-    assert parse_tool_call('  {"name": "image_search", "arguments": {}} ').call.name == "image_search"
+    assert (
+        parse_tool_call('  {"name": "image_search", "arguments": {}} ').call.name == "image_search"
+    )
     assert parse_tool_call("<tool_call>{}").code == "unclosed_tag"
     assert parse_tool_call('{"name": "a", "arguments": {}}</tool_call>').code == "unclosed_tag"
     assert parse_tool_call("[" * 100_000).code == "tool_call_bad_json"  # recursion, not a crash
-    # A 10,000-digit number passes Python's int-conversion limit: reported as bad JSON, not an internal error.
-    assert parse_tool_call('{"name": "a", "arguments": {"n": ' + "9" * 10_000 + "}}").code == "tool_call_bad_json"
+    # A 10,000-digit number passes Python's int-conversion limit: reported as bad JSON, not an
+    # internal error.
+    assert (
+        parse_tool_call('{"name": "a", "arguments": {"n": ' + "9" * 10_000 + "}}").code
+        == "tool_call_bad_json"
+    )
 
 
 def test_verdict_to_dict_is_json_ready():
     import json
 
     d = strict_format_check(GOOD_CALL).to_dict()
-    assert json.loads(json.dumps(d))["call"] == {"name": "text_search", "arguments": {"query": "red bridge"}}
+    assert json.loads(json.dumps(d))["call"] == {
+        "name": "text_search",
+        "arguments": {"query": "red bridge"},
+    }

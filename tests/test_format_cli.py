@@ -3,10 +3,14 @@
 import json
 
 from agent_fakes import sample_trajectory
+
 from vsearcher_lite.agent.commands import format_check_file
 from vsearcher_lite.cli import main
 
-GOOD = '<think>Search.</think><tool_call>{"name": "text_search", "arguments": {"query": "x"}}</tool_call>'
+GOOD = (
+    "<think>Search.</think>"
+    '<tool_call>{"name": "text_search", "arguments": {"query": "x"}}</tool_call>'
+)
 
 
 def write_lines(path, records):
@@ -15,7 +19,10 @@ def write_lines(path, records):
 
 
 def test_raw_turns(tmp_path, capsys):
-    path = write_lines(tmp_path / "turns.jsonl", [{"turn": GOOD}, {"turn": "<think>a</think><answer>x</answer> extra"}, {"turn": 3}])
+    path = write_lines(
+        tmp_path / "turns.jsonl",
+        [{"turn": GOOD}, {"turn": "<think>a</think><answer>x</answer> extra"}, {"turn": 3}],
+    )
     code = main(["format-check", str(path)])
     out, err = capsys.readouterr()
     lines = out.splitlines()
@@ -38,7 +45,8 @@ def test_trajectory_records(tmp_path, capsys):
 
 def test_all_good_exits_zero_and_blank_lines_are_skipped(tmp_path, capsys):
     path = tmp_path / "ok.jsonl"
-    path.write_text(json.dumps({"turn": GOOD}) + "\n\n" + json.dumps({"turn": GOOD}))  # no final newline
+    # no final newline
+    path.write_text(json.dumps({"turn": GOOD}) + "\n\n" + json.dumps({"turn": GOOD}))
     assert main(["format-check", str(path)]) == 0
     assert capsys.readouterr().out.splitlines() == ["1\tok", "3\tok"]
 
@@ -49,7 +57,10 @@ def test_malformed_lines_are_named(tmp_path, capsys):
     assert main(["format-check", str(path)]) == 2
     out, err = capsys.readouterr()
     assert out.splitlines() == ["1\tok"]
-    assert err.strip().startswith("vsearcher-lite format-check: error:") and "bad.jsonl:2: not valid JSON" in err
+    assert (
+        err.strip().startswith("vsearcher-lite format-check: error:")
+        and "bad.jsonl:2: not valid JSON" in err
+    )
     assert len(err.strip().splitlines()) == 1
 
     other = write_lines(tmp_path / "other.jsonl", [{"text": "x"}])

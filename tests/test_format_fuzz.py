@@ -13,7 +13,26 @@ from vsearcher_lite.agent.protocol import PROTOCOL_TAGS, format_assistant_turn
 
 N_RANDOM = 9000
 N_KNOWN_PER_RULE = 200
-WORDS = ["the", "bridge", "Zanura", "1874", "{", "}", '"', "\\", "ä", "名", "\u200b", "<", ">", "/", "json", ":", ",", "\n"]
+WORDS = [
+    "the",
+    "bridge",
+    "Zanura",
+    "1874",
+    "{",
+    "}",
+    '"',
+    "\\",
+    "ä",
+    "名",
+    "\u200b",
+    "<",
+    ">",
+    "/",
+    "json",
+    ":",
+    ",",
+    "\n",
+]
 
 
 def random_text(rng: random.Random, n_max: int = 12) -> str:
@@ -24,7 +43,9 @@ def random_arguments(rng: random.Random) -> dict:
     args = {}
     for _ in range(rng.randint(0, 3)):
         key = rng.choice(["query", "url", "goal", "k", "nested"])
-        value = rng.choice([random_text(rng, 5), rng.randint(-5, 5), [1, "a"], {"x": {"y": None}}, True])
+        value = rng.choice(
+            [random_text(rng, 5), rng.randint(-5, 5), [1, "a"], {"x": {"y": None}}, True]
+        )
         args[key] = value
     return args
 
@@ -50,7 +71,11 @@ def random_mutation(rng: random.Random, turn: str) -> str:
     if op == 2:  # duplicate a span
         return turn[:j] + turn[i:j] + turn[j:]
     if op == 3:  # replace a character with junk
-        return turn[:i] + rng.choice(["\x00", "\ud800", "{", "]", '"', "\\u", "</", "\U0001f600"]) + turn[i + 1 :]
+        return (
+            turn[:i]
+            + rng.choice(["\x00", "\ud800", "{", "]", '"', "\\u", "</", "\U0001f600"])
+            + turn[i + 1 :]
+        )
     if op == 4:  # truncate
         return turn[:i]
     if op == 5:  # swap two halves
@@ -64,7 +89,9 @@ def check_ok_shape(turn: str, v) -> None:
     assert text.startswith("<think>") and text.count("<think>") == 1 and text.count("</think>") == 1
     assert "<tool_response>" not in text and "</tool_response>" not in text
     if v.kind == "answer":
-        assert text.endswith("</answer>") and text.count("<answer>") == 1 and "<tool_call>" not in text
+        assert (
+            text.endswith("</answer>") and text.count("<answer>") == 1 and "<tool_call>" not in text
+        )
         assert v.answer and v.answer == v.answer.strip()
     else:
         assert v.kind == "tool_call" and text.endswith("</tool_call>") and "<answer>" not in text
@@ -96,11 +123,15 @@ def test_random_mutations_never_crash_and_always_get_a_verdict():
 
 
 def _tool_turn(rng):
-    return format_assistant_turn("Search.", tool_call=("text_search", {"query": random_text(rng, 4).replace("<", "") or "q"}))
+    return format_assistant_turn(
+        "Search.", tool_call=("text_search", {"query": random_text(rng, 4).replace("<", "") or "q"})
+    )
 
 
 def _answer_turn(rng):
-    return format_assistant_turn("Found it.", answer=rng.choice(["1874", "Zanura", "名前", "a b c"]))
+    return format_assistant_turn(
+        "Found it.", answer=rng.choice(["1874", "Zanura", "名前", "a b c"])
+    )
 
 
 # Each rule: (expected code, a function making a known-bad turn from an rng).
@@ -114,10 +145,16 @@ KNOWN_BAD = {
     "multiple_answers": lambda rng: _answer_turn(rng) + "<answer>y</answer>",
     "unclosed_tag": lambda rng: _tool_turn(rng).replace("</tool_call>", ""),
     "tool_call_bad_json": lambda rng: _tool_turn(rng).replace("}}", "}", 1),
-    "tool_call_missing_arguments": lambda rng: _tool_turn(rng).split("<tool_call>")[0]
-    + '<tool_call>{"name": "%s"}</tool_call>' % rng.choice(["visit", "x"]),
-    "text_after_action": lambda rng: _answer_turn(rng) + " " + rng.choice(["Thanks!", "Done.", "x"]),
-    "wrote_tool_response": lambda rng: _tool_turn(rng) + "\n<tool_response>\nfake\n</tool_response>",
+    "tool_call_missing_arguments": lambda rng: (
+        _tool_turn(rng).split("<tool_call>")[0]
+        + '<tool_call>{"name": "%s"}</tool_call>' % rng.choice(["visit", "x"])
+    ),
+    "text_after_action": lambda rng: (
+        _answer_turn(rng) + " " + rng.choice(["Thanks!", "Done.", "x"])
+    ),
+    "wrote_tool_response": lambda rng: (
+        _tool_turn(rng) + "\n<tool_response>\nfake\n</tool_response>"
+    ),
     "no_action": lambda rng: "<think>" + random_text(rng).replace("<", "") + "</think>",
     "empty_answer": lambda rng: "<think>a</think><answer>" + " " * rng.randint(0, 3) + "</answer>",
 }

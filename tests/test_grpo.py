@@ -1,6 +1,6 @@
-"""Multi-turn GRPO, the rules one by one: reward, advantages, masks, fatal clamp, exclusion, loss, KL,
-paired difference; the batched backend; rollouts turned into training rows; an update on the tiny
-model (excluded trajectories give exactly zero gradient).
+"""Multi-turn GRPO, the rules one by one: reward, advantages, masks, fatal clamp, exclusion, loss,
+KL, paired difference; the batched backend; rollouts turned into training rows; an update on the
+tiny model (excluded trajectories give exactly zero gradient).
 
 Everything runs on hand-made trajectories (ScriptedChat + fake tools) and the shipped tiny base
 with one torch thread, so the file takes seconds.
@@ -14,10 +14,10 @@ import pytest
 import torch
 from agent_fakes import answer, call, make_images, make_toolbox
 
-from vsearcher_lite.chat import batched as batched_chat
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import EpisodeLimits, run_episode
 from vsearcher_lite.chat import ScriptedChat
+from vsearcher_lite.chat import batched as batched_chat
 from vsearcher_lite.rl import commands, cpu_engine, inputs
 from vsearcher_lite.rl import objective as obj
 from vsearcher_lite.rl import update as rl_update
@@ -41,7 +41,9 @@ def test_group_advantages_by_hand():
     # rewards 1, 0, 0, 0: mean 0.25; unbiased std sqrt((0.75^2 + 3 * 0.25^2) / 3) = 0.5
     g = obj.group_advantages([1, 0, 0, 0])
     assert g.mean == 0.25 and g.std == pytest.approx(0.5)
-    assert g.advantages[0] == pytest.approx(0.75 / 0.5001) and g.advantages[1] == pytest.approx(-0.25 / 0.5001)
+    assert g.advantages[0] == pytest.approx(0.75 / 0.5001) and g.advantages[1] == pytest.approx(
+        -0.25 / 0.5001
+    )
     assert sum(g.advantages) == pytest.approx(0.0, abs=1e-9) and not g.zero_variance
     unscaled = obj.group_advantages([1, 0, 0, 0], scale=False)
     assert unscaled.advantages == (0.75, -0.25, -0.25, -0.25)
@@ -61,7 +63,8 @@ def test_fatal_clamp_and_who_is_in_the_update():
 
 
 def test_a_fatal_first_step_stays_in_the_baseline():
-    # three samples; the third cascaded from its first step (reward 0) and still counts in mean and std
+    # three samples; the third cascaded from its first step (reward 0) and still counts in mean and
+    # std
     rewards = [1.0, 0.0, 0.0]
     g = obj.group_advantages(rewards)
     assert g.mean == pytest.approx(1 / 3)
@@ -71,12 +74,18 @@ def test_a_fatal_first_step_stays_in_the_baseline():
 
 def test_exclusion_reasons():
     assert obj.exclusion_reason("answer") is None
-    assert obj.exclusion_reason("format_error") is None  # the policy's own mistake: trained with reward 0
+    # the policy's own mistake: trained with reward 0
+    assert obj.exclusion_reason("format_error") is None
     for t in ("max_tool_calls", "context_exceeded", "timeout", "policy_error"):
         assert obj.exclusion_reason(t) == t
     assert obj.exclusion_reason("answer", 600, 10, max_prompt_tokens=512) == "prompt_too_long"
-    assert obj.exclusion_reason("answer", 100, 2000, max_response_tokens=1536) == "response_too_long"
-    assert obj.exclusion_reason("answer", 100, 1536, max_prompt_tokens=512, max_response_tokens=1536) is None
+    assert (
+        obj.exclusion_reason("answer", 100, 2000, max_response_tokens=1536) == "response_too_long"
+    )
+    assert (
+        obj.exclusion_reason("answer", 100, 1536, max_prompt_tokens=512, max_response_tokens=1536)
+        is None
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,30 +123,61 @@ def tiny():
 
 def settings(**kw) -> RolloutSettings:
     kw.setdefault("limits", EpisodeLimits(max_tool_calls=5, wall_clock_s=None))
-    return RolloutSettings(temperature=0.0, top_p=1.0, max_tokens=16, prompt_variant="compact", today="2025-09-01", **kw)
+    return RolloutSettings(
+        temperature=0.0,
+        top_p=1.0,
+        max_tokens=16,
+        prompt_variant="compact",
+        today="2025-09-01",
+        **kw,
+    )
 
 
 def scripted_sample(tmp_path, replies, processor, name="t", **kw):
     q, hits = make_images(tmp_path / name, 2)
-    task = Task(id=name, question="In which year was the town shown in the image founded?", answer="1874",
-                image_path=q, difficulty="easy")
-    traj = run_episode(ScriptedChat(list(replies)), make_toolbox(hits), task, limits=settings().limits, variant="compact")
-    return build_sample(task, traj, 0, 0, MatchJudge(), TrajectoryEncoder(processor), settings(**kw))
+    task = Task(
+        id=name,
+        question="In which year was the town shown in the image founded?",
+        answer="1874",
+        image_path=q,
+        difficulty="easy",
+    )
+    traj = run_episode(
+        ScriptedChat(list(replies)),
+        make_toolbox(hits),
+        task,
+        limits=settings().limits,
+        variant="compact",
+    )
+    return build_sample(
+        task, traj, 0, 0, MatchJudge(), TrajectoryEncoder(processor), settings(**kw)
+    )
 
 
 def test_policy_mask_covers_the_assistant_turns_only(tmp_path, tiny):
     _, processor = tiny
-    s = scripted_sample(tmp_path, [call("image_search"), call("visit", {"url": "https://wiki.sandbox.test/wiki/Tope",
-                                                                        "goal": "year"}), answer("1874")], processor)
+    s = scripted_sample(
+        tmp_path,
+        [
+            call("image_search"),
+            call("visit", {"url": "https://wiki.sandbox.test/wiki/Tope", "goal": "year"}),
+            answer("1874"),
+        ],
+        processor,
+    )
     tok = processor.tokenizer
     ids, mask = s.encoded.input_ids, s.encoded.policy_mask
-    runs = [tok.decode([t for t, m in zip(ids[a:b], mask[a:b])], skip_special_tokens=False)
-            for a, b in spans(mask)]
+    runs = [
+        tok.decode([t for t, m in zip(ids[a:b], mask[a:b])], skip_special_tokens=False)
+        for a, b in spans(mask)
+    ]
     assistant = [t.text + "<|im_end|>" for t in s.trajectory.turns]
     assert runs == assistant  # exactly the policy's turns, up to <|im_end|>, nothing else
     masked = tok.decode([t for t, m in zip(ids, mask) if not m], skip_special_tokens=False)
-    assert "<tool_response>" in masked and "Tope was founded in 1874." in masked  # tool output is context
-    assert "<|image_pad|>" in masked and "You are a search agent" in masked  # images and the system prompt too
+    # tool output is context
+    assert "<tool_response>" in masked and "Tope was founded in 1874." in masked
+    # images and the system prompt too
+    assert "<|image_pad|>" in masked and "You are a search agent" in masked
     assert "<|image_pad|>" not in "".join(runs)
     assert s.reward == 1.0 and s.correct and s.tool_counts == {"image_search": 1, "visit": 1}
     assert s.encoded.prompt_tokens == mask.index(1)
@@ -166,7 +206,9 @@ def test_a_format_error_gets_reward_zero_even_with_the_right_answer(tmp_path, ti
 def test_tool_error_cascade_masks_from_the_fatal_step(tmp_path, tiny):
     _, processor = tiny
     bad_visit = call("visit", {"url": "https://wiki.sandbox.test/wiki/missing", "goal": "year"})
-    s = scripted_sample(tmp_path, [call("image_search"), bad_visit, bad_visit, bad_visit, answer("1874")], processor)
+    s = scripted_sample(
+        tmp_path, [call("image_search"), bad_visit, bad_visit, bad_visit, answer("1874")], processor
+    )
     assert s.step_errors == [False, True, True, True, False] and s.fatal == 1
     mask = obj.loss_mask(s.encoded.policy_mask, fatal=s.fatal, fatal_aware=True)
     turns = obj.turn_of_token(s.encoded.policy_mask)
@@ -178,10 +220,20 @@ def test_limit_hits_are_excluded_from_the_loss(tmp_path, tiny):
     _, processor = tiny
     many = [call("text_search", {"query": f"q{i}"}) for i in range(7)]
     s = scripted_sample(tmp_path, many, processor)  # the limit is 5 calls: the 6th request ends it
-    assert s.trajectory.termination == "max_tool_calls" and s.exclusion == "max_tool_calls" and s.excluded
-    long = scripted_sample(tmp_path, [call("image_search"), answer("1874")], processor, name="long",
-                           max_response_tokens=10)
-    assert long.exclusion == "response_too_long" and long.reward == 1.0  # still rewarded: it counts in the baseline
+    assert (
+        s.trajectory.termination == "max_tool_calls"
+        and s.exclusion == "max_tool_calls"
+        and s.excluded
+    )
+    long = scripted_sample(
+        tmp_path,
+        [call("image_search"), answer("1874")],
+        processor,
+        name="long",
+        max_response_tokens=10,
+    )
+    # still rewarded: it counts in the baseline
+    assert long.exclusion == "response_too_long" and long.reward == 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +247,8 @@ def test_clipped_loss_by_hand():
     assert pos.tolist()[0] == pytest.approx([-1.2, -0.5, -1.0])  # r=1.5 clipped at 1.2; r=0.5 kept
     assert clipped.tolist() == [[True, False, False]]
     neg, clipped = obj.clipped_token_loss(logp, old, torch.tensor([-1.0]))
-    assert neg.tolist()[0] == pytest.approx([1.5, 0.8, 1.0])  # pessimistic side: r=1.5 kept, r=0.5 clipped at 0.8
+    # pessimistic side: r=1.5 kept, r=0.5 clipped at 0.8
+    assert neg.tolist()[0] == pytest.approx([1.5, 0.8, 1.0])
     assert clipped.tolist() == [[False, True, False]]
     asym, _ = obj.clipped_token_loss(logp, old, torch.tensor([1.0]), clip_low=0.2, clip_high=0.28)
     assert asym.tolist()[0][0] == pytest.approx(-1.28)
@@ -212,7 +265,8 @@ def test_k3_kl_and_aggregation_by_hand():
     m = torch.tensor([[1, 1, 1], [1, 0, 0]])
     assert obj.aggregate(x, m, "token").item() == pytest.approx(16 / 4)
     assert obj.aggregate(x, m, "sequence").item() == pytest.approx((2 + 10) / 2)
-    assert obj.aggregate(x, m, "token", n_tokens=8).item() == pytest.approx(16 / 8)  # a micro-batch of a larger step
+    # a micro-batch of a larger step
+    assert obj.aggregate(x, m, "token", n_tokens=8).item() == pytest.approx(16 / 8)
 
 
 def test_grpo_loss_by_hand():
@@ -223,7 +277,9 @@ def test_grpo_loss_by_hand():
     assert loss.item() == pytest.approx((-1 - 1 + 2) / 3)
     assert stats["tokens"] == 3 and stats["clip_fraction"] == 0.0 and stats["kl"] is None
     ref = torch.full((2, 2), math.log(0.5))
-    loss_kl, stats = obj.grpo_loss(logp, old, torch.tensor([1.0, -2.0]), mask, ref_logp=ref, beta=0.1)
+    loss_kl, stats = obj.grpo_loss(
+        logp, old, torch.tensor([1.0, -2.0]), mask, ref_logp=ref, beta=0.1
+    )
     k3 = 0.5 + math.log(2) - 1  # q = ln 0.5
     assert loss_kl.item() == pytest.approx(loss.item() + 0.1 * k3)
     assert stats["kl"] == pytest.approx(k3)
@@ -252,8 +308,11 @@ def two_samples(tmp_path, processor):
 
 
 def grads(model):
-    return {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
-            for n, p in model.named_parameters() if p.requires_grad}
+    return {
+        n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    }
 
 
 def loss_and_grads(model, processor, samples):
@@ -306,20 +365,26 @@ def test_zero_variance_groups_are_dropped_and_an_update_moves_the_policy(tmp_pat
     samples = [good, bad, other_a, other_b]
     score = rl_update.score_samples(model, samples, enc, 2, ref_model=ref)
     assert score["entropy"] > 0
-    assert good.ref_logp is not None and other_a.ref_logp is None  # the reference is scored for trained rows only
+    # the reference is scored for trained rows only
+    assert good.ref_logp is not None and other_a.ref_logp is None
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
     def margin():  # log p(rewarded trajectory) - log p(unrewarded one), over their trained tokens
-        return (sum(lp for lp, m in zip(good.old_logp, good.loss_mask) if m)
-                - sum(lp for lp, m in zip(bad.old_logp, bad.loss_mask) if m))
+        return sum(lp for lp, m in zip(good.old_logp, good.loss_mask) if m) - sum(
+            lp for lp, m in zip(bad.old_logp, bad.loss_mask) if m
+        )
 
     margin_before = margin()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
+    opt = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate
+    )
     update = rl_update.update_policy(model, opt, samples, enc, cfg)
     assert update["trained_tokens"] == sum(good.loss_mask) + sum(bad.loss_mask)
     assert update["kl"] == pytest.approx(0.0, abs=1e-6)  # the first update starts at the reference
     assert 0 <= update["clip_fraction"] <= 1 and update["grad_norm"] > 0
-    assert any(not torch.equal(before[n], p) for n, p in model.named_parameters() if p.requires_grad)
+    assert any(
+        not torch.equal(before[n], p) for n, p in model.named_parameters() if p.requires_grad
+    )
     rl_update.score_samples(model, [good, bad], enc, 2)
     assert margin() > margin_before  # the rewarded trajectory gained on the unrewarded one
 
@@ -334,8 +399,15 @@ def test_batched_greedy_matches_one_by_one_and_lockstep_sampling_repeats(tmp_pat
 
     model, processor = tiny
     q, _ = make_images(tmp_path, 0)
-    convs = [initial_messages(f"Question number {i}: which town is shown?", q if i % 2 else None,
-                              variant="compact", today="2025-09-01") for i in range(3)]
+    convs = [
+        initial_messages(
+            f"Question number {i}: which town is shown?",
+            q if i % 2 else None,
+            variant="compact",
+            today="2025-09-01",
+        )
+        for i in range(3)
+    ]
     single = TransformersChat(model, processor=processor)
     options = {"temperature": 0.0, "max_tokens": 12, "stop": list(STOP_SEQUENCES)}
     expected = [single.chat(c, **options) for c in convs]
@@ -364,7 +436,9 @@ def test_unbatched_mode_flushes_on_its_own(tiny):
     out = {}
 
     def ask(i):
-        out[i] = backend.chat([{"role": "user", "content": f"hello {i}"}], temperature=0.0, max_tokens=4)
+        out[i] = backend.chat(
+            [{"role": "user", "content": f"hello {i}"}], temperature=0.0, max_tokens=4
+        )
 
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
     for t in threads:
@@ -382,17 +456,31 @@ def test_unbatched_mode_flushes_on_its_own(tiny):
 
 def test_presets_and_checks():
     cpu = GRPOConfig.for_profile("cpu")
-    assert cpu.engine == "cpu" and cpu.method == "full" and cpu.threads == 2 and cpu.minutes is not None
-    assert cpu.difficulty_mix == {"onehop": 2, "easy": 2, "medium": 1} and (cpu.prompts_per_step, cpu.generations) == (4, 8)
+    assert (
+        cpu.engine == "cpu"
+        and cpu.method == "full"
+        and cpu.threads == 2
+        and cpu.minutes is not None
+    )
+    assert cpu.difficulty_mix == {"onehop": 2, "easy": 2, "medium": 1} and (
+        cpu.prompts_per_step,
+        cpu.generations,
+    ) == (4, 8)
     single = GRPOConfig.for_profile("single_gpu")
     multi = GRPOConfig.for_profile("multi_gpu")
     for c in (single, multi):  # paper A.4
-        assert (c.engine, c.prompts_per_step, c.generations, c.learning_rate) == ("trl", 32, 8, 2e-6)
+        assert (c.engine, c.prompts_per_step, c.generations, c.learning_rate) == (
+            "trl",
+            32,
+            8,
+            2e-6,
+        )
         assert (c.temperature, c.top_p, c.max_tool_calls, c.beta) == (0.6, 0.9, 30, 0.0)
         assert (c.max_prompt_tokens, c.max_response_tokens) == (2048, 28_672)
         assert c.difficulty_mix == {"easy": 4, "medium": 3, "hard": 3}
     assert single.method == "lora" and multi.method == "full" and multi.use_vllm
-    assert cpu.dynamic_sampling and not single.dynamic_sampling and not multi.dynamic_sampling  # a cpu-engine option
+    # a cpu-engine option
+    assert cpu.dynamic_sampling and not single.dynamic_sampling and not multi.dynamic_sampling
     assert cpu.task_source == single.task_source == multi.task_source == "rl"
     with pytest.raises(ValueError, match="task_source"):
         GRPOConfig.for_profile("cpu", task_source="heldout")
@@ -407,11 +495,18 @@ def test_presets_and_checks():
 
 
 def test_task_sampler_mix_and_variance_curriculum():
-    tasks = [Task(id=f"e{i}", question="q", answer="a", difficulty="easy") for i in range(4)] + \
-            [Task(id=f"m{i}", question="q", answer="a", difficulty="medium") for i in range(4)]
+    tasks = [Task(id=f"e{i}", question="q", answer="a", difficulty="easy") for i in range(4)] + [
+        Task(id=f"m{i}", question="q", answer="a", difficulty="medium") for i in range(4)
+    ]
     s = inputs.TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=0)
     drawn = [t.id for _ in range(4) for t in s.draw(2)]
-    assert sorted(d for d in drawn if d[0] == "e") == ["e0", "e1", "e2", "e3"]  # one pass over each pool
+    # one pass over each pool
+    assert sorted(d for d in drawn if d[0] == "e") == [
+        "e0",
+        "e1",
+        "e2",
+        "e3",
+    ]
     v = inputs.TaskSampler(tasks, {"easy": 1}, seed=0, curriculum="variance")
     v.record("e0", [0, 0, 0, 0])  # always wrong: p = 1/6
     v.record("e1", [1, 0, 1, 0])  # half right: p = 1/2
@@ -423,14 +518,42 @@ def test_task_sampler_mix_and_variance_curriculum():
 def test_cli_options_become_the_config(tmp_path):
     from vsearcher_lite.cli import build_parser
 
-    args = build_parser().parse_args(["grpo", "--run-dir", str(tmp_path), "--steps", "3", "--fatal-aware",
-                                      "--search-penalty", "--mix", "easy:4,medium:3", "--beta", "0"])
+    args = build_parser().parse_args(
+        [
+            "grpo",
+            "--run-dir",
+            str(tmp_path),
+            "--steps",
+            "3",
+            "--fatal-aware",
+            "--search-penalty",
+            "--mix",
+            "easy:4,medium:3",
+            "--beta",
+            "0",
+        ]
+    )
     cfg = commands.config_from_args(args)
     assert cfg.max_steps == 3 and cfg.fatal_aware and cfg.search_penalty == 0.9 and cfg.beta == 0.0
     assert cfg.difficulty_mix == {"easy": 4.0, "medium": 3.0}
-    assert cfg.task_source == "rl" and cfg.dynamic_sampling and cfg.max_draw_rounds == 2  # the cpu preset's
-    args = build_parser().parse_args(["grpo", "--run-dir", str(tmp_path), "--task-source", "sft", "--no-dynamic-sampling",
-                                      "--max-draw-rounds", "3", "--curriculum", "prescreen", "--prescreen-samples", "3"])
+    # the cpu preset's
+    assert cfg.task_source == "rl" and cfg.dynamic_sampling and cfg.max_draw_rounds == 2
+    args = build_parser().parse_args(
+        [
+            "grpo",
+            "--run-dir",
+            str(tmp_path),
+            "--task-source",
+            "sft",
+            "--no-dynamic-sampling",
+            "--max-draw-rounds",
+            "3",
+            "--curriculum",
+            "prescreen",
+            "--prescreen-samples",
+            "3",
+        ]
+    )
     cfg = commands.config_from_args(args)
     assert cfg.task_source == "sft" and not cfg.dynamic_sampling and cfg.max_draw_rounds == 3
     assert cfg.curriculum == "prescreen" and cfg.prescreen_samples == 3
@@ -441,12 +564,16 @@ def test_cli_options_become_the_config(tmp_path):
 def write_tasks(path, ids):
     from vsearcher_lite.runio import write_jsonl
 
-    write_jsonl(path, [Task(id=i, question="q", answer="a", difficulty="onehop").to_dict() for i in ids])
+    write_jsonl(
+        path, [Task(id=i, question="q", answer="a", difficulty="onehop").to_dict() for i in ids]
+    )
 
 
 def test_grpo_trains_on_the_rl_pool_unless_told_to_use_sft_tasks(tmp_path):
     (tmp_path / "filter").mkdir()
-    with pytest.raises(InputError, match="no RL task pool.*vsearcher-lite filter.*--task-source sft"):
+    with pytest.raises(
+        InputError, match="no RL task pool.*vsearcher-lite filter.*--task-source sft"
+    ):
         inputs.train_tasks(tmp_path, GRPOConfig.for_profile("cpu"))
     write_tasks(tmp_path / "filter" / "rl_tasks.jsonl", ["r1", "r2"])
     write_tasks(tmp_path / "filter" / "train.jsonl", ["s1", "s2", "s3"])
@@ -454,7 +581,9 @@ def test_grpo_trains_on_the_rl_pool_unless_told_to_use_sft_tasks(tmp_path):
     ids = lambda config: [t.id for t in inputs.train_tasks(tmp_path, config)]  # noqa: E731
     assert ids(GRPOConfig.for_profile("cpu")) == ["r1", "r2"]
     assert ids(GRPOConfig.for_profile("cpu", task_source="sft")) == ["s1", "s2", "s3"]
-    with_file = GRPOConfig.for_profile("cpu", task_source="sft", train_file=str(tmp_path / "other.jsonl"))
+    with_file = GRPOConfig.for_profile(
+        "cpu", task_source="sft", train_file=str(tmp_path / "other.jsonl")
+    )
     assert [t.id for t in inputs.train_tasks(tmp_path, with_file)] == ["o1"]
 
 
@@ -469,13 +598,19 @@ def test_a_pool_that_sft_trained_on_is_reported(tmp_path):
     (tmp_path / "trajectories").mkdir()
     (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n')
     assert inputs.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 0 and lines == []
-    # a run folder whose SFT data was made from the training split before the pool was carved out of it
-    (tmp_path / "trajectories" / "accepted.jsonl").write_text('{"task_id": "s1"}\n{"task_id": "r2"}\n{"task_id": "r2"}\n')
+    # a run folder whose SFT data was made from the training split before the pool was carved out of
+    # it
+    (tmp_path / "trajectories" / "accepted.jsonl").write_text(
+        '{"task_id": "s1"}\n{"task_id": "r2"}\n{"task_id": "r2"}\n'
+    )
     assert inputs.check_pool_unseen(tmp_path, pool, cfg, lines.append) == 1
     assert len(lines) == 1 and "1 of the 2 RL-pool tasks" in lines[0]
-    assert inputs.check_pool_unseen(tmp_path, pool,
-                                    GRPOConfig.for_profile("cpu",
-                                                           task_source="sft"), lines.append) is None
+    assert (
+        inputs.check_pool_unseen(
+            tmp_path, pool, GRPOConfig.for_profile("cpu", task_source="sft"), lines.append
+        )
+        is None
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,12 +636,16 @@ REWARDS = {"mix": [1.0, 0.0, 0.0, 1.0], "zero": [0.0] * 4, "one": [1.0] * 4}
 
 
 def fake_rollout(calls):
-    """Groups whose rewards follow the task id's prefix (mix / zero / one); each call is recorded."""
+    """Groups whose rewards follow the task id's prefix (mix / zero / one); each call is
+    recorded."""
     from types import SimpleNamespace
 
     def rollout(tasks, draw_round):
         calls.append((draw_round, [t.id for t in tasks]))
-        return [[SimpleNamespace(task_id=t.id, reward=r) for r in REWARDS[t.id.split("-")[0]]] for t in tasks]
+        return [
+            [SimpleNamespace(task_id=t.id, reward=r) for r in REWARDS[t.id.split("-")[0]]]
+            for t in tasks
+        ]
 
     return rollout
 
@@ -518,9 +657,16 @@ def test_dynamic_sampling_redraws_until_the_batch_has_signal():
     batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
     assert [r for r, _ in calls] == [0, 1]  # the second round filled the batch: no third
     assert [g[0].task_id for g in batch] == ["mix-a", "mix-b", "mix-c", "mix-d"]
-    assert stats == {"groups": 8, "zero_variance_groups": 3, "groups_kept": 4, "groups_surplus": 1,
-                     "draw_rounds": 2, "zero_variance_share": 0.375}
-    assert len(drawn) == 8 * 4 and [t for t, _ in sampler.recorded] == order[:8]  # every drawn group is recorded
+    assert stats == {
+        "groups": 8,
+        "zero_variance_groups": 3,
+        "groups_kept": 4,
+        "groups_surplus": 1,
+        "draw_rounds": 2,
+        "zero_variance_share": 0.375,
+    }
+    # every drawn group is recorded
+    assert len(drawn) == 8 * 4 and [t for t, _ in sampler.recorded] == order[:8]
 
 
 def test_dynamic_sampling_stops_at_the_round_cap():
@@ -528,27 +674,66 @@ def test_dynamic_sampling_stops_at_the_round_cap():
     cfg = GRPOConfig.for_profile("cpu", prompts_per_step=3, max_draw_rounds=2)
     batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
     assert batch == [] and len(calls) == 2 and len(drawn) == 6 * 4
-    assert stats == {"groups": 6, "zero_variance_groups": 6, "groups_kept": 0, "groups_surplus": 0,
-                     "draw_rounds": 2, "zero_variance_share": 1.0}
+    assert stats == {
+        "groups": 6,
+        "zero_variance_groups": 6,
+        "groups_kept": 0,
+        "groups_surplus": 0,
+        "draw_rounds": 2,
+        "zero_variance_share": 1.0,
+    }
 
 
 def test_without_dynamic_sampling_one_round_is_the_batch():
     sampler, calls = ScriptedSampler(["mix-a", "zero-a", "one-a", "mix-b", "mix-c"]), []
     cfg = GRPOConfig.for_profile("cpu", prompts_per_step=4, dynamic_sampling=False)
     batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
-    assert len(calls) == 1 and [g[0].task_id for g in batch] == ["mix-a", "zero-a", "one-a", "mix-b"]
-    assert stats == {"groups": 4, "zero_variance_groups": 2, "groups_kept": 2, "groups_surplus": 0,
-                     "draw_rounds": 1, "zero_variance_share": 0.5}
+    assert len(calls) == 1 and [g[0].task_id for g in batch] == [
+        "mix-a",
+        "zero-a",
+        "one-a",
+        "mix-b",
+    ]
+    assert stats == {
+        "groups": 4,
+        "zero_variance_groups": 2,
+        "groups_kept": 2,
+        "groups_surplus": 0,
+        "draw_rounds": 1,
+        "zero_variance_share": 0.5,
+    }
 
 
 def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path):
     q, hits = make_images(tmp_path, 2)
-    tasks = [Task(id=i, question="In which year was the town shown in the image founded?", answer="1874",
-                  image_path=q, difficulty=d) for i, d in (("always", "easy"), ("sometimes", "easy"), ("never", "medium"))]
+    tasks = [
+        Task(
+            id=i,
+            question="In which year was the town shown in the image founded?",
+            answer="1874",
+            image_path=q,
+            difficulty=d,
+        )
+        for i, d in (("always", "easy"), ("sometimes", "easy"), ("never", "medium"))
+    ]
     # episodes run one after another on a plain backend: 2 per task, in task order
-    replies = [answer("1874"), answer("1874"), answer("1874"), answer("1900"), answer("1900"), answer("1911")]
-    got = cpu_engine.prescreen(ScriptedChat(replies), make_toolbox(hits), tasks, 2, settings(),
-                               MatchJudge(), tasks_per_call=2)
+    replies = [
+        answer("1874"),
+        answer("1874"),
+        answer("1874"),
+        answer("1900"),
+        answer("1900"),
+        answer("1911"),
+    ]
+    got = cpu_engine.prescreen(
+        ScriptedChat(replies),
+        make_toolbox(hits),
+        tasks,
+        2,
+        settings(),
+        MatchJudge(),
+        tasks_per_call=2,
+    )
     assert got == {"always": 2, "sometimes": 1, "never": 0}
     # easy keeps its mixed task only; medium has none, so it keeps all its tasks
     assert [t.id for t in cpu_engine.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
@@ -563,8 +748,12 @@ def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):
 
 def _tandem_blocks(ids: list[int], min_block: int) -> list[int]:
     """Positions where a block of at least ``min_block`` tokens ends right after itself."""
-    return [end for end in range(len(ids) + 1)
-            for b in range(min_block, end // 2 + 1) if ids[end - b:end] == ids[end - 2 * b:end - b]]
+    return [
+        end
+        for end in range(len(ids) + 1)
+        for b in range(min_block, end // 2 + 1)
+        if ids[end - b : end] == ids[end - 2 * b : end - b]
+    ]
 
 
 def test_repeat_guard_stops_loops_in_both_local_backends(tiny, monkeypatch):
@@ -576,20 +765,30 @@ def test_repeat_guard_stops_loops_in_both_local_backends(tiny, monkeypatch):
 
     def recording_generate(**kw):
         out = real_generate(**kw)
-        generated.extend(out[:, kw["input_ids"].shape[1]:].tolist())
+        generated.extend(out[:, kw["input_ids"].shape[1] :].tolist())
         return out
 
     monkeypatch.setattr(model, "generate", recording_generate)
-    convs = [[{"role": "user", "content": f"Q: {text}"}] for text in
-             ("the town of the town of the town of the town of", "Mount Skinki, Mount Skinki, Mount Skinki")]
+    convs = [
+        [{"role": "user", "content": f"Q: {text}"}]
+        for text in (
+            "the town of the town of the town of the town of",
+            "Mount Skinki, Mount Skinki, Mount Skinki",
+        )
+    ]
     options = {"temperature": 0.0, "max_tokens": 48}
     plain = [TransformersChat(model, processor=processor).chat(c, **options) for c in convs]
     plain_ids, generated[:] = list(generated), []
     assert any(_tandem_blocks(ids, 3) for ids in plain_ids)  # the base model loops on these prompts
-    single = [TransformersChat(model, processor=processor).chat(c, repeat_guard=3, **options) for c in convs]
+    single = [
+        TransformersChat(model, processor=processor).chat(c, repeat_guard=3, **options)
+        for c in convs
+    ]
     single_ids, generated[:] = list(generated), []
     batched = batched_chat.BatchedTransformersChat(model, processor, max_batch=8)
-    together = batched_chat.run_lockstep(batched, convs, lambda c: batched.chat(c, repeat_guard=3, **options))
+    together = batched_chat.run_lockstep(
+        batched, convs, lambda c: batched.chat(c, repeat_guard=3, **options)
+    )
     assert not any(_tandem_blocks(ids, 3) for ids in single_ids)
     assert together == single and single != plain
     assert batched.stats.calls == 1
@@ -599,7 +798,9 @@ def test_repeat_guard_is_refused_where_it_cannot_be_applied():
     from vsearcher_lite.chat import ChatError, OpenAIChat
 
     bot = OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key="k")
-    assert "repeat_guard" not in bot.build_request([{"role": "user", "content": "x"}], repeat_guard=0)
+    assert "repeat_guard" not in bot.build_request(
+        [{"role": "user", "content": "x"}], repeat_guard=0
+    )
     with pytest.raises(ChatError, match="repeat_guard"):
         bot.build_request([{"role": "user", "content": "x"}], repeat_guard=3)
 
@@ -610,7 +811,11 @@ def test_repeat_ban_agrees_with_a_brute_force_search():
     from vsearcher_lite.chat.local import repeat_ban
 
     def brute(tokens: list[int], min_block: int) -> set[int]:
-        return {t for t in set(tokens) | {99} if _tandem_blocks(tokens + [t], min_block)[-1:] == [len(tokens) + 1]}
+        return {
+            t
+            for t in set(tokens) | {99}
+            if _tandem_blocks(tokens + [t], min_block)[-1:] == [len(tokens) + 1]
+        }
 
     rng = random.Random(0)
     for _ in range(3000):

@@ -24,15 +24,29 @@ from vsearcher_lite.runio import RunDir, write_jsonl
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A run folder with a world, training and held-out tasks, and ``sft/checkpoint`` (the tiny base)."""
-    return grpo_run(build_sandbox_run(tmp_path_factory.mktemp("grpo_base")), tmp_path_factory.mktemp("grpo") / "run")
+    """A run folder with a world, training and held-out tasks, and ``sft/checkpoint`` (the tiny
+    base)."""
+    return grpo_run(
+        build_sandbox_run(tmp_path_factory.mktemp("grpo_base")),
+        tmp_path_factory.mktemp("grpo") / "run",
+    )
 
 
 def small(**kw) -> GRPOConfig:
     # the fixture's run holds easy tasks (the cpu preset trains on the one-hop level)
-    settings = dict(max_steps=2, prompts_per_step=2, generations=2, max_tokens=24, max_tool_calls=2, eval_max_tasks=2,
-                    difficulty_mix={"easy": 1}, max_draw_rounds=2,
-                    eval_batch=4, eval_max_tokens=24, progress=False)
+    settings = dict(
+        max_steps=2,
+        prompts_per_step=2,
+        generations=2,
+        max_tokens=24,
+        max_tool_calls=2,
+        eval_max_tasks=2,
+        difficulty_mix={"easy": 1},
+        max_draw_rounds=2,
+        eval_batch=4,
+        eval_max_tokens=24,
+        progress=False,
+    )
     settings.update(kw)
     config = GRPOConfig.for_profile("cpu", **settings)
     config.minutes = config.total_minutes = None  # these runs end by steps
@@ -50,14 +64,37 @@ def test_cpu_engine_two_steps_writes_its_files(run_dir):
     out = run_dir / "grpo"
     rows = read_csv(out / "steps.csv")
     assert [int(r["step"]) for r in rows] == [0, 1] and tuple(rows[0]) == STEP_FIELDS
-    assert all(float(r["format_failure_share"]) == 1.0 for r in rows)  # the base never learnt the protocol
-    # every group all-zero: dynamic sampling draws its two rounds, drops every group and trains on none
-    assert all((int(r["groups"]), int(r["zero_variance_groups"]), int(r["groups_kept"]), int(r["draw_rounds"])) == (4, 4, 0, 2)
-               and float(r["zero_variance_share"]) == 1.0 and int(r["trained_trajectories"]) == 0 for r in rows)
+    # the base never learnt the protocol
+    assert all(float(r["format_failure_share"]) == 1.0 for r in rows)
+    # every group all-zero: dynamic sampling draws its two rounds, drops every group and trains on
+    # none
+    assert all(
+        (
+            int(r["groups"]),
+            int(r["zero_variance_groups"]),
+            int(r["groups_kept"]),
+            int(r["draw_rounds"]),
+        )
+        == (4, 4, 0, 2)
+        and float(r["zero_variance_share"]) == 1.0
+        and int(r["trained_trajectories"]) == 0
+        for r in rows
+    )
     saved = json.loads((out / "metrics.json").read_text())
-    for key in ("steps", "reward_first_20pct", "reward_last_20pct", "heldout_accuracy_sft", "heldout_accuracy_rl",
-                "format_failure_rate_last_20pct", "excluded_share", "heldout_paired_diff", "heldout_paired_se",
-                "heldout_n", "seconds", "config"):
+    for key in (
+        "steps",
+        "reward_first_20pct",
+        "reward_last_20pct",
+        "heldout_accuracy_sft",
+        "heldout_accuracy_rl",
+        "format_failure_rate_last_20pct",
+        "excluded_share",
+        "heldout_paired_diff",
+        "heldout_paired_se",
+        "heldout_n",
+        "seconds",
+        "config",
+    ):
         assert key in saved, key
     assert saved["steps"] == 2 and saved["heldout_n"] == 2 and saved["reward_last_20pct"] == 0.0
     # the run's files name its paths relative to the run folder
@@ -65,11 +102,18 @@ def test_cpu_engine_two_steps_writes_its_files(run_dir):
     assert saved["zero_variance_group_share"] == 1.0
     assert saved == RunDir(run_dir).relative({**m, "config": saved["config"]})
     assert saved["heldout_eval_names"] == ["sft", "rl"]
-    assert (out / "checkpoint" / "config.json").is_file() and (out / "checkpoint" / "model.safetensors").is_file()
-    assert (run_dir / "eval" / "rl" / "results.jsonl").is_file() and (run_dir / "eval" / "sft" / "results.jsonl").is_file()
+    assert (out / "checkpoint" / "config.json").is_file() and (
+        out / "checkpoint" / "model.safetensors"
+    ).is_file()
+    assert (run_dir / "eval" / "rl" / "results.jsonl").is_file() and (
+        run_dir / "eval" / "sft" / "results.jsonl"
+    ).is_file()
     rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rollouts) == 2 * 2 * 2 * 2 and all(r["reward"] == 0.0 and not r["in_loss"] for r in rollouts)
-    assert len({r["id"] for r in rollouts}) == len(rollouts)  # a second round's samples are numbered on
+    assert len(rollouts) == 2 * 2 * 2 * 2 and all(
+        r["reward"] == 0.0 and not r["in_loss"] for r in rollouts
+    )
+    # a second round's samples are numbered on
+    assert len({r["id"] for r in rollouts}) == len(rollouts)
     manifest = json.loads((run_dir / "run_manifest.json").read_text())
     assert "grpo" in manifest["stages"]
     assert time.perf_counter() - t0 < 120
@@ -84,12 +128,28 @@ def test_cpu_engine_is_deterministic_given_the_seed(run_dir, tmp_path):
 
 
 def test_the_prescreen_curriculum_screens_then_trains(run_dir):
-    m = run_grpo(run_dir, small(max_steps=1, evaluate=False, name="grpo-screen", curriculum="prescreen",
-                                prescreen_tasks=3, prescreen_samples=2), log=lambda s: None)
-    rows = [json.loads(line) for line in (run_dir / "grpo-screen" / "prescreen.jsonl").read_text().splitlines()]
-    assert len(rows) == 3 and all(r["samples"] == 2 and r["correct"] == 0 for r in rows)  # the base answers nothing
+    m = run_grpo(
+        run_dir,
+        small(
+            max_steps=1,
+            evaluate=False,
+            name="grpo-screen",
+            curriculum="prescreen",
+            prescreen_tasks=3,
+            prescreen_samples=2,
+        ),
+        log=lambda s: None,
+    )
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "grpo-screen" / "prescreen.jsonl").read_text().splitlines()
+    ]
+    # the base answers nothing
+    assert len(rows) == 3 and all(r["samples"] == 2 and r["correct"] == 0 for r in rows)
     # no task was solved sometimes, so the level keeps all its tasks
-    assert m["prescreen"]["by_difficulty"] == {"easy": {"screened": 3, "mixed": 0, "all_correct": 0}}
+    assert m["prescreen"]["by_difficulty"] == {
+        "easy": {"screened": 3, "mixed": 0, "all_correct": 0}
+    }
     assert m["prescreen"]["n_kept"] == 3 and m["steps"] == 1
 
 
@@ -103,7 +163,10 @@ def test_stored_sft_results_are_reused_only_when_a_rerun_agrees(run_dir):
     records[0]["trajectory"]["turns"][0]["text"] += " (written by an older model)"
     write_jsonl(results, records)
     stale = run_grpo(run_dir, small(max_steps=1), **quiet)
-    assert stale["heldout_sft_reuse"] == "stale" and stale["heldout_eval_names"] == ["grpo-sft", "rl"]
+    assert stale["heldout_sft_reuse"] == "stale" and stale["heldout_eval_names"] == [
+        "grpo-sft",
+        "rl",
+    ]
     assert stale["heldout_sft_evaluated_this_run"] == 2
 
 
@@ -115,14 +178,15 @@ def scripted_policy_reply(messages):
 
 @pytest.mark.parametrize("method,scripted", [("full", True), ("lora", False)])
 def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
-    """TRL's GRPOTrainer, one step of 1 prompt x 2 generations, driven by the project's rollouts: with a
-    scripted policy (image-search results travel inside the completions), and with the LoRA-wrapped model
-    itself generating."""
-    from vsearcher_lite.chat import batched as batched_chat
+    """TRL's GRPOTrainer, one step of 1 prompt x 2 generations, driven by the project's rollouts:
+    with a scripted policy (image-search results travel inside the completions), and with the
+    LoRA-wrapped model itself generating."""
     from vsearcher_lite.chat import ScriptedChat
+    from vsearcher_lite.chat import batched as batched_chat
     from vsearcher_lite.rl import trl_engine
 
-    # The tiny base cannot call tools yet; a scripted policy does, so the tool-image path is exercised.
+    # The tiny base cannot call tools yet; a scripted policy does, so the tool-image path is
+    # exercised.
     class ScriptedBatcher(batched_chat.LockstepBatcher):
         def __init__(self, *args, **kwargs):
             super().__init__(max_batch=kwargs.get("max_batch", 8))
@@ -141,27 +205,54 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
 
     def spy(self, model, input_ids, *args, **kwargs):  # what the loss forward pass was given
         mm = kwargs.get("mm_token_type_ids")
-        seen.append({"num_images": kwargs.get("num_images"), "grid": kwargs.get("image_grid_thw"),
-                     "image_tokens": None if mm is None else int((mm == 1).sum())})
+        seen.append(
+            {
+                "num_images": kwargs.get("num_images"),
+                "grid": kwargs.get("image_grid_thw"),
+                "image_tokens": None if mm is None else int((mm == 1).sum()),
+            }
+        )
         return original(self, model, input_ids, *args, **kwargs)
 
     monkeypatch.setattr(trl.GRPOTrainer, "_get_per_token_logps_and_entropies", spy)
     t0 = time.perf_counter()
-    cfg = small(engine="trl", method=method, max_steps=1, prompts_per_step=1, generations=2, micro_batch_size=2,
-                evaluate=False, name=f"grpo-trl-{method}", lora_r=4, lora_alpha=8)
+    cfg = small(
+        engine="trl",
+        method=method,
+        max_steps=1,
+        prompts_per_step=1,
+        generations=2,
+        micro_batch_size=2,
+        evaluate=False,
+        name=f"grpo-trl-{method}",
+        lora_r=4,
+        lora_alpha=8,
+    )
     m = run_grpo(run_dir, cfg, log=lambda s: None)
     elapsed = time.perf_counter() - t0
     rows = read_csv(run_dir / f"grpo-trl-{method}" / "steps.csv")
-    assert len(rows) == 1 and rows[0]["entropy"] not in ("", None)  # TRL computed the loss over the policy tokens
+    # TRL computed the loss over the policy tokens
+    assert len(rows) == 1 and rows[0]["entropy"] not in (
+        "",
+        None,
+    )
     assert m["engine"] == "trl" and m["steps"] == 1
-    assert (rows[0]["groups"], rows[0]["zero_variance_groups"]) == ("1", "1")  # both rollouts got the same reward
-    assert seen and all(s["image_tokens"] == int(s["grid"].prod(-1).sum()) // 4 for s in seen)  # tokens match features
-    if scripted:  # every rollout searched by image: the question image and three results reached the forward pass
+    # both rollouts got the same reward
+    assert (rows[0]["groups"], rows[0]["zero_variance_groups"]) == (
+        "1",
+        "1",
+    )
+    # tokens match features
+    assert seen and all(s["image_tokens"] == int(s["grid"].prod(-1).sum()) // 4 for s in seen)
+    # every rollout searched by image: the question image and three results reached the forward pass
+    if scripted:
         assert float(rows[0]["image_search"]) == 1.0
         assert all(s["num_images"] == [4, 4] and s["grid"].shape[0] == 8 for s in seen)
     else:  # the tiny base breaks the format on its first turn
         assert float(rows[0]["format_failure_share"]) == 1.0
-    assert (run_dir / f"grpo-trl-{method}" / "checkpoint" / "config.json").is_file()  # LoRA: merged into the model
+    assert (
+        run_dir / f"grpo-trl-{method}" / "checkpoint" / "config.json"
+    ).is_file()  # LoRA: merged into the model
     assert (run_dir / f"grpo-trl-{method}" / "adapter").is_dir() == (method == "lora")
     assert elapsed < 60
 
@@ -169,12 +260,31 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
 def test_cli_runs_the_stage(run_dir, capsys):
     from vsearcher_lite.cli import main
 
-    code = main(["grpo", "--run-dir", str(run_dir), "--steps", "1", "--prompts", "1", "--generations", "2",
-                 "--no-eval", "--name", "grpo-cli", "--minutes", "5", "--mix", "easy:1"])
+    code = main(
+        [
+            "grpo",
+            "--run-dir",
+            str(run_dir),
+            "--steps",
+            "1",
+            "--prompts",
+            "1",
+            "--generations",
+            "2",
+            "--no-eval",
+            "--name",
+            "grpo-cli",
+            "--minutes",
+            "5",
+            "--mix",
+            "easy:1",
+        ]
+    )
     assert code == 0
     assert "wrote" in capsys.readouterr().out
     assert (run_dir / "grpo-cli" / "steps.csv").is_file()
-    assert main(["grpo", "--run-dir", str(run_dir / "nowhere"), "--steps", "1"]) == 2  # no SFT checkpoint
+    # no SFT checkpoint
+    assert main(["grpo", "--run-dir", str(run_dir / "nowhere"), "--steps", "1"]) == 2
 
 
 @pytest.mark.gpu
@@ -183,14 +293,31 @@ def test_single_gpu_lora_steps_on_cuda(run_dir):
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    cfg = GRPOConfig.for_profile("single_gpu", init=str(run_dir / "sft" / "checkpoint"), max_steps=3,
-                                 prompts_per_step=2, generations=4, micro_batch_size=4, max_tokens=64, max_tool_calls=3,
-                                 lora_r=4, lora_alpha=8, gradient_checkpointing=False, evaluate=False, progress=False,
-                                 name="grpo-gpu", difficulty_mix={"easy": 1}, dtype="bfloat16")
+    cfg = GRPOConfig.for_profile(
+        "single_gpu",
+        init=str(run_dir / "sft" / "checkpoint"),
+        max_steps=3,
+        prompts_per_step=2,
+        generations=4,
+        micro_batch_size=4,
+        max_tokens=64,
+        max_tool_calls=3,
+        lora_r=4,
+        lora_alpha=8,
+        gradient_checkpointing=False,
+        evaluate=False,
+        progress=False,
+        name="grpo-gpu",
+        difficulty_mix={"easy": 1},
+        dtype="bfloat16",
+    )
     t0 = time.perf_counter()
     m = run_grpo(run_dir, cfg, log=print)
-    print(f"[gpu] single_gpu LoRA: {m['steps']} steps, {(time.perf_counter() - t0) / max(m['steps'], 1):.2f} s/step "
-          f"({m['seconds_per_step']} s/step in training)")
+    per_step = (time.perf_counter() - t0) / max(m["steps"], 1)
+    print(
+        f"[gpu] single_gpu LoRA: {m['steps']} steps, {per_step:.2f} s/step "
+        f"({m['seconds_per_step']} s/step in training)"
+    )
     assert m["steps"] == 3
 
 
@@ -207,7 +334,12 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
 
     def copy_run(name):
         run = tmp_path / name
-        shutil.copytree(run_dir, run, symlinks=True, ignore=shutil.ignore_patterns("grpo", "eval", "run_manifest.json"))
+        shutil.copytree(
+            run_dir,
+            run,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("grpo", "eval", "run_manifest.json"),
+        )
         return run
 
     config = small(max_steps=3, save_every=1, evaluate=False)
@@ -229,27 +361,40 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
     monkeypatch.setattr(cpu_engine, "save_training_state", real_save)
     assert (run / "grpo" / "resume.pt").is_file() and not (run / "grpo" / "checkpoint").exists()
 
-    with pytest.raises(InputError, match="temperature=0.8"):  # other settings never continue this run
-        run_grpo(run, small(max_steps=3, save_every=1, evaluate=False, temperature=0.5), log=lambda s: None)
+    with pytest.raises(
+        InputError, match="temperature=0.8"
+    ):  # other settings never continue this run
+        run_grpo(
+            run,
+            small(max_steps=3, save_every=1, evaluate=False, temperature=0.5),
+            log=lambda s: None,
+        )
 
     messages: list[str] = []
     m = run_grpo(run, config, log=messages.append)
     assert any("resuming after step 2" in line for line in messages) and m["steps"] == 3
     a, b = read_csv(whole / "grpo" / "steps.csv"), read_csv(run / "grpo" / "steps.csv")
-    assert [{k: v for k, v in r.items() if k not in TIMING} for r in b] == \
-        [{k: v for k, v in r.items() if k not in TIMING} for r in a]
+    assert [{k: v for k, v in r.items() if k not in TIMING} for r in b] == [
+        {k: v for k, v in r.items() if k not in TIMING} for r in a
+    ]
     ids = lambda path: [json.loads(x)["id"] for x in path.read_text().splitlines()]  # noqa: E731
     assert ids(run / "grpo" / "rollouts.jsonl") == ids(whole / "grpo" / "rollouts.jsonl")
     assert not (run / "grpo" / "resume.pt").exists()
     # the stage's times count the steps before the interruption
-    assert m["train_seconds"] == pytest.approx(float(b[-1]["seconds"]), abs=0.01) and m["seconds"] >= m["train_seconds"]
+    assert (
+        m["train_seconds"] == pytest.approx(float(b[-1]["seconds"]), abs=0.01)
+        and m["seconds"] >= m["train_seconds"]
+    )
 
 
 def test_the_task_sampler_continues_its_draws_from_a_saved_state():
     from vsearcher_lite.rl.inputs import TaskSampler
     from vsearcher_lite.synthesis.task import Task
 
-    tasks = [Task(id=f"t{i}", question="q", answer="a", difficulty="easy" if i % 2 else "medium") for i in range(9)]
+    tasks = [
+        Task(id=f"t{i}", question="q", answer="a", difficulty="easy" if i % 2 else "medium")
+        for i in range(9)
+    ]
     one = TaskSampler(tasks, {"easy": 1, "medium": 1}, seed=3)
     one.draw(4)
     state = one.state()
@@ -279,8 +424,9 @@ def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
     sampler = inputs.TaskSampler([Task(id="a", question="q", answer="x")], {"easy": 1})
     model, optimizer = make()
     step(model, optimizer)
-    cpu_engine.save_training_state(tmp_path, 1, model, optimizer, sampler, [{"step": 0}], [False],
-                                   ["a"], None, config)
+    cpu_engine.save_training_state(
+        tmp_path, 1, model, optimizer, sampler, [{"step": 0}], [False], ["a"], None, config
+    )
     step(model, optimizer)
 
     again, again_optimizer = make()
@@ -289,7 +435,11 @@ def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
     again_optimizer.load_state_dict(state["optimizer"])
     step(again, again_optimizer)
     assert state["step"] == 1 and state["rows"] == [{"step": 0}]
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values())
+    )
     # without --save-every a rerun starts over and drops the saved state
-    assert cpu_engine.load_training_state(tmp_path,
-                                          small()) is None and not (tmp_path / "resume.pt").exists()
+    assert (
+        cpu_engine.load_training_state(tmp_path, small()) is None
+        and not (tmp_path / "resume.pt").exists()
+    )

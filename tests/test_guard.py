@@ -31,7 +31,10 @@ STUB_DNS = {
 def stub_resolver(host, port, *args, **kwargs):
     if host not in STUB_DNS:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-    return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in STUB_DNS[host]]
+    return [
+        (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+        for a in STUB_DNS[host]
+    ]
 
 
 class SocketPolicy:
@@ -151,14 +154,17 @@ def test_there_are_at_least_twenty_attacks():
     assert len(ATTACK_URLS) >= 20
 
 
-@pytest.mark.parametrize("url", [
-    "https://example.org/",
-    "http://example.org:8080/path?q=1",
-    "https://en.wikipedia.org/wiki/Eiffel_Tower",
-    "http://93.184.215.14/",
-    "https://[2a02:ec80:300:ed1a::1]/",
-    "https://EXAMPLE.ORG./",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.org/",
+        "http://example.org:8080/path?q=1",
+        "https://en.wikipedia.org/wiki/Eiffel_Tower",
+        "http://93.184.215.14/",
+        "https://[2a02:ec80:300:ed1a::1]/",
+        "https://EXAMPLE.ORG./",
+    ],
+)
 def test_public_urls_pass(url):
     UrlGuard(resolver=stub_resolver).check(url)
 
@@ -203,8 +209,13 @@ def test_blocked_message_does_not_echo_query_secrets():
 
 def test_loose_ipv4_parsing_matches_inet_aton_forms():
     cases = {
-        "2130706433": "127.0.0.1", "0x7f000001": "127.0.0.1", "0177.0.0.1": "127.0.0.1",
-        "127.1": "127.0.0.1", "10.1.258": "10.1.1.2", "0xa9.0xfe.0xa9.0xfe": "169.254.169.254", "0": "0.0.0.0",
+        "2130706433": "127.0.0.1",
+        "0x7f000001": "127.0.0.1",
+        "0177.0.0.1": "127.0.0.1",
+        "127.1": "127.0.0.1",
+        "10.1.258": "10.1.1.2",
+        "0xa9.0xfe.0xa9.0xfe": "169.254.169.254",
+        "0": "0.0.0.0",
     }
     for text, expected in cases.items():
         assert str(parse_loose_ipv4(text)) == expected, text
@@ -222,8 +233,13 @@ def test_address_problem_names_the_category():
 
 
 def _client_with_mock(app, **kw) -> HttpClient:
-    return HttpClient("visit", transport=httpx.MockTransport(app), guard=UrlGuard(resolver=stub_resolver),
-                      max_retries=0, **kw)
+    return HttpClient(
+        "visit",
+        transport=httpx.MockTransport(app),
+        guard=UrlGuard(resolver=stub_resolver),
+        max_retries=0,
+        **kw,
+    )
 
 
 def test_redirect_to_private_address_is_refused_before_the_hop():
@@ -232,7 +248,9 @@ def test_redirect_to_private_address_is_refused_before_the_hop():
     def app(request: httpx.Request) -> httpx.Response:
         requested.append(str(request.url))
         if request.url.host == "public.example":
-            return httpx.Response(302, headers={"Location": "http://169.254.169.254/latest/meta-data/iam"})
+            return httpx.Response(
+                302, headers={"Location": "http://169.254.169.254/latest/meta-data/iam"}
+            )
         return httpx.Response(200, text="credentials!")
 
     client = _client_with_mock(app)
@@ -259,7 +277,12 @@ def test_redirect_chain_through_public_hosts_then_disguised_loopback():
 
 def test_guarded_client_with_real_transport_opens_no_connection(no_connections):
     client = HttpClient("visit", guard=UrlGuard(resolver=stub_resolver), max_retries=0)
-    for url in ("http://169.254.169.254/", "http://[::1]:22/", "http://evil-rebind.example/", "file:///etc/passwd"):
+    for url in (
+        "http://169.254.169.254/",
+        "http://[::1]:22/",
+        "http://evil-rebind.example/",
+        "file:///etc/passwd",
+    ):
         with pytest.raises(BlockedUrl):
             client.get(url)
     assert no_connections.attempts == [] and no_connections.loopback == []
@@ -286,13 +309,22 @@ def test_pinned_connection_goes_to_the_address_the_guard_resolved(no_connections
     from servers import MisbehavingServer
 
     no_connections.allow_loopback = True
+
     # The system resolver does not know this name; only the guard's resolver does, so a
     # successful request proves the connection used the guard's answer.
-    resolver = lambda host, port, *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]  # noqa: E731
+    def resolver(host, port, *a, **k):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
     with MisbehavingServer(["ok"]) as server:
-        client = HttpClient("visit", guard=UrlGuard(resolver=resolver, allow_hosts=["my-test-server.invalid"]),
-                            max_retries=0)
-        assert client.get_json(f"http://my-test-server.invalid:{server.port}/page") == {"ok": True, "n": 0}
+        client = HttpClient(
+            "visit",
+            guard=UrlGuard(resolver=resolver, allow_hosts=["my-test-server.invalid"]),
+            max_retries=0,
+        )
+        assert client.get_json(f"http://my-test-server.invalid:{server.port}/page") == {
+            "ok": True,
+            "n": 0,
+        }
     assert [a[0] for a in no_connections.loopback] == ["127.0.0.1"]
 
 

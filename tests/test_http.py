@@ -1,4 +1,5 @@
-"""HttpClient against misbehaving loopback servers and mock transports (no traffic leaves 127.0.0.1)."""
+"""HttpClient against misbehaving loopback servers and mock transports (no traffic leaves
+127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ import time
 
 import httpx
 import pytest
-
 from servers import MisbehavingServer
-from vsearcher_lite.net.http import HttpClient, HttpError, TokenBucket, backoff_delay, parse_retry_after
+
+from vsearcher_lite.net.http import (
+    HttpClient,
+    HttpError,
+    TokenBucket,
+    backoff_delay,
+    parse_retry_after,
+)
 
 
 class SleepRecorder:
@@ -24,7 +31,9 @@ class SleepRecorder:
 
 
 def fast_client(**kw) -> HttpClient:
-    defaults = dict(timeout=2.0, max_retries=4, backoff_base=0.01, backoff_max=0.05, total_timeout=10.0)
+    defaults = dict(
+        timeout=2.0, max_retries=4, backoff_base=0.01, backoff_max=0.05, total_timeout=10.0
+    )
     defaults.update(kw)
     return HttpClient("test", **defaults)
 
@@ -36,13 +45,20 @@ def test_500_then_success_retries_and_counts():
         data = client.get_json(server.url + "/x")
     assert data == {"ok": True, "n": 2}
     assert len(server.hits) == 3
-    assert client.stats["requests"] == 3 and client.stats["retries"] == 2 and client.stats["failures"] == 0
+    assert (
+        client.stats["requests"] == 3
+        and client.stats["retries"] == 2
+        and client.stats["failures"] == 0
+    )
     assert len(sleep.delays) == 2 and all(0 <= d <= 0.05 for d in sleep.delays)
 
 
 def test_429_retry_after_seconds_is_honoured_and_capped():
     sleep = SleepRecorder()
-    plan = [{"status": 429, "headers": {"Retry-After": "3"}}, {"status": 429, "headers": {"Retry-After": "120"}}]
+    plan = [
+        {"status": 429, "headers": {"Retry-After": "3"}},
+        {"status": 429, "headers": {"Retry-After": "120"}},
+    ]
     with MisbehavingServer(plan) as server:
         client = fast_client(sleep=sleep, backoff_max=10.0, total_timeout=60.0)
         assert client.get_json(server.url)["n"] == 2
@@ -99,8 +115,14 @@ def test_misbehaving_sequence_survived_with_bounded_retries_and_time():
     """The acceptance scenario: slow, 429, 500, truncated body, then a good answer."""
     plan = ["slow", {"status": 429, "headers": {"Retry-After": "0"}}, 503, "truncate"]
     with MisbehavingServer(plan, slow_s=0.5) as server:
-        client = HttpClient("acceptance", timeout=0.25, max_retries=5, backoff_base=0.01, backoff_max=0.05,
-                            total_timeout=5.0)
+        client = HttpClient(
+            "acceptance",
+            timeout=0.25,
+            max_retries=5,
+            backoff_base=0.01,
+            backoff_max=0.05,
+            total_timeout=5.0,
+        )
         start = time.monotonic()
         assert client.get_json(server.url) == {"ok": True, "n": 4}
         elapsed = time.monotonic() - start
@@ -121,8 +143,14 @@ def test_total_timeout_bounds_a_call_against_a_slow_server():
     # Every answer arrives after 0.4 s, the per-attempt timeout is 0.15 s: retries alone would
     # go on for 50 attempts; the 1 s total limit ends the call.
     with MisbehavingServer([], then="slow", slow_s=0.4) as server:
-        client = HttpClient("slow", timeout=0.15, max_retries=50, backoff_base=0.05, backoff_max=0.1,
-                            total_timeout=1.0)
+        client = HttpClient(
+            "slow",
+            timeout=0.15,
+            max_retries=50,
+            backoff_base=0.05,
+            backoff_max=0.1,
+            total_timeout=1.0,
+        )
         start = time.monotonic()
         with pytest.raises(HttpError, match="timed out"):
             client.get(server.url)
@@ -166,10 +194,16 @@ def test_401_names_the_key_variable_and_never_the_key():
     def app(request: httpx.Request) -> httpx.Response:
         return httpx.Response(401, json={"error": f"key {request.headers['x-api-key']} is invalid"})
 
-    client = HttpClient("serper", transport=httpx.MockTransport(app), key_var="SERPER_API_KEY",
-                        headers={"X-API-KEY": secret})
+    client = HttpClient(
+        "serper",
+        transport=httpx.MockTransport(app),
+        key_var="SERPER_API_KEY",
+        headers={"X-API-KEY": secret},
+    )
     with pytest.raises(HttpError) as info:
-        client.post("https://google.serper.dev/search", json={"q": "x"}, params={"key": "other-secret-777"})
+        client.post(
+            "https://google.serper.dev/search", json={"q": "x"}, params={"key": "other-secret-777"}
+        )
     text = str(info.value) + info.value.url + info.value.body
     assert "$SERPER_API_KEY" in str(info.value)
     assert secret not in text and "other-secret-777" not in text
@@ -182,11 +216,20 @@ def test_secrets_given_to_the_client_are_redacted_from_retry_errors():
     def app(request: httpx.Request) -> httpx.Response:
         return httpx.Response(503, text=f"backend overloaded while serving {request.url}")
 
-    client = HttpClient("x", transport=httpx.MockTransport(app), secrets=[secret], max_retries=1,
-                        sleep=SleepRecorder())
+    client = HttpClient(
+        "x",
+        transport=httpx.MockTransport(app),
+        secrets=[secret],
+        max_retries=1,
+        sleep=SleepRecorder(),
+    )
     with pytest.raises(HttpError) as info:
         client.get(f"https://api.example/{secret}/q")
-    assert secret not in str(info.value) and secret not in info.value.body and secret not in info.value.url
+    assert (
+        secret not in str(info.value)
+        and secret not in info.value.body
+        and secret not in info.value.url
+    )
 
 
 def test_max_bytes_cuts_the_body_and_marks_it():
@@ -239,7 +282,9 @@ def test_concurrency_limit_holds_across_threads():
         return httpx.Response(200, json={})
 
     client = HttpClient("par", transport=httpx.MockTransport(app), max_concurrency=2)
-    threads = [threading.Thread(target=client.get_json, args=("https://example.org/",)) for _ in range(8)]
+    threads = [
+        threading.Thread(target=client.get_json, args=("https://example.org/",)) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -269,8 +314,13 @@ def test_token_bucket_spaces_requests_at_the_rate():
 
 def test_rate_limited_client_waits_between_requests():
     clock = FakeClock()
-    client = HttpClient("rl", transport=httpx.MockTransport(lambda r: httpx.Response(200, json={})), rate_per_s=2.0,
-                        clock=clock, sleep=clock.sleep)
+    client = HttpClient(
+        "rl",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json={})),
+        rate_per_s=2.0,
+        clock=clock,
+        sleep=clock.sleep,
+    )
     for _ in range(5):
         client.get_json("https://example.org/")
     assert clock.now == pytest.approx(2.0)
@@ -281,8 +331,15 @@ def test_total_timeout_counts_backoff_sleeps():
     # need 12 s, more than the 10 s budget, so the call gives up before the third sleep.
     clock = FakeClock()
     app = lambda r: httpx.Response(429, headers={"Retry-After": "4"})  # noqa: E731
-    client = HttpClient("budget", transport=httpx.MockTransport(app), max_retries=10, total_timeout=10.0,
-                        backoff_max=30.0, clock=clock, sleep=clock.sleep)
+    client = HttpClient(
+        "budget",
+        transport=httpx.MockTransport(app),
+        max_retries=10,
+        total_timeout=10.0,
+        backoff_max=30.0,
+        clock=clock,
+        sleep=clock.sleep,
+    )
     with pytest.raises(HttpError, match="total time limit") as info:
         client.get("https://example.org/")
     assert clock.now == pytest.approx(8.0) and info.value.status == 429
@@ -295,5 +352,7 @@ def test_params_are_added_to_an_existing_query_string():
         seen.append(str(request.url))
         return httpx.Response(200, json={})
 
-    HttpClient("q", transport=httpx.MockTransport(app)).get_json("https://example.org/s?format=json", params={"q": "a b"})
+    HttpClient("q", transport=httpx.MockTransport(app)).get_json(
+        "https://example.org/s?format=json", params={"q": "a b"}
+    )
     assert seen == ["https://example.org/s?format=json&q=a+b"]

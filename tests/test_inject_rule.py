@@ -1,11 +1,12 @@
-"""The rule writer, the fact index and the chain solver, on a hand-made world and a small sandbox."""
+"""The rule writer, the fact index and the chain solver, on a hand-made world and a small
+sandbox."""
 
 import dataclasses
 import random
 
 import pytest
-
 from test_synth_support import small_sandbox, tiny_world
+
 from vsearcher_lite.synthesis.chain import answer_invariance, solve_chain
 from vsearcher_lite.synthesis.describe import IN, OUT, Constraint, FactIndex, describe
 from vsearcher_lite.synthesis.synthesizer import Synthesizer, TaskDropped
@@ -21,18 +22,28 @@ def tiny(tmp_path):
 
 
 def ctx_for(seed_id="B1", answer="", relation=""):
-    return WriteContext(Task(id="t", question="", answer=answer, seed_id=seed_id, answer_relation=relation), random.Random(0))
+    return WriteContext(
+        Task(id="t", question="", answer=answer, seed_id=seed_id, answer_relation=relation),
+        random.Random(0),
+    )
 
 
 def test_index_candidates_by_hand(tiny):
     _, index = tiny
     bridge = Constraint("instance_of", OUT, "bridge", "text")
-    assert index.candidates("building", [bridge, Constraint("designed_by", OUT, "P1")]) == {"B1", "B2"}
-    assert index.candidates("building", [bridge, Constraint("year_built", OUT, 1874, "year")]) == {"B1"}
+    assert index.candidates("building", [bridge, Constraint("designed_by", OUT, "P1")]) == {
+        "B1",
+        "B2",
+    }
+    assert index.candidates("building", [bridge, Constraint("year_built", OUT, 1874, "year")]) == {
+        "B1"
+    }
     # "the architect who designed the Tulle Mill" is the engineer's side of a fact
     assert index.candidates("person", [Constraint("designed_by", IN, "B3")]) == {"P2"}
     # a hidden value stands for several candidates
-    assert index.candidates("building", [Constraint("located_in", OUT, "S1")], value_options={"S1": {"S1", "S2"}}) == {"B1", "B2", "B4"}
+    assert index.candidates(
+        "building", [Constraint("located_in", OUT, "S1")], value_options={"S1": {"S1", "S2"}}
+    ) == {"B1", "B2", "B4"}
 
 
 def test_distinctive_descriptions_only_fit_their_entity(tiny):
@@ -40,7 +51,12 @@ def test_distinctive_descriptions_only_fit_their_entity(tiny):
     writer = RuleWriter(world, index)
     options = writer.distinctive_descriptions("B1", ctx_for())
     relations = {o[0].relation for o in options}
-    assert relations == {"located_in", "year_built", "crosses"}  # designed_by fits Brenna Bridge too
+    # designed_by fits Brenna Bridge too
+    assert relations == {
+        "located_in",
+        "year_built",
+        "crosses",
+    }
     noun = index.noun_constraint("B1")
     for option in options:
         assert index.candidates("building", [noun, *option]) == {"B1"}
@@ -69,9 +85,17 @@ def test_describe_wording():
     rng = random.Random(3)
     text = describe("bridge", [Constraint("designed_by", OUT, "P1", value_text="Ilsa Maren")], rng)
     assert text == "the bridge designed by Ilsa Maren"
-    two = describe("bridge", [Constraint("designed_by", OUT, "P1", value_text="Ilsa Maren"),
-                              Constraint("year_built", OUT, 1874, "year", "1874")], rng)
-    assert two.startswith("the bridge ") and "Ilsa Maren" in two and "1874" in two and " and " in two
+    two = describe(
+        "bridge",
+        [
+            Constraint("designed_by", OUT, "P1", value_text="Ilsa Maren"),
+            Constraint("year_built", OUT, 1874, "year", "1874"),
+        ],
+        rng,
+    )
+    assert (
+        two.startswith("the bridge ") and "Ilsa Maren" in two and "1874" in two and " and " in two
+    )
 
 
 def test_rule_tasks_are_invariant_and_grow(tiny):
@@ -104,7 +128,11 @@ def test_invariance_check_catches_an_ambiguous_round(tiny):
     assert answer_invariance(task, index).ok
     broken = Task.from_dict(task.to_dict())
     noun = index.noun_constraint("B1").to_dict()
-    broken.rounds[0].constraints = [noun, Constraint("designed_by", OUT, "P1").to_dict()]  # also fits B2
+    # also fits B2
+    broken.rounds[0].constraints = [
+        noun,
+        Constraint("designed_by", OUT, "P1").to_dict(),
+    ]
     result = answer_invariance(broken, index)
     assert not result.ok and "fits 2 entities" in result.reason
     wrong = dataclasses.replace(task, answer="1999")
@@ -117,11 +145,25 @@ def test_text_only_solution_widens_with_the_image_withheld(tiny):
     task = Task(id="t", question="q", answer="1874", seed_id="B1", answer_relation="year_built")
     from vsearcher_lite.synthesis.task import InjectionRound
 
-    task.rounds.append(InjectionRound(1, "B1", "Orsk Bridge", {}, "the bridge located in Orsk", "a", "b", "building",
-                                      [index.noun_constraint("B1").to_dict(), Constraint("located_in", OUT, "S1").to_dict()]))
-    task.image = ImageInjection("S1", "Orsk", "", "the town shown in the image", "b", "c", "settlement")
+    task.rounds.append(
+        InjectionRound(
+            1,
+            "B1",
+            "Orsk Bridge",
+            {},
+            "the bridge located in Orsk",
+            "a",
+            "b",
+            "building",
+            [index.noun_constraint("B1").to_dict(), Constraint("located_in", OUT, "S1").to_dict()],
+        )
+    )
+    task.image = ImageInjection(
+        "S1", "Orsk", "", "the town shown in the image", "b", "c", "settlement"
+    )
     assert solve_chain(task, index, image_known=True).answers == {"1874"}
-    # without the picture, the town could be Orsk or Brenna: their bridges were built in 1874 and 1880
+    # without the picture, the town could be Orsk or Brenna: their bridges were built in 1874 and
+    # 1880
     assert solve_chain(task, index, image_known=False).answers == {"1874", "1880"}
 
 
@@ -132,10 +174,15 @@ def test_critical_entity_is_the_one_the_answer_depends_on(tiny):
     from vsearcher_lite.synthesis.task import InjectionRound
 
     # the bridge is described by both its river and its designer; only the river pins it down
-    cons = [index.noun_constraint("B1").to_dict(), Constraint("crosses", OUT, "V1").to_dict(),
-            Constraint("designed_by", OUT, "P1").to_dict()]
+    cons = [
+        index.noun_constraint("B1").to_dict(),
+        Constraint("crosses", OUT, "V1").to_dict(),
+        Constraint("designed_by", OUT, "P1").to_dict(),
+    ]
     task.rounds.append(InjectionRound(1, "B1", "Orsk Bridge", {}, "d", "a", "b", "building", cons))
-    question = "In what year was the bridge that crosses the Drun River and designed by Ilsa Maren built?"
+    question = (
+        "In what year was the bridge that crosses the Drun River and designed by Ilsa Maren built?"
+    )
     ctx = WriteContext(task, random.Random(0), mentions={"Drun River": "V1", "Ilsa Maren": "P1"})
     # withholding Ilsa Maren leaves the river, which alone identifies the bridge: not critical
     assert writer.pick_critical_entity(question, ctx) == "Drun River"
@@ -169,7 +216,12 @@ def test_sandbox_chains_reach_ten_rounds(tmp_path_factory):
 def test_same_seed_same_task(tiny):
     world, index = tiny
     seed = next(s for s in world.seeds(5, 5) if s.id == "B2")
-    make = lambda: Synthesizer(world, RuleWriter(world, index), index=index).text_task(seed, "train", "easy", 2, random.Random("x"))
+
+    def make():
+        return Synthesizer(world, RuleWriter(world, index), index=index).text_task(
+            seed, "train", "easy", 2, random.Random("x")
+        )
+
     task = make()
     assert task.to_dict() == make().to_dict()
     from vsearcher_lite.synthesis.synthesizer import task_record

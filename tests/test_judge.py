@@ -78,7 +78,10 @@ def test_parse_quantity_and_numbers_match():
     [
         ("extracted_final_answer: Paris\nreasoning: same.\ncorrect: yes", (True, "Paris")),
         ("extracted_final_answer: Rome\nreasoning: differs.\ncorrect: no", (False, "Rome")),
-        ("**extracted_final_answer:** Paris\n**reasoning:** ok\n**correct:** **Yes**", (True, "Paris")),
+        (
+            "**extracted_final_answer:** Paris\n**reasoning:** ok\n**correct:** **Yes**",
+            (True, "Paris"),
+        ),
         ("Correct: NO", (False, None)),
         ("correct : yes.", (True, None)),
         ("extracted_final_answer: None\ncorrect: no", (False, None)),
@@ -95,7 +98,9 @@ def test_parse_judge_reply(reply, expected):
 
 def test_llm_judge_prompt_compares_with_gold_only_and_parses_verdicts():
     chat = ScriptedChat(["extracted_final_answer: 1874\nreasoning: same year\ncorrect: yes"])
-    v = LLMJudge(chat).judge("In which year?", "1874", "It was 1874.", aliases=["eighteen seventy-four"])
+    v = LLMJudge(chat).judge(
+        "In which year?", "1874", "It was 1874.", aliases=["eighteen seventy-four"]
+    )
     assert v.correct and v.extracted == "1874" and v.method == "llm"
     prompt = chat.calls[0]["messages"][0]["content"]
     assert "In which year?" in prompt and "It was 1874." in prompt and "1874" in prompt
@@ -148,11 +153,19 @@ def test_llm_judge_over_a_loopback_openai_server():
     replies = [
         "**Extracted_final_answer:** Zanura\n**Correct:** Yes",  # markdown and case
         "I think so.",  # no verdict line: the judge asks again
-        {"status": 500},  # a server error the client does not retry (max_retries=0): the judge retries
+        {
+            "status": 500
+        },  # a server error the client does not retry (max_retries=0): the judge retries
         "extracted_final_answer: Kelo\ncorrect: no",
     ]
     with ReplayChatServer(replies) as server:
-        chat = OpenAIChat(model="judge", base_url=server.base_url, api_key="test-key", max_retries=0, sleep=lambda s: None)
+        chat = OpenAIChat(
+            model="judge",
+            base_url=server.base_url,
+            api_key="test-key",
+            max_retries=0,
+            sleep=lambda s: None,
+        )
         judge = LLMJudge(chat, max_attempts=3)
         first = judge.judge("Which river?", "Zanura", "Zanura")
         second = judge.judge("Which river?", "Zanura", "Kelo")

@@ -14,6 +14,7 @@ import json
 
 from fixtures.recorded.mockweb import PNG_BYTES, fast_http, forbidden_transport, stub_resolver
 from test_live_replay import KEYS, OTHER_VARS, live_web, no_dns
+
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.protocol import format_assistant_turn
 from vsearcher_lite.cache import ToolCache
@@ -28,13 +29,23 @@ from vsearcher_lite.tools.sandbox import ExtractiveSummariser
 
 SCRIPT = [
     format_assistant_turn("Find out what the picture shows.", tool_call=("image_search", {})),
-    format_assistant_turn("Search the name.", tool_call=("text_search", {"query": "oldmere abbey"})),
+    format_assistant_turn(
+        "Search the name.", tool_call=("text_search", {"query": "oldmere abbey"})
+    ),
     format_assistant_turn(
         "Read the page.",
-        tool_call=("visit", {"url": "https://heritage.example.org/oldmere", "goal": "When was the chapter house rebuilt?"}),
+        tool_call=(
+            "visit",
+            {
+                "url": "https://heritage.example.org/oldmere",
+                "goal": "When was the chapter house rebuilt?",
+            },
+        ),
     ),
-    format_assistant_turn("A bad URL, to record an error observation too.",
-                          tool_call=("visit", {"url": "file:///etc/passwd", "goal": "anything"})),
+    format_assistant_turn(
+        "A bad URL, to record an error observation too.",
+        tool_call=("visit", {"url": "file:///etc/passwd", "goal": "anything"}),
+    ),
     format_assistant_turn("The page said 1312.", answer="1312"),
 ]
 
@@ -61,14 +72,22 @@ def test_replayed_live_run_gives_the_identical_trajectory_and_leaks_no_key(tmp_p
     run = RunDir(tmp_path / "run")
     image = run.stage("tasks") / "question.png"
     image.write_bytes(PNG_BYTES)
-    task = Task(id="live-1", question="When was the chapter house of the abbey shown in the image rebuilt?",
-                answer="1312", image_path=str(image), world="live")
+    task = Task(
+        id="live-1",
+        question="When was the chapter house of the abbey shown in the image rebuilt?",
+        answer="1312",
+        image_path=str(image),
+        world="live",
+    )
 
     cache_path = run.root / CACHE_FILE
     web = live_web()
-    recording = make_live_backends(cache=ToolCache(cache_path),
-                                   guard=UrlGuard(resolver=stub_resolver({})),
-                                   http_options=fast_http(web), summariser=ExtractiveSummariser())
+    recording = make_live_backends(
+        cache=ToolCache(cache_path),
+        guard=UrlGuard(resolver=stub_resolver({})),
+        http_options=fast_http(web),
+        summariser=ExtractiveSummariser(),
+    )
     recorded = episode(recording.toolbox(cache=ToolCache(cache_path), namespace="tools.live"), task)
     assert recorded.termination == "answer" and recorded.prediction == "1312"
     assert [t.observation["ok"] for t in recorded.tool_calls] == [True, True, True, False]
@@ -80,8 +99,12 @@ def test_replayed_live_run_gives_the_identical_trajectory_and_leaks_no_key(tmp_p
         monkeypatch.delenv(var)
     sent = len(web.requests)
     replay_cache = ToolCache(cache_path, mode="replay")
-    replaying = make_live_backends(cache=replay_cache, guard=UrlGuard(resolver=no_dns),
-                                   http_options=fast_http(forbidden_transport()), summariser=ExtractiveSummariser())
+    replaying = make_live_backends(
+        cache=replay_cache,
+        guard=UrlGuard(resolver=no_dns),
+        http_options=fast_http(forbidden_transport()),
+        summariser=ExtractiveSummariser(),
+    )
     replayed = episode(replaying.toolbox(cache=replay_cache, namespace="tools.live"), task)
 
     assert comparable(replayed) == comparable(recorded)

@@ -11,7 +11,6 @@ import json
 
 import httpx
 import pytest
-
 from fixtures.recorded.mockweb import (
     GIF_BYTES,
     JPEG_BYTES,
@@ -27,11 +26,13 @@ from fixtures.recorded.mockweb import (
     text_response,
     timeout,
 )
+
 from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.net.guard import UrlGuard
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.base import Summariser, ToolError
 from vsearcher_lite.tools.live import choose_live_backends, make_live_backends
+from vsearcher_lite.tools.live_html import sniff_image_type
 from vsearcher_lite.tools.live_read import (
     JINA_URL,
     DirectFetchReader,
@@ -51,13 +52,19 @@ from vsearcher_lite.tools.live_search import (
     SerperTextSearch,
     VisionWebDetection,
 )
-from vsearcher_lite.tools.live_html import sniff_image_type
 from vsearcher_lite.world.model import ImageRef, PageContent
 
 PAGE_URL = "https://heritage.example.org/oldmere"
 QUERY_IMAGE_URL = "https://images.example.org/q/oldmere.jpg"
-KEY_VARS = ("SERPER_API_KEY", "GOOGLE_CSE_KEY", "GOOGLE_API_KEY", "GOOGLE_CSE_ID", "GOOGLE_VISION_API_KEY",
-            "JINA_API_KEY", "VSEARCHER_ENV_FILE")
+KEY_VARS = (
+    "SERPER_API_KEY",
+    "GOOGLE_CSE_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_CSE_ID",
+    "GOOGLE_VISION_API_KEY",
+    "JINA_API_KEY",
+    "VSEARCHER_ENV_FILE",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -76,44 +83,71 @@ def guard() -> UrlGuard:
 
 
 def _vision(http, cache=None):
-    return VisionWebDetection(api_key=SECRET, http_options=http, cache=cache, image_checker=lambda url: True)
+    return VisionWebDetection(
+        api_key=SECRET, http_options=http, cache=cache, image_checker=lambda url: True
+    )
 
 
 BACKENDS = {
     "serper": dict(
-        method="POST", url=SERPER_SEARCH_URL, ok=lambda: json_response("serper_search.json"), json_api=True,
-        make=lambda http, cache=None: SerperTextSearch(api_key=SECRET, http_options=http, cache=cache),
+        method="POST",
+        url=SERPER_SEARCH_URL,
+        ok=lambda: json_response("serper_search.json"),
+        json_api=True,
+        make=lambda http, cache=None: SerperTextSearch(
+            api_key=SECRET, http_options=http, cache=cache
+        ),
         call=lambda b: b.search("oldmere abbey", 5),
         check=lambda r: r[0].url == "https://en.wikipedia.org/wiki/Oldmere_Abbey",
     ),
     "google_cse": dict(
-        method="GET", url=GOOGLE_CSE_URL, ok=lambda: json_response("google_cse.json"), json_api=True,
-        make=lambda http, cache=None: GoogleCustomSearch(api_key=SECRET, engine_id="cx-engine-0001", http_options=http,
-                                                         cache=cache),
+        method="GET",
+        url=GOOGLE_CSE_URL,
+        ok=lambda: json_response("google_cse.json"),
+        json_api=True,
+        make=lambda http, cache=None: GoogleCustomSearch(
+            api_key=SECRET, engine_id="cx-engine-0001", http_options=http, cache=cache
+        ),
         call=lambda b: b.search("brackwater viaduct", 5),
         check=lambda r: r[0].url == "https://en.wikipedia.org/wiki/Brackwater_Viaduct",
     ),
     "vision": dict(
-        method="POST", url=VISION_URL, ok=lambda: json_response("vision_web_detection.json"), json_api=True,
-        make=_vision, call=lambda b: b.search(ImageRef(QUERY_IMAGE_URL), 5),
+        method="POST",
+        url=VISION_URL,
+        ok=lambda: json_response("vision_web_detection.json"),
+        json_api=True,
+        make=_vision,
+        call=lambda b: b.search(ImageRef(QUERY_IMAGE_URL), 5),
         check=lambda r: r[0].url == "https://en.wikipedia.org/wiki/Oldmere_Abbey",
     ),
     "serper_lens": dict(
-        method="POST", url=SERPER_LENS_URL, ok=lambda: json_response("serper_lens.json"), json_api=True,
+        method="POST",
+        url=SERPER_LENS_URL,
+        ok=lambda: json_response("serper_lens.json"),
+        json_api=True,
         make=lambda http, cache=None: SerperLens(api_key=SECRET, http_options=http, cache=cache),
         call=lambda b: b.search(ImageRef(QUERY_IMAGE_URL), 5),
         check=lambda r: r[0].url == "https://heritage.example.org/oldmere",
     ),
     "jina": dict(
-        method="GET", url=JINA_URL, ok=lambda: text_response("jina_reader.txt"), json_api=False,
-        make=lambda http, cache=None: JinaReader(api_key=SECRET, http_options=http, cache=cache, guard=guard()),
+        method="GET",
+        url=JINA_URL,
+        ok=lambda: text_response("jina_reader.txt"),
+        json_api=False,
+        make=lambda http, cache=None: JinaReader(
+            api_key=SECRET, http_options=http, cache=cache, guard=guard()
+        ),
         call=lambda b: b.read(PAGE_URL),
         check=lambda p: "founded in 1147" in p.text,
     ),
     "direct": dict(
-        method="GET", url=PAGE_URL, ok=lambda: text_response("web_page.html", "text/html; charset=utf-8"),
+        method="GET",
+        url=PAGE_URL,
+        ok=lambda: text_response("web_page.html", "text/html; charset=utf-8"),
         json_api=False,
-        make=lambda http, cache=None: DirectFetchReader(http_options=http, cache=cache, guard=guard()),
+        make=lambda http, cache=None: DirectFetchReader(
+            http_options=http, cache=cache, guard=guard()
+        ),
         call=lambda b: b.read(PAGE_URL),
         check=lambda p: "founded in 1147" in p.text,
     ),
@@ -149,8 +183,9 @@ def test_429_with_retry_after_waits_as_told_then_succeeds(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_500_then_success(name):
-    spec, web, sleep, backend = run_backend(name, httpx.Response(500, text="oops"), httpx.Response(503),
-                                            BACKENDS[name]["ok"]())
+    spec, web, sleep, backend = run_backend(
+        name, httpx.Response(500, text="oops"), httpx.Response(503), BACKENDS[name]["ok"]()
+    )
     assert spec["check"](spec["call"](backend))
     assert len(web.requests) == 3 and len(sleep.delays) == 2
 
@@ -191,20 +226,27 @@ def test_bad_key_names_the_variable_and_hides_the_key(name):
 def test_serper_handles_missing_fields_and_duplicates():
     _, web, _, backend = run_backend("serper", json_response("serper_search.json"))
     hits = backend.search("oldmere abbey chapter house", 5)
+    # the hit without a link is skipped
     assert [h.url for h in hits] == [
         "https://en.wikipedia.org/wiki/Oldmere_Abbey",
         "https://heritage.example.org/oldmere/chapter-house",
         "https://photos.example.net/set/oldmere-ruins",
         "https://walks.example.com/brackwater-valley",
         "http://history.example.edu/cistercians/north",
-    ]  # the hit without a link is skipped
+    ]
     every = backend.search("oldmere abbey chapter house", 10)
-    assert [h.url for h in every] == [h.url for h in hits]  # the repeated Wikipedia hit (7th) is dropped
-    assert hits[1].snippet == ""  # no snippet: no crash (upstream bug I.5)
+    # the repeated Wikipedia hit (7th) is dropped
+    assert [h.url for h in every] == [h.url for h in hits]
+    assert hits[1].snippet == ""  # no snippet: an empty one, not an error
     assert hits[2].title == "photos.example.net"  # no title: the host stands in
     sent = web.requests[0]
     assert sent.headers["x-api-key"] == SECRET
-    assert json.loads(sent.content) == {"q": "oldmere abbey chapter house", "gl": "us", "hl": "en", "num": 10}
+    assert json.loads(sent.content) == {
+        "q": "oldmere abbey chapter house",
+        "gl": "us",
+        "hl": "en",
+        "num": 10,
+    }
 
 
 def test_serper_empty_results_and_out_of_credits():
@@ -218,8 +260,13 @@ def test_serper_empty_results_and_out_of_credits():
 def test_google_cse_parses_items_and_keeps_the_key_out_of_errors():
     _, web, _, backend = run_backend("google_cse", json_response("google_cse.json"))
     hits = backend.search("brackwater viaduct", 5)
-    assert [h.title for h in hits] == ["Brackwater Viaduct - Wikipedia", "Engineering the viaduct", "Timetable"]
-    assert hits[1].snippet == "The viaduct was designed by Ada Fenwick & partners."  # from htmlSnippet
+    assert [h.title for h in hits] == [
+        "Brackwater Viaduct - Wikipedia",
+        "Engineering the viaduct",
+        "Timetable",
+    ]
+    # from htmlSnippet
+    assert hits[1].snippet == "The viaduct was designed by Ada Fenwick & partners."
     assert hits[2].snippet == ""
     params = web.requests[0].url.params
     assert params["key"] == SECRET and params["cx"] == "cx-engine-0001" and params["num"] == "5"
@@ -227,7 +274,9 @@ def test_google_cse_parses_items_and_keeps_the_key_out_of_errors():
     _, _, _, backend = run_backend("google_cse", json_response("google_cse_empty.json"))
     assert backend.search("zqxjv wplkt") == []  # zero hits come without an "items" key
 
-    _, web, sleep, backend = run_backend("google_cse", json_response("google_cse_quota.json", status=429), max_retries=1)
+    _, web, sleep, backend = run_backend(
+        "google_cse", json_response("google_cse_quota.json", status=429), max_retries=1
+    )
     with pytest.raises(ToolError, match="Quota exceeded") as err:
         backend.search("brackwater viaduct")
     assert SECRET not in str(err.value) and "cx-engine-0001" not in str(err.value)
@@ -240,17 +289,46 @@ def test_google_cse_parses_items_and_keeps_the_key_out_of_errors():
 
 def image_web() -> MockWeb:
     """The image URLs named in vision_web_detection.json, each with what its server really sends."""
-    return (MockWeb()
-            .add("GET", "https://upload.example.org/commons/oldmere-abbey.jpg", raw_response(JPEG_BYTES, "image/jpeg"))
-            .add("GET", "https://heritage.example.org/img/broken-link.jpg", httpx.Response(404))
-            .add("GET", "https://heritage.example.org/img/oldmere-dusk.jpg", raw_response(PNG_BYTES, "image/png"))
-            # The server claims an image but sends an HTML error page: not an image.
-            .add("GET", "https://blog.example.net/media/not-an-image.jpg",
-                 raw_response("<html><body>Hotlinking forbidden</body></html>", "image/jpeg"))
-            .add("GET", "https://photos.example.net/full/oldmere-ruins.png", raw_response(PNG_BYTES, "image/png"))
-            .add("GET", "https://travel.example.org/img/valley-abbey.gif", raw_response(GIF_BYTES, "image/gif"))
-            .add("GET", "https://news.example.com/img/restoration.webp", raw_response(WEBP_BYTES, "image/webp"))
-            .add("GET", "https://late.example.org/img/seventh.jpg", raw_response(JPEG_BYTES, "image/jpeg")))
+    return (
+        MockWeb()
+        .add(
+            "GET",
+            "https://upload.example.org/commons/oldmere-abbey.jpg",
+            raw_response(JPEG_BYTES, "image/jpeg"),
+        )
+        .add("GET", "https://heritage.example.org/img/broken-link.jpg", httpx.Response(404))
+        .add(
+            "GET",
+            "https://heritage.example.org/img/oldmere-dusk.jpg",
+            raw_response(PNG_BYTES, "image/png"),
+        )
+        # The server claims an image but sends an HTML error page: not an image.
+        .add(
+            "GET",
+            "https://blog.example.net/media/not-an-image.jpg",
+            raw_response("<html><body>Hotlinking forbidden</body></html>", "image/jpeg"),
+        )
+        .add(
+            "GET",
+            "https://photos.example.net/full/oldmere-ruins.png",
+            raw_response(PNG_BYTES, "image/png"),
+        )
+        .add(
+            "GET",
+            "https://travel.example.org/img/valley-abbey.gif",
+            raw_response(GIF_BYTES, "image/gif"),
+        )
+        .add(
+            "GET",
+            "https://news.example.com/img/restoration.webp",
+            raw_response(WEBP_BYTES, "image/webp"),
+        )
+        .add(
+            "GET",
+            "https://late.example.org/img/seventh.jpg",
+            raw_response(JPEG_BYTES, "image/jpeg"),
+        )
+    )
 
 
 def test_vision_keeps_top5_pages_with_a_real_reachable_image(tmp_path):
@@ -264,11 +342,26 @@ def test_vision_keeps_top5_pages_with_a_real_reachable_image(tmp_path):
     hits = backend.search(ImageRef(str(query)), 5)
 
     assert [(h.url, h.image.location) for h in hits] == [
-        ("https://en.wikipedia.org/wiki/Oldmere_Abbey", "https://upload.example.org/commons/oldmere-abbey.jpg"),
-        ("https://heritage.example.org/oldmere", "https://heritage.example.org/img/oldmere-dusk.jpg"),
-        ("https://photos.example.net/set/oldmere-ruins", "https://photos.example.net/full/oldmere-ruins.png"),
-        ("https://travel.example.org/brackwater-valley", "https://travel.example.org/img/valley-abbey.gif"),
-        ("https://news.example.com/2023/abbey-restoration", "https://news.example.com/img/restoration.webp"),
+        (
+            "https://en.wikipedia.org/wiki/Oldmere_Abbey",
+            "https://upload.example.org/commons/oldmere-abbey.jpg",
+        ),
+        (
+            "https://heritage.example.org/oldmere",
+            "https://heritage.example.org/img/oldmere-dusk.jpg",
+        ),
+        (
+            "https://photos.example.net/set/oldmere-ruins",
+            "https://photos.example.net/full/oldmere-ruins.png",
+        ),
+        (
+            "https://travel.example.org/brackwater-valley",
+            "https://travel.example.org/img/valley-abbey.gif",
+        ),
+        (
+            "https://news.example.com/2023/abbey-restoration",
+            "https://news.example.com/img/restoration.webp",
+        ),
     ]
     assert hits[0].title == "Oldmere Abbey - Wikipedia"  # <b> marks removed
     assert hits[1].title == "Visit Oldmere Abbey & gardens"
@@ -310,12 +403,19 @@ def test_image_checker_refuses_private_targets_without_a_request():
     assert web.requests[0].headers["range"] == "bytes=0-65535"
 
 
-@pytest.mark.parametrize("data,content_type,expected", [
-    (PNG_BYTES, "image/png", "png"), (JPEG_BYTES, "", "jpeg"), (GIF_BYTES, "text/html", "gif"),
-    (WEBP_BYTES, "image/webp", "webp"), (b"<html>nope</html>", "image/jpeg", None),
-    (b'<svg xmlns="http://www.w3.org/2000/svg"></svg>', "image/svg+xml", "svg"),
-    (b'<svg xmlns="http://www.w3.org/2000/svg"></svg>', "text/plain", None), (b"", "image/png", None),
-])
+@pytest.mark.parametrize(
+    "data,content_type,expected",
+    [
+        (PNG_BYTES, "image/png", "png"),
+        (JPEG_BYTES, "", "jpeg"),
+        (GIF_BYTES, "text/html", "gif"),
+        (WEBP_BYTES, "image/webp", "webp"),
+        (b"<html>nope</html>", "image/jpeg", None),
+        (b'<svg xmlns="http://www.w3.org/2000/svg"></svg>', "image/svg+xml", "svg"),
+        (b'<svg xmlns="http://www.w3.org/2000/svg"></svg>', "text/plain", None),
+        (b"", "image/png", None),
+    ],
+)
 def test_sniff_image_type_trusts_bytes_not_headers(data, content_type, expected):
     assert sniff_image_type(data, content_type) == expected
 
@@ -323,9 +423,14 @@ def test_sniff_image_type_trusts_bytes_not_headers(data, content_type, expected)
 def test_serper_lens_parses_matches_and_refuses_local_files(tmp_path):
     _, web, _, backend = run_backend("serper_lens", json_response("serper_lens.json"))
     hits = backend.search(ImageRef(QUERY_IMAGE_URL), 5)
-    assert [h.url for h in hits] == ["https://heritage.example.org/oldmere", "https://photos.example.net/set/oldmere-ruins",
-                                     "https://shop.example.com/postcards/oldmere"]
-    assert hits[1].title == "photos.example.net" and hits[1].image.location.startswith("https://encrypted-tbn2")
+    assert [h.url for h in hits] == [
+        "https://heritage.example.org/oldmere",
+        "https://photos.example.net/set/oldmere-ruins",
+        "https://shop.example.com/postcards/oldmere",
+    ]
+    assert hits[1].title == "photos.example.net" and hits[1].image.location.startswith(
+        "https://encrypted-tbn2"
+    )
     assert hits[2].image is None  # no image URL in that match
     assert json.loads(web.requests[0].content)["url"] == QUERY_IMAGE_URL
 
@@ -345,8 +450,13 @@ def test_jina_text_format_gives_title_paragraphs_image_and_links():
     page = backend.read(PAGE_URL)
     assert page.url == PAGE_URL and page.title == "Oldmere Abbey | Heritage Trust"
     assert page.paragraphs[:3] == [
-        "Oldmere Abbey", "Oldmere Abbey was founded in 1147 by monks from Brackwater.", "The chapter house"]
-    assert "The chapter house was rebuilt in 1312 after a fire. Its vault survives." in page.paragraphs
+        "Oldmere Abbey",
+        "Oldmere Abbey was founded in 1147 by monks from Brackwater.",
+        "The chapter house",
+    ]
+    assert (
+        "The chapter house was rebuilt in 1312 after a fire. Its vault survives." in page.paragraphs
+    )
     assert page.image.location == "https://heritage.example.org/img/oldmere-dusk.jpg"
     assert "https://heritage.example.org/brackwater" in page.links
     sent = web.requests[0]
@@ -355,15 +465,29 @@ def test_jina_text_format_gives_title_paragraphs_image_and_links():
 
 
 def test_jina_without_marker_json_envelope_and_without_key():
-    web = (MockWeb().add("GET", JINA_URL + "https://a.example.org/", text_response("jina_no_marker.txt"))
-           .add("GET", JINA_URL + "https://b.example.org/", json_response("jina_reader.json"))
-           .add("GET", JINA_URL + "https://c.example.org/", raw_response('{"data": {"title": "cut', "text/plain")))
+    web = (
+        MockWeb()
+        .add("GET", JINA_URL + "https://a.example.org/", text_response("jina_no_marker.txt"))
+        .add("GET", JINA_URL + "https://b.example.org/", json_response("jina_reader.json"))
+        .add(
+            "GET",
+            JINA_URL + "https://c.example.org/",
+            raw_response('{"data": {"title": "cut', "text/plain"),
+        )
+    )
     reader = JinaReader(http_options=fast_http(web), guard=guard())  # no key: Jina is optional
     assert reader.read("https://a.example.org/").paragraphs == [
-        "Oldmere Abbey was founded in 1147.", "The chapter house was rebuilt in 1312 after a fire."]
+        "Oldmere Abbey was founded in 1147.",
+        "The chapter house was rebuilt in 1312 after a fire.",
+    ]
     b = reader.read("https://b.example.org/")
-    assert b.title == "Oldmere Abbey | Heritage Trust" and "The chapter house was rebuilt in 1312 after a fire." in b.paragraphs
-    assert reader.read("https://c.example.org/").paragraphs  # a cut JSON body is read as text, no crash
+    assert (
+        b.title == "Oldmere Abbey | Heritage Trust"
+        and "The chapter house was rebuilt in 1312 after a fire." in b.paragraphs
+    )
+    assert reader.read(
+        "https://c.example.org/"
+    ).paragraphs  # a cut JSON body is read as text, no crash
     assert all("authorization" not in r.headers for r in web.requests)
 
 
@@ -375,11 +499,21 @@ def test_jina_error_envelope_is_a_readable_tool_error():
 
 
 @pytest.mark.parametrize("reader_name", ["jina", "direct"])
-@pytest.mark.parametrize("url", [
-    "file:///etc/passwd", "http://127.0.0.1:8080/admin", "http://[::1]/", "http://169.254.169.254/latest/meta-data/",
-    "http://2130706433/", "http://0x7f000001/", "https://private.example.com/", "ftp://example.org/x", "gopher://x/",
-    "javascript:alert(1)",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "http://127.0.0.1:8080/admin",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://2130706433/",
+        "http://0x7f000001/",
+        "https://private.example.com/",
+        "ftp://example.org/x",
+        "gopher://x/",
+        "javascript:alert(1)",
+    ],
+)
 def test_readers_refuse_unsafe_urls_before_sending_anything(reader_name, url):
     spec, web, _, backend = run_backend(reader_name, BACKENDS[reader_name]["ok"]())
     with pytest.raises(ToolError, match="cannot visit"):
@@ -388,7 +522,9 @@ def test_readers_refuse_unsafe_urls_before_sending_anything(reader_name, url):
 
 
 def test_direct_fetch_extracts_readable_text_only():
-    _, web, _, backend = run_backend("direct", text_response("web_page.html", "text/html; charset=utf-8"))
+    _, web, _, backend = run_backend(
+        "direct", text_response("web_page.html", "text/html; charset=utf-8")
+    )
     page = backend.read(PAGE_URL)
     text = page.text
     assert page.title == "Oldmere Abbey | Heritage Trust"
@@ -396,15 +532,27 @@ def test_direct_fetch_extracts_readable_text_only():
     assert "Its rib vault survives, & it is the best-preserved part of the ruin." in text
     for hidden in ("tracking code", "font-family", "Visit us", "Copyright", "Enable JavaScript"):
         assert hidden not in text
-    assert page.image.location == "https://heritage.example.org/img/oldmere-dusk.jpg"  # not the 16px icon
-    assert page.links == ["https://heritage.example.org/brackwater", "https://walks.example.com/brackwater-valley"]
+    # not the 16px icon
+    assert page.image.location == "https://heritage.example.org/img/oldmere-dusk.jpg"
+    assert page.links == [
+        "https://heritage.example.org/brackwater",
+        "https://walks.example.com/brackwater-valley",
+    ]
 
 
 def test_direct_fetch_follows_redirects_but_not_into_private_networks():
-    web = (MockWeb()
-           .add("GET", "https://moved.example.org/", httpx.Response(301, headers={"location": PAGE_URL}))
-           .add("GET", PAGE_URL, text_response("web_page.html", "text/html"))
-           .add("GET", "https://evil.example.org/", httpx.Response(302, headers={"location": "http://10.1.2.3/admin"})))
+    web = (
+        MockWeb()
+        .add(
+            "GET", "https://moved.example.org/", httpx.Response(301, headers={"location": PAGE_URL})
+        )
+        .add("GET", PAGE_URL, text_response("web_page.html", "text/html"))
+        .add(
+            "GET",
+            "https://evil.example.org/",
+            httpx.Response(302, headers={"location": "http://10.1.2.3/admin"}),
+        )
+    )
     reader = DirectFetchReader(http_options=fast_http(web), guard=guard())
     assert reader.read("https://moved.example.org/").url == "https://moved.example.org/"
     with pytest.raises(ToolError, match="cannot visit"):
@@ -413,22 +561,38 @@ def test_direct_fetch_follows_redirects_but_not_into_private_networks():
 
 
 def test_direct_fetch_rejects_non_pages_and_names_missing_urls():
-    web = (MockWeb().add("GET", "https://img.example.org/cat.png", raw_response(PNG_BYTES, "image/png"))
-           .add("GET", "https://gone.example.org/", httpx.Response(404, text="not here"))
-           .add("GET", "https://notes.example.org/a.txt", raw_response("First note.\n\nSecond note.", "text/plain")))
+    web = (
+        MockWeb()
+        .add("GET", "https://img.example.org/cat.png", raw_response(PNG_BYTES, "image/png"))
+        .add("GET", "https://gone.example.org/", httpx.Response(404, text="not here"))
+        .add(
+            "GET",
+            "https://notes.example.org/a.txt",
+            raw_response("First note.\n\nSecond note.", "text/plain"),
+        )
+    )
     reader = DirectFetchReader(http_options=fast_http(web), guard=guard())
     with pytest.raises(ToolError, match="not a readable web page .*image/png"):
         reader.read("https://img.example.org/cat.png")
     with pytest.raises(ToolError, match="https://gone.example.org/"):
         reader.read("https://gone.example.org/")
-    assert reader.read("https://notes.example.org/a.txt").paragraphs == ["First note.", "Second note."]
+    assert reader.read("https://notes.example.org/a.txt").paragraphs == [
+        "First note.",
+        "Second note.",
+    ]
 
 
 def test_page_text_is_capped():
-    long_html = "<html><title>Long</title><body>" + "".join(f"<p>Paragraph {i} " + "word " * 50 + "</p>"
-                                                            for i in range(200)) + "</body></html>"
-    page = page_from_fetch({"status": 200, "content_type": "text/html", "text": long_html}, "https://x.example.org/",
-                           max_chars=3000)
+    long_html = (
+        "<html><title>Long</title><body>"
+        + "".join(f"<p>Paragraph {i} " + "word " * 50 + "</p>" for i in range(200))
+        + "</body></html>"
+    )
+    page = page_from_fetch(
+        {"status": 200, "content_type": "text/html", "text": long_html},
+        "https://x.example.org/",
+        max_chars=3000,
+    )
     assert 2000 < len(page.text) <= 3000 + len(page.paragraphs) * 2
     assert page.paragraphs[0].startswith("Paragraph 0")
 
@@ -451,11 +615,17 @@ class RecordingSummariser(Summariser):
 
 
 def long_page() -> PageContent:
-    return PageContent("https://x.example.org/", "Long page", [f"Sentence number {i} about the abbey." for i in range(3000)])
+    return PageContent(
+        "https://x.example.org/",
+        "Long page",
+        [f"Sentence number {i} about the abbey." for i in range(3000)],
+    )
 
 
 def test_summary_prompt_caps_the_page_and_keeps_the_goal_last():
-    messages = build_summary_messages(long_page(), "When was the chapter house rebuilt?", max_page_chars=2000)
+    messages = build_summary_messages(
+        long_page(), "When was the chapter house rebuilt?", max_page_chars=2000
+    )
     user = messages[-1]["content"]
     assert user.rstrip().endswith("Goal: When was the chapter house rebuilt?")
     assert len(user) < 2600
@@ -465,7 +635,10 @@ def test_summary_prompt_caps_the_page_and_keeps_the_goal_last():
 def test_llm_summariser_uses_the_chat_reply():
     chat = ScriptedChat(["The chapter house was rebuilt in 1312."])
     summariser = LLMSummariser(chat, fallback=RecordingSummariser(), max_page_chars=1000)
-    assert summariser.summarise(long_page(), "chapter house") == "The chapter house was rebuilt in 1312."
+    assert (
+        summariser.summarise(long_page(), "chapter house")
+        == "The chapter house was rebuilt in 1312."
+    )
     assert chat.calls[0]["sampling"]["temperature"] == 0.0 and summariser.fallbacks == 0
 
 
@@ -493,13 +666,24 @@ def test_backend_choice_follows_the_keys(monkeypatch):
     monkeypatch.setenv("JINA_API_KEY", SECRET + "-jina")
     assert choose_live_backends() == {"text": "serper", "image": "vision", "reader": "jina"}
     backends = make_live_backends(chat=ScriptedChat(["x"]))
-    assert backends.describe() == {"text_search": "serper", "image_search": "vision", "reader": "jina", "summariser": "llm"}
+    assert backends.describe() == {
+        "text_search": "serper",
+        "image_search": "vision",
+        "reader": "jina",
+        "summariser": "llm",
+    }
 
 
 def test_backend_choice_with_custom_search_and_env_file(monkeypatch, tmp_path):
     env = tmp_path / "keys.env"
-    env.write_text(f"GOOGLE_CSE_KEY={SECRET}\nGOOGLE_CSE_ID=cx-engine-0001\nGOOGLE_VISION_API_KEY={SECRET}2\n")
-    assert choose_live_backends(env_file=str(env)) == {"text": "google_cse", "image": "vision", "reader": "direct"}
+    env.write_text(
+        f"GOOGLE_CSE_KEY={SECRET}\nGOOGLE_CSE_ID=cx-engine-0001\nGOOGLE_VISION_API_KEY={SECRET}2\n"
+    )
+    assert choose_live_backends(env_file=str(env)) == {
+        "text": "google_cse",
+        "image": "vision",
+        "reader": "direct",
+    }
 
 
 def test_missing_keys_name_the_variables(monkeypatch):
@@ -524,16 +708,24 @@ def test_a_backend_without_its_key_says_which_variable():
 def test_empty_answers_from_lens_and_readers():
     _, _, _, lens = run_backend("serper_lens", json_response({"organic": [], "credits": 3}))
     assert lens.search(ImageRef(QUERY_IMAGE_URL)) == []
-    _, _, _, jina = run_backend("jina", raw_response("Title: Empty\n\nMarkdown Content:\n\n", "text/plain"))
+    _, _, _, jina = run_backend(
+        "jina", raw_response("Title: Empty\n\nMarkdown Content:\n\n", "text/plain")
+    )
     with pytest.raises(ToolError, match="no readable text"):
         jina.read(PAGE_URL)
-    _, _, _, direct = run_backend("direct", raw_response("<html><body><script>x()</script></body></html>", "text/html"))
+    _, _, _, direct = run_backend(
+        "direct", raw_response("<html><body><script>x()</script></body></html>", "text/html")
+    )
     with pytest.raises(ToolError, match="no readable text"):
         direct.read(PAGE_URL)
 
 
 def test_a_page_without_a_title_is_named_by_its_url():
-    page = page_from_fetch({"status": 200, "content_type": "text/html", "text": "<p>Only a paragraph.</p>"},
-                           "https://x.example.org/untitled")
-    assert page.title == "https://x.example.org/untitled" and page.paragraphs == ["Only a paragraph."]
+    page = page_from_fetch(
+        {"status": 200, "content_type": "text/html", "text": "<p>Only a paragraph.</p>"},
+        "https://x.example.org/untitled",
+    )
+    assert page.title == "https://x.example.org/untitled" and page.paragraphs == [
+        "Only a paragraph."
+    ]
     assert page.image is None and page.links == []

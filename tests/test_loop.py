@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from agent_fakes import FakeImage, FakeReader, FakeText, FirstParagraph
 from PIL import Image
 
 from vsearcher_lite.agent.format import strict_format_check
@@ -18,8 +19,6 @@ from vsearcher_lite.agent.protocol import format_assistant_turn, system_prompt
 from vsearcher_lite.chat import ScriptedChat
 from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.toolbox import Toolbox
-
-from agent_fakes import FakeImage, FakeReader, FakeText, FirstParagraph
 
 
 @pytest.fixture
@@ -37,7 +36,12 @@ def toolbox(images):
 
 @pytest.fixture
 def task(images):
-    return Task(id="t1", question="In which year was the town shown in the image founded?", answer="1874", image_path=images[0])
+    return Task(
+        id="t1",
+        question="In which year was the town shown in the image founded?",
+        answer="1874",
+        image_path=images[0],
+    )
 
 
 def call(name, args=None, think="Next step."):
@@ -49,11 +53,13 @@ def answer(text, think="Found it."):
 
 
 def test_happy_path_messages_and_record(toolbox, task, images):
-    policy = ScriptedChat([
-        call("image_search"),
-        call("visit", {"url": "https://wiki.sandbox.test/wiki/Tope", "goal": "founding year"}),
-        answer("1874"),
-    ])
+    policy = ScriptedChat(
+        [
+            call("image_search"),
+            call("visit", {"url": "https://wiki.sandbox.test/wiki/Tope", "goal": "founding year"}),
+            answer("1874"),
+        ]
+    )
     traj = run_episode(policy, toolbox, task, sampling=Sampling(seed=3), today="2025-09-01")
     assert traj.termination == "answer" and traj.prediction == "1874" and traj.n_tool_calls == 2
     roles = [m["role"] for m in traj.messages]
@@ -62,19 +68,28 @@ def test_happy_path_messages_and_record(toolbox, task, images):
     assert traj.messages[1]["content"][0] == {"type": "image", "image": images[0]}
     image_turn = traj.messages[3]["content"]
     assert image_turn[0]["text"].startswith("<tool_response>\nPages that contain a similar image:")
-    assert image_turn[1] == {"type": "image", "image": images[1]} and image_turn[-1]["text"] == "</tool_response>"
+    assert (
+        image_turn[1] == {"type": "image", "image": images[1]}
+        and image_turn[-1]["text"] == "</tool_response>"
+    )
     assert "founded in 1874" in traj.messages[5]["content"][0]["text"]
     assert [t.tool for t in traj.tool_calls] == ["image_search", "visit"]
     assert traj.tool_counts() == {"image_search": 1, "visit": 1}
     sent = policy.calls[0]["sampling"]
     assert sent["stop"] == ["<tool_response>"] and sent["seed"] == 3 and sent["temperature"] == 0.6
     # the policy saw the conversation so far, ending on the latest tool response
-    assert policy.calls[2]["messages"][-1]["role"] == "user" and len(policy.calls[2]["messages"]) == 6
-    assert all(strict_format_check(m["content"]).ok for m in traj.messages if m["role"] == "assistant")
+    assert (
+        policy.calls[2]["messages"][-1]["role"] == "user" and len(policy.calls[2]["messages"]) == 6
+    )
+    assert all(
+        strict_format_check(m["content"]).ok for m in traj.messages if m["role"] == "assistant"
+    )
 
 
 def test_trajectory_round_trips_through_json(toolbox, task):
-    traj = run_episode(ScriptedChat([call("text_search", {"query": "Tope"}), answer("1874")]), toolbox, task)
+    traj = run_episode(
+        ScriptedChat([call("text_search", {"query": "Tope"}), answer("1874")]), toolbox, task
+    )
     traj.meta["difficulty"] = "easy"
     back = Trajectory.from_json(json.dumps(traj.to_dict()))
     assert back == traj and back.turns[0].observation["tool"] == "text_search"
@@ -83,10 +98,15 @@ def test_trajectory_round_trips_through_json(toolbox, task):
 
 
 def test_format_error_ends_the_episode_and_keeps_the_bad_turn(toolbox, task):
-    policy = ScriptedChat([call("image_search"), "I think the answer is 1874.", answer("never reached")])
+    policy = ScriptedChat(
+        [call("image_search"), "I think the answer is 1874.", answer("never reached")]
+    )
     traj = run_episode(policy, toolbox, task)
     assert traj.termination == "format_error" and traj.prediction is None and traj.n_tool_calls == 1
-    assert traj.error.startswith("missing_think") and traj.messages[-1]["content"] == "I think the answer is 1874."
+    assert (
+        traj.error.startswith("missing_think")
+        and traj.messages[-1]["content"] == "I think the answer is 1874."
+    )
     assert len(policy.calls) == 2 and traj.turns[-1].verdict["ok"] is False
 
 
@@ -95,18 +115,22 @@ def test_lenient_mode_explains_the_error_and_allows_a_bounded_number(toolbox, ta
     traj = run_episode(ScriptedChat(["oops", answer("1874")]), toolbox, task, limits=limits)
     assert traj.termination == "answer" and traj.prediction == "1874"
     feedback = traj.messages[3]["content"][0]["text"]
-    assert feedback.startswith("<tool_response>\nError: your last reply broke the format (missing_think")
+    assert feedback.startswith(
+        "<tool_response>\nError: your last reply broke the format (missing_think"
+    )
     stubborn = run_episode(ScriptedChat(["bad"] * 10), toolbox, task, limits=limits)
     assert stubborn.termination == "format_error" and len(stubborn.turns) == 3
 
 
 def test_unknown_tools_bad_arguments_and_tool_failures_become_observations(toolbox, task):
-    policy = ScriptedChat([
-        call("calculator", {"x": 1}),
-        call("text_search", {"q": "typo"}),
-        call("visit", {"url": "https://wiki.sandbox.test/missing", "goal": "g"}),
-        answer("1874"),
-    ])
+    policy = ScriptedChat(
+        [
+            call("calculator", {"x": 1}),
+            call("text_search", {"q": "typo"}),
+            call("visit", {"url": "https://wiki.sandbox.test/missing", "goal": "g"}),
+            answer("1874"),
+        ]
+    )
     traj = run_episode(policy, toolbox, task)
     assert traj.termination == "answer" and traj.n_tool_calls == 3
     texts = [traj.messages[i]["content"][0]["text"] for i in (3, 5, 7)]
@@ -127,7 +151,9 @@ def test_max_tool_calls_stops_before_the_extra_call(toolbox, task):
 
 
 def test_answer_after_the_last_allowed_call_counts(toolbox, task):
-    policy = ScriptedChat([call("image_search"), call("text_search", {"query": "x"}), answer("1874")])
+    policy = ScriptedChat(
+        [call("image_search"), call("text_search", {"query": "x"}), answer("1874")]
+    )
     traj = run_episode(policy, toolbox, task, limits=EpisodeLimits(max_tool_calls=2))
     assert traj.termination == "answer" and traj.n_tool_calls == 2
 
@@ -135,7 +161,11 @@ def test_answer_after_the_last_allowed_call_counts(toolbox, task):
 def test_context_budget_in_characters_and_in_tokens(toolbox, task):
     policy = ScriptedChat(lambda messages: call("text_search", {"query": "long " * 50}))
     traj = run_episode(policy, toolbox, task, limits=EpisodeLimits(max_context_chars=5000))
-    assert traj.termination == "context_exceeded" and 0 < traj.n_tool_calls < 30 and "characters" in traj.error
+    assert (
+        traj.termination == "context_exceeded"
+        and 0 < traj.n_tool_calls < 30
+        and "characters" in traj.error
+    )
     counted = []
 
     def counter(messages):
@@ -145,7 +175,9 @@ def test_context_budget_in_characters_and_in_tokens(toolbox, task):
     limits = EpisodeLimits(max_context_tokens=450, token_counter=counter)
     traj = run_episode(ScriptedChat(lambda m: call("image_search")), toolbox, task, limits=limits)
     # 2 messages (200), 4 (400), 6 (600 > 450): two calls ran
-    assert traj.termination == "context_exceeded" and traj.n_tool_calls == 2 and counted == [2, 4, 6]
+    assert (
+        traj.termination == "context_exceeded" and traj.n_tool_calls == 2 and counted == [2, 4, 6]
+    )
 
 
 def test_wall_clock_budget(toolbox, task):
@@ -158,13 +190,22 @@ def test_wall_clock_budget(toolbox, task):
         now[0] += 40.0
         return call("image_search")
 
-    traj = run_episode(ScriptedChat(slow_policy), toolbox, task, limits=EpisodeLimits(wall_clock_s=100), clock=clock)
+    traj = run_episode(
+        ScriptedChat(slow_policy),
+        toolbox,
+        task,
+        limits=EpisodeLimits(wall_clock_s=100),
+        clock=clock,
+    )
     assert traj.termination == "timeout" and traj.n_tool_calls == 3 and traj.seconds == 120.0
 
 
 def test_policy_errors_end_the_episode(toolbox, task):
-    traj = run_episode(ScriptedChat([call("image_search")]), toolbox, task)  # then ChatError: script is empty
-    assert traj.termination == "policy_error" and "ChatError" in traj.error and traj.n_tool_calls == 1
+    # then ChatError: script is empty
+    traj = run_episode(ScriptedChat([call("image_search")]), toolbox, task)
+    assert (
+        traj.termination == "policy_error" and "ChatError" in traj.error and traj.n_tool_calls == 1
+    )
 
     class Broken:
         name = "broken"
@@ -184,7 +225,9 @@ def test_reply_is_cut_at_a_tool_response_the_backend_did_not_stop_at(toolbox, ta
 def test_task_without_image_and_dict_tasks(toolbox):
     task = {"id": "t2", "question": "Who designed the Tope bridge?", "answer": "Bepo"}
     traj = run_episode(ScriptedChat([call("image_search"), answer("Bepo")]), toolbox, task)
-    assert traj.messages[1]["content"] == [{"type": "text", "text": "Who designed the Tope bridge?"}]
+    assert traj.messages[1]["content"] == [
+        {"type": "text", "text": "Who designed the Tope bridge?"}
+    ]
     assert "Error: this question has no image" in traj.messages[3]["content"][0]["text"]
 
 
@@ -195,7 +238,9 @@ def test_compact_prompt_variant(toolbox, task):
 
 
 def test_replay_detects_changed_observations(toolbox, task, images):
-    policy = ScriptedChat([call("image_search"), call("text_search", {"query": "Tope"}), answer("1874")])
+    policy = ScriptedChat(
+        [call("image_search"), call("text_search", {"query": "Tope"}), answer("1874")]
+    )
     traj = run_episode(policy, toolbox, task)
     assert replay_mismatches(traj, toolbox) == []
 
@@ -204,8 +249,17 @@ def test_replay_detects_changed_observations(toolbox, task, images):
             return super().search(query + " changed", k)
 
     changed = Toolbox(OtherText(), FakeImage([images[1]]), FakeReader(), FirstParagraph())
-    assert replay_mismatches(traj, changed) == ["turn 1 (text_search): the observation text differs"]
+    assert replay_mismatches(traj, changed) == [
+        "turn 1 (text_search): the observation text differs"
+    ]
 
 
 def test_terminations_are_named():
-    assert set(TERMINATIONS) == {"answer", "format_error", "max_tool_calls", "context_exceeded", "timeout", "policy_error"}
+    assert set(TERMINATIONS) == {
+        "answer",
+        "format_error",
+        "max_tool_calls",
+        "context_exceeded",
+        "timeout",
+        "policy_error",
+    }

@@ -1,4 +1,5 @@
-"""The run manifest: per-stage config, versions, commit, seeds and wall time; merge-safe; no secrets."""
+"""The run manifest: per-stage config, versions, commit, seeds and wall time; merge-safe; no
+secrets."""
 
 import json
 import multiprocessing
@@ -21,22 +22,32 @@ class FakeConfig:
 
 
 def test_a_stage_entry_records_everything_asked(tmp_path):
-    entry = mf.write_manifest(tmp_path, "sft", {"trainer": FakeConfig(), "sampling_seed": 11, "sizes": (1, 2)}, 12.3456)
+    entry = mf.write_manifest(
+        tmp_path, "sft", {"trainer": FakeConfig(), "sampling_seed": 11, "sizes": (1, 2)}, 12.3456
+    )
     data = json.loads((tmp_path / mf.MANIFEST_FILE).read_text())
     stage = data["stages"]["sft"]
     assert stage == entry
-    assert stage["config"] == {"trainer": {"seed": 7, "lr": 1e-5, "out": "runs/x"}, "sampling_seed": 11, "sizes": [1, 2]}
+    assert stage["config"] == {
+        "trainer": {"seed": 7, "lr": 1e-5, "out": "runs/x"},
+        "sampling_seed": 11,
+        "sizes": [1, 2],
+    }
     assert stage["seeds"] == {"trainer.seed": 7, "sampling_seed": 11}
     assert stage["seconds"] == 12.346 and stage["runs"] == 1
     packages = stage["packages"]
     assert packages["torch"] and packages["transformers"] and packages["trl"] and packages["peft"]
     assert packages["python"].count(".") == 2
     assert set(stage["git"]) == {"commit", "dirty"}
-    assert data["manifest_version"] == mf.MANIFEST_VERSION and data["created_at"] <= data["updated_at"]
+    assert (
+        data["manifest_version"] == mf.MANIFEST_VERSION and data["created_at"] <= data["updated_at"]
+    )
 
 
 def test_git_commit_matches_the_checkout_and_outside_git_is_none(tmp_path):
-    expected = subprocess.run(["git", "-C", str(mf.source_root()), "rev-parse", "HEAD"], capture_output=True, text=True)
+    expected = subprocess.run(
+        ["git", "-C", str(mf.source_root()), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
     state = mf.git_state()
     if expected.returncode == 0:
         assert state["commit"] == expected.stdout.strip() and isinstance(state["dirty"], bool)

@@ -11,8 +11,18 @@ import pytest
 from vsearcher_lite.model.tiny import default_base_dir, read_config_summary
 
 BASE = default_base_dir()
-REQUIRED = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "processor_config.json", "chat_template.jinja", "MODEL_CARD.md", "metrics.json", "train_log.csv")
+REQUIRED = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "processor_config.json",
+    "chat_template.jinja",
+    "MODEL_CARD.md",
+    "metrics.json",
+    "train_log.csv",
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +37,10 @@ def metrics() -> dict:
 
 def test_the_base_ships_every_file_and_stays_small():
     missing = [name for name in REQUIRED if not (BASE / name).is_file()]
-    assert not missing, f"data/tiny_base lacks {missing}; rebuild it with `vsearcher-lite pretrain --out data/tiny_base`"
+    assert not missing, (
+        f"data/tiny_base lacks {missing}; "
+        "rebuild it with `vsearcher-lite pretrain --out data/tiny_base`"
+    )
     total = sum(p.stat().st_size for p in BASE.iterdir() if p.is_file())
     assert total <= 25_000_000
 
@@ -35,10 +48,15 @@ def test_the_base_ships_every_file_and_stays_small():
 def test_the_card_states_the_shipped_architecture(card):
     arch = read_config_summary(BASE)
     assert f"Vocabulary: {arch['vocab_size']} tokens" in card
-    assert (f"Text: hidden {arch['hidden_size']}, {arch['num_hidden_layers']} layers, {arch['num_attention_heads']} heads, "
-            f"{arch['num_key_value_heads']} kv heads, head_dim {arch['head_dim']}, intermediate {arch['intermediate_size']}") in card
-    assert (f"Vision: depth {arch['vision_depth']}, hidden {arch['vision_hidden_size']}, patch {arch['patch_size']}, "
-            f"merge {arch['spatial_merge_size']}") in card
+    assert (
+        f"Text: hidden {arch['hidden_size']}, {arch['num_hidden_layers']} layers, "
+        f"{arch['num_attention_heads']} heads, {arch['num_key_value_heads']} kv heads, "
+        f"head_dim {arch['head_dim']}, intermediate {arch['intermediate_size']}"
+    ) in card
+    assert (
+        f"Vision: depth {arch['vision_depth']}, hidden {arch['vision_hidden_size']}, "
+        f"patch {arch['patch_size']}, merge {arch['spatial_merge_size']}"
+    ) in card
 
 
 def test_the_card_parameter_count_is_the_checkpoints(card, metrics):
@@ -52,7 +70,9 @@ def test_the_card_parameter_count_is_the_checkpoints(card, metrics):
 
 
 def test_the_card_reports_the_run_that_made_it(card, metrics):
-    assert f"Command: `{metrics['command']}`" in card and "--out data/tiny_base" in metrics["command"]
+    assert (
+        f"Command: `{metrics['command']}`" in card and "--out data/tiny_base" in metrics["command"]
+    )
     assert f"Seed: {metrics['seed']}" in card
     assert f"Steps: {metrics['total_steps']}" in card
     for kind, result in metrics["copy_probes"].items():
@@ -75,8 +95,14 @@ def test_the_shipped_command_builds_the_recorded_config(metrics, monkeypatch):
     assert canonical_command(args) == metrics["command"]
     built = json.loads(json.dumps(config_from_args(args).to_dict()))
     recorded = dict(metrics["config"])
-    built.pop("progress"), recorded.pop("progress")  # progress lines only: --quiet is not part of the run
-    if "device" not in recorded:  # made before --device existed; the card's hardware line says where it ran
+    # progress lines only: --quiet is not part of the run
+    (
+        built.pop("progress"),
+        recorded.pop("progress"),
+    )
+    if (
+        "device" not in recorded
+    ):  # made before --device existed; the card's hardware line says where it ran
         built.pop("device")
     assert built == recorded
 
@@ -89,9 +115,14 @@ def test_the_probes_cover_every_kind_and_the_agent(metrics):
     assert metrics["probes"]["agent_accuracy"] == metrics["agent_probe"]["accuracy"]
 
 
-@pytest.mark.xfail(strict=True, reason="copy target not met yet: the shipped base scores 0.893 on the lookup "
-                   "probe (recall 0.987, repeat 0.807; see data/tiny_base/MODEL_CARD.md); strict, so this fails as "
-                   "soon as a checkpoint meets the target and the mark must go")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "copy target not met yet: the shipped base scores 0.893 on the lookup "
+        "probe (recall 0.987, repeat 0.807; see data/tiny_base/MODEL_CARD.md); strict, so this "
+        "fails as soon as a checkpoint meets the target and the mark must go"
+    ),
+)
 def test_the_shipped_base_copies(metrics):
     """The copy target: lookup-probe accuracy >= 0.9 on names it never saw."""
     assert metrics["probes"]["lookup"] >= 0.9
@@ -100,6 +131,8 @@ def test_the_shipped_base_copies(metrics):
 def test_the_card_says_plainly_when_the_target_is_missed(card, metrics):
     missed = metrics["probes"]["lookup"] < 0.9
     assert ("Below the copy target" in card) == missed
-    if missed:  # the copy probe's other readings (recall, repeat) are stated beside the lookup number
+    if (
+        missed
+    ):  # the copy probe's other readings (recall, repeat) are stated beside the lookup number
         for kind in ("recall", "repeat"):
             assert f"{kind} {metrics['probes'][kind]:.3f}" in card

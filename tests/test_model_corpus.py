@@ -66,12 +66,26 @@ def test_forbidden_names_match_whole_words_only():
     guard = ForbiddenNames(["Orsk", "Velna River"])
     assert guard.found("the Velna River and Orsk.") == ["Velna River", "Orsk"]
     assert guard.found("Orskvale, the Velna Rivers, Velna") == []
-    assert substitute_words("ORSK orsk Orsk Orskvale", {"orsk": "Pavel"}) == "PAVEL pavel Pavel Orskvale"
+    assert (
+        substitute_words("ORSK orsk Orsk Orskvale", {"orsk": "Pavel"})
+        == "PAVEL pavel Pavel Orskvale"
+    )
 
 
 def test_documents_never_contain_the_agent_protocol_or_chat_markup(docs):
-    banned = ("<think>", "</think>", "<tool_call>", "<tool_response>", "<answer>", "<|im_start|>", "<|im_end|>",
-              "<|endoftext|>", "<|vision_start|>", "<|image_pad|>", '"arguments"')
+    banned = (
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "<tool_response>",
+        "<answer>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|endoftext|>",
+        "<|vision_start|>",
+        "<|image_pad|>",
+        '"arguments"',
+    )
     for doc in docs:
         for tag in banned:
             assert tag not in doc.text
@@ -86,7 +100,9 @@ def test_every_kind_appears_and_copy_targets_are_copies(docs):
                 assert text.count("\n") + text.count(",") + text.count(";") >= 2 and text in prefix
             if role in ("recall", "answer") and doc.kind != "restate":
                 assert text and text in prefix, (doc.kind, text)
-            if doc.kind == "restate" and role == "answer":  # a copy with one phrase swapped for a name
+            if (
+                doc.kind == "restate" and role == "answer"
+            ):  # a copy with one phrase swapped for a name
                 words = re.compile(r"[^\W_]+")
                 assert set(words.findall(text)) <= set(words.findall(prefix))
             prefix += text
@@ -103,10 +119,19 @@ def test_restate_documents_swap_one_description_for_its_name_per_step(corpus):
         questions = [line[3:] for line in lines if line.startswith("Q: ")]
         statements = [line for line in lines if not line.startswith("Q: ")]
         assert len(questions) == len(statements) + 1 == doc.meta["levels"] + 1
-        assert any(w in questions[0] for w in ("shown in the image", "pictured in the image", "seen in the image"))
+        assert any(
+            w in questions[0]
+            for w in ("shown in the image", "pictured in the image", "seen in the image")
+        )
         for before, after, statement in zip(questions, questions[1:], statements):
-            description, name = statement[:-1].split(" is ", 1)[0], statement[:-1].rsplit(" is ", 1)[1]
-            assert before.replace(description[0].lower() + description[1:], name, 1) == after, (before, statement)
+            description, name = (
+                statement[:-1].split(" is ", 1)[0],
+                statement[:-1].rsplit(" is ", 1)[1],
+            )
+            assert before.replace(description[0].lower() + description[1:], name, 1) == after, (
+                before,
+                statement,
+            )
         assert "image" not in questions[-1]
         levels.add(doc.meta["levels"])
     assert levels == {1, 2}
@@ -153,7 +178,12 @@ def test_lookup_questions_are_answered_from_the_result_list(corpus):
 
 @pytest.fixture(scope="module")
 def fresh_corpus():
-    return Corpus(world_seeds=(101, 102, 103), n_entities=200, exclude_entities=EXCLUDE_ENTITIES, fresh_names=True)
+    return Corpus(
+        world_seeds=(101, 102, 103),
+        n_entities=200,
+        exclude_entities=EXCLUDE_ENTITIES,
+        fresh_names=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -163,9 +193,21 @@ def fresh_docs(fresh_corpus):
 
 
 def test_refresh_names_renames_titles_text_and_urls_together():
-    doc = Doc("lookup", [("1. Zorvath River\n   URL: https://wiki.sandbox.test/wiki/Zorvath_River\n"
-                          "   The Zorvath River flows through Plimsk.\nQ: Where does the Zorvath River flow?\nA: ", ""),
-                         ("Plimsk", "answer"), ("\n", "")])
+    doc = Doc(
+        "lookup",
+        [
+            (
+                (
+                    "1. Zorvath River\n   URL: https://wiki.sandbox.test/wiki/Zorvath_River\n"
+                    "   The Zorvath River flows through Plimsk.\n"
+                    "Q: Where does the Zorvath River flow?\nA: "
+                ),
+                "",
+            ),
+            ("Plimsk", "answer"),
+            ("\n", ""),
+        ],
+    )
     assert name_roots([doc.text]) >= {"zorvath", "plimsk"}
     new = refresh_names(doc, random.Random(0), name_roots_of_world={"zorvath", "plimsk"})
     first = new.text.split("\n")[0][3:]  # the new title

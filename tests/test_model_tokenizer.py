@@ -26,10 +26,17 @@ from vsearcher_lite.tools.base import SearchHit  # noqa: E402
 from vsearcher_lite.tools.toolbox import format_text_hits  # noqa: E402
 from vsearcher_lite.world import names  # noqa: E402
 
-NAMES = sorted({names.place_root(random.Random(i)) + " " + names.family_name(random.Random(i + 1))
-                for i in range(40)} | {names.place_root(random.Random(1000 + i)) for i in range(40)})
-TEXT = [f"{n} was founded in {1000 + 7 * i}. The {n} Bridge crosses the river. \"{n}\" (1874) is old."
-        for i, n in enumerate(NAMES)] * 3
+NAMES = sorted(
+    {
+        names.place_root(random.Random(i)) + " " + names.family_name(random.Random(i + 1))
+        for i in range(40)
+    }
+    | {names.place_root(random.Random(1000 + i)) for i in range(40)}
+)
+TEXT = [
+    f'{n} was founded in {1000 + 7 * i}. The {n} Bridge crosses the river. "{n}" (1874) is old.'
+    for i, n in enumerate(NAMES)
+] * 3
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +49,18 @@ def ids(tok, text: str) -> list[int]:
 
 
 def contains(haystack: list[int], needle: list[int]) -> bool:
-    return any(haystack[i:i + len(needle)] == needle for i in range(len(haystack) - len(needle) + 1))
+    return any(
+        haystack[i : i + len(needle)] == needle for i in range(len(haystack) - len(needle) + 1)
+    )
 
 
 def contexts(name: str) -> list[str]:
     """The places a name shows up in an episode: a result list, a JSON query, quotes, a sentence."""
-    hits = [SearchHit(f"https://wiki.sandbox.test/wiki/{name.replace(' ', '_')}", name, f"{name} is a town.")]
+    hits = [
+        SearchHit(
+            f"https://wiki.sandbox.test/wiki/{name.replace(' ', '_')}", name, f"{name} is a town."
+        )
+    ]
     return [
         format_text_hits(f"{name} founded", hits),
         json.dumps({"name": "text_search", "arguments": {"query": name}}),
@@ -66,13 +79,17 @@ def contexts(name: str) -> list[str]:
 def test_a_name_tokenizes_the_same_in_every_context(tok, name):
     alone = ids(tok, name)
     for text in contexts(name):
-        assert contains(ids(tok, text), alone), f"{name!r} is split differently inside {text!r}: {pieces(tok, text)}"
+        assert contains(ids(tok, text), alone), (
+            f"{name!r} is split differently inside {text!r}: {pieces(tok, text)}"
+        )
 
 
 @settings(max_examples=150, deadline=None)
-@given(word=st.text(alphabet="abcdefghijklmnopqrstuvwxyzäöüé", min_size=2, max_size=12),
-       left=st.sampled_from([" ", '"', "'", "(", "{\"query\": \"", "\n   ", "1. ", "_", "/"]),
-       right=st.sampled_from([" ", '"', "'", ")", "\"}}", "\n", ".", ",", "_"]))
+@given(
+    word=st.text(alphabet="abcdefghijklmnopqrstuvwxyzäöüé", min_size=2, max_size=12),
+    left=st.sampled_from([" ", '"', "'", "(", '{"query": "', "\n   ", "1. ", "_", "/"]),
+    right=st.sampled_from([" ", '"', "'", ")", '"}}', "\n", ".", ",", "_"]),
+)
 def test_any_word_keeps_its_tokens_between_any_punctuation(tok, word, left, right):
     word = word.capitalize()
     assert contains(ids(tok, f"x{left}{word}{right}y"), ids(tok, word))
@@ -84,7 +101,8 @@ def test_every_year_is_one_token_and_only_a_whole_number_matches(tok):
     for year in (1000, 1184, 1874, 2024, 2030):
         for text in (str(year), f"in {year}.", f"({year})", f'"{year}"', f"{year}–1900"):
             assert tok.convert_tokens_to_ids(str(year)) in ids(tok, text)
-    assert not set(ids(tok, "18745 x1874 999 12,900")) & set(years)  # no year token inside other numbers
+    # no year token inside other numbers
+    assert not set(ids(tok, "18745 x1874 999 12,900")) & set(years)
     assert tok.decode(ids(tok, "in 1874, 2030 and 18745")) == "in 1874, 2030 and 18745"
 
 
@@ -97,12 +115,16 @@ def test_markup_is_single_tokens_kept_by_decoding_while_chat_tokens_are_special(
     assert tok.decode(got, skip_special_tokens=True) == turn.replace("<|im_end|>", "")
     assert set(SPECIAL_TOKENS) <= set(tok.all_special_tokens)
     assert not set(MARKUP_TOKENS) & set(tok.all_special_tokens)
-    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>" and tok.padding_side == "left"
+    assert (
+        tok.eos_token == "<|im_end|>"
+        and tok.pad_token == "<|endoftext|>"
+        and tok.padding_side == "left"
+    )
     assert [tok.convert_ids_to_tokens(i) for i in vision_token_ids(tok)] == list(VISION_TOKENS)
 
 
 def test_training_is_deterministic(tok):
     again = build_tokenizer(TEXT, vocab_size=600)
     assert again.get_vocab() == tok.get_vocab()
-    sample = "Results for \"Orsk Bridge 1874\": 1. Orsk"
+    sample = 'Results for "Orsk Bridge 1874": 1. Orsk'
     assert ids(again, sample) == ids(tok, sample)

@@ -33,9 +33,27 @@ def test_notebook_is_clean(path):
 def test_clean_check_catches_outputs_and_widgets(tmp_path):
     nb = {
         "cells": [
-            {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "X = 1", "outputs": [], "execution_count": None},
-            {"cell_type": "code", "metadata": {}, "source": "X", "execution_count": 3,
-             "outputs": [{"output_type": "execute_result", "data": {"text/plain": "1"}, "metadata": {}, "execution_count": 3}]},
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["parameters"]},
+                "source": "X = 1",
+                "outputs": [],
+                "execution_count": None,
+            },
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": "X",
+                "execution_count": 3,
+                "outputs": [
+                    {
+                        "output_type": "execute_result",
+                        "data": {"text/plain": "1"},
+                        "metadata": {},
+                        "execution_count": 3,
+                    }
+                ],
+            },
         ],
         "metadata": {"widgets": {"state": {}}},
         "nbformat": 4,
@@ -56,8 +74,9 @@ def shared_run_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("nb_run")
 
 
-#: The notebooks' own defaults are the full cpu run (what `make reproduce` executes); the test suite
-#: runs the training and evaluation notebooks smaller. Each notebook says how long its full run takes.
+#: The notebooks' own defaults are the full cpu run (what `make reproduce` executes); the test
+#: suite runs the training and evaluation notebooks smaller. Each notebook says how long its full
+#: run takes.
 CI_PARAMETERS = {
     # Step counts, not time budgets, so a slower machine runs the same work; the notebooks assert
     # mechanics (files written, loss falls, metrics present), never a learning margin.
@@ -70,10 +89,20 @@ CI_PARAMETERS = {
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs(path, shared_run_dir):
-    params = {"PROFILE": "cpu", "WORLD": "sandbox", "RUN_DIR": str(shared_run_dir), "SEED": 0,
-              **CI_PARAMETERS.get(path.stem, {})}
+    params = {
+        "PROFILE": "cpu",
+        "WORLD": "sandbox",
+        "RUN_DIR": str(shared_run_dir),
+        "SEED": 0,
+        **CI_PARAMETERS.get(path.stem, {}),
+    }
     out = shared_run_dir / "executed" / path.name
     execute_notebook(path, out, params, timeout=CELL_TIMEOUT, cwd=NOTEBOOK_DIR)
     executed = json.loads(out.read_text())
-    errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in executed["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors

@@ -8,8 +8,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from run_fakes import fake_run
+
 from vsearcher_lite.report import report_html
 from vsearcher_lite.stepper import StepView
 
@@ -28,11 +28,17 @@ def dump_dom(page, tmp_path) -> str:
     """The page's DOM after its scripts ran, loaded from disk with the network cut off."""
     browser = find_browser()
     command = [
-        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
         f"--user-data-dir={tmp_path / 'browser-profile'}",
         "--host-resolver-rules=MAP * ~NOTFOUND",  # no host name resolves: nothing can be fetched
-        "--proxy-server=http://127.0.0.1:9", "--virtual-time-budget=10000",
-        "--dump-dom", page.resolve().as_uri(),
+        "--proxy-server=http://127.0.0.1:9",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        page.resolve().as_uri(),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -40,29 +46,44 @@ def dump_dom(page, tmp_path) -> str:
 
 
 def test_the_step_view_steps_when_clicked_in_a_browser(tmp_path):
-    view = StepView([f"<p class='body'>body {i}</p>" for i in range(4)], heading="<b>four steps</b>",
-                    element_id="view")
+    view = StepView(
+        [f"<p class='body'>body {i}</p>" for i in range(4)],
+        heading="<b>four steps</b>",
+        element_id="view",
+    )
     # After the view's own script, a second one clicks through it and writes down what was shown.
     clicks = """<script>
       var root = document.getElementById("view"), seen = [];
       function shown() {
         var out = [], steps = root.querySelectorAll(".vsl-step");
-        for (var i = 0; i < steps.length; i++) { if (steps[i].style.display !== "none") { out.push(i); } }
+        for (var i = 0; i < steps.length; i++) {
+          if (steps[i].style.display !== "none") { out.push(i); }
+        }
         return out.join("+") + "@" + root.querySelector(".vsl-where").textContent;
       }
       seen.push(shown());
-      root.querySelector(".vsl-next").click(); root.querySelector(".vsl-next").click(); seen.push(shown());
+      root.querySelector(".vsl-next").click(); root.querySelector(".vsl-next").click();
+      seen.push(shown());
       root.querySelector(".vsl-back").click(); seen.push(shown());
-      var range = root.querySelector("input"); range.value = "3"; range.dispatchEvent(new Event("input"));
+      var range = root.querySelector("input"); range.value = "3";
+      range.dispatchEvent(new Event("input"));
       seen.push(shown());
       root.querySelector(".vsl-next").click(); seen.push(shown());
       document.getElementById("log").textContent = JSON.stringify(seen);
     </script>"""
     page = tmp_path / "view.html"
-    page.write_text(f"<!doctype html><html><body>{view.to_html()}<pre id='log'></pre>{clicks}</body></html>")
+    page.write_text(
+        f"<!doctype html><html><body>{view.to_html()}<pre id='log'></pre>{clicks}</body></html>"
+    )
     dom = dump_dom(page, tmp_path)
-    log = dom.split("<pre id=\"log\">", 1)[1].split("</pre>", 1)[0]
-    assert json.loads(log) == ["0@step 1 of 4", "2@step 3 of 4", "1@step 2 of 4", "3@step 4 of 4", "3@step 4 of 4"]
+    log = dom.split('<pre id="log">', 1)[1].split("</pre>", 1)[0]
+    assert json.loads(log) == [
+        "0@step 1 of 4",
+        "2@step 3 of 4",
+        "1@step 2 of 4",
+        "3@step 4 of 4",
+        "3@step 4 of 4",
+    ]
 
 
 VIEW_CELL = """
@@ -70,9 +91,11 @@ import plotly.graph_objects as go
 from IPython.display import display
 from vsearcher_lite.synthesis.plots import rounds_viewer
 
-task = {"id": "t-hard", "difficulty": "hard", "seed_title": "Tope", "initial_question": "When was Tope founded?",
+task = {"id": "t-hard", "difficulty": "hard", "seed_title": "Tope",
+        "initial_question": "When was Tope founded?",
         "question": "When was the town beside the river founded?", "answer": "1874",
-        "rounds": [{"round": 1, "entity": "Tope", "description": "the town beside the river", "fact": {},
+        "rounds": [{"round": 1, "entity": "Tope", "description": "the town beside the river",
+                    "fact": {},
                     "question_before": "When was Tope founded?",
                     "question_after": "When was the town beside the river founded?"}]}
 display(rounds_viewer(task))
@@ -86,12 +109,33 @@ def test_an_executed_notebooks_html_copy_shows_its_view_and_figure_offline(tmp_p
     from vsearcher_lite.notebooks import _write_html, execute_notebook, kernel_environment
 
     source = tmp_path / "views.ipynb"
-    cells = [{"cell_type": "code", "metadata": {}, "source": VIEW_CELL, "outputs": [], "execution_count": None,
-              "id": "views"}]
-    source.write_text(json.dumps({
-        "cells": cells, "nbformat": 4, "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                     "language_info": {"name": "python"}}}))
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": VIEW_CELL,
+            "outputs": [],
+            "execution_count": None,
+            "id": "views",
+        }
+    ]
+    source.write_text(
+        json.dumps(
+            {
+                "cells": cells,
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {
+                    "kernelspec": {
+                        "display_name": "Python 3",
+                        "language": "python",
+                        "name": "python3",
+                    },
+                    "language_info": {"name": "python"},
+                },
+            }
+        )
+    )
     executed = tmp_path / "out" / "views.ipynb"
     with kernel_environment():  # what `reproduce` gives its kernels
         execute_notebook(source, executed, timeout=300)

@@ -32,7 +32,9 @@ def test_environment_pip_section_matches_pyproject():
         wanted += proj["optional-dependencies"][extra]
     _, pip = _env_pip()
     pip_reqs = [p for p in pip if not p.startswith("-e")]
-    assert sorted(pip_reqs) == sorted(wanted), "environment.yml pip section differs from pyproject.toml"
+    assert sorted(pip_reqs) == sorted(wanted), (
+        "environment.yml pip section differs from pyproject.toml"
+    )
     assert "-e ." in pip, "environment.yml must install the package itself"
 
 
@@ -48,7 +50,9 @@ def test_environment_python_satisfies_requires_python():
 
 def test_torch_is_pinned_and_torchvision_absent():
     proj = _pyproject()["project"]
-    every = list(proj["dependencies"]) + [r for v in proj["optional-dependencies"].values() for r in v]
+    every = list(proj["dependencies"]) + [
+        r for v in proj["optional-dependencies"].values() for r in v
+    ]
     torch = [r for r in every if _name(r) == "torch"]
     assert torch == ["torch==2.13.0"]
     assert not [r for r in every if _name(r) in ("torchvision", "torchaudio")]

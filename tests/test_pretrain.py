@@ -21,7 +21,9 @@ from vsearcher_lite.model.tokenizer import build_tokenizer  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tok():
-    return build_tokenizer(["Orsk Bridge was built in 1874. Velna: 1900. Again: Orsk, Velna"] * 20, vocab_size=300)
+    return build_tokenizer(
+        ["Orsk Bridge was built in 1874. Velna: 1900. Again: Orsk, Velna"] * 20, vocab_size=300
+    )
 
 
 def test_lr_schedule_warms_up_then_follows_a_cosine_to_the_floor():
@@ -49,18 +51,23 @@ def docs_cycle(docs):
 
 
 def test_packer_keeps_copy_documents_whole_and_pads_the_rest(tok):
-    kv = Doc("kv", [("Orsk: 1874\nVelna: 1900\n", ""), ("Orsk: ", ""), ("1874", "recall"), ("\n", "")])
+    kv = Doc(
+        "kv", [("Orsk: 1874\nVelna: 1900\n", ""), ("Orsk: ", ""), ("1874", "recall"), ("\n", "")]
+    )
     page = Doc("page", [("Orsk Bridge was built in 1874. " * 20, "")])
     packer = Packer(tok, docs_cycle([kv, kv, page]))
     n_kv = len(encode_doc(tok, kv)[0]) + 1  # + separator
     ids, roles, mask = packer.row(2 * n_kv + 3)
     sep = tok.convert_tokens_to_ids("<|endoftext|>")
     assert ids[n_kv - 1] == sep and ids[2 * n_kv - 1] == sep
-    assert sum(mask) == 2 * n_kv and ids[2 * n_kv:] == [tok.pad_token_id] * 3  # a page fills only >= 32 free slots
+    # a page fills only >= 32 free slots
+    assert sum(mask) == 2 * n_kv and ids[2 * n_kv :] == [tok.pad_token_id] * 3
     assert roles.count(ROLE_IDS["recall"]) == 2
     ids2, _, mask2 = packer.row(40)
     assert sum(mask2) == 40  # the page that did not fit starts the next row, cut to fit
-    too_long = Packer(tok, docs_cycle([Doc("kv", [("Orsk Velna " * 30, ""), ("1874", "recall")]), kv]))
+    too_long = Packer(
+        tok, docs_cycle([Doc("kv", [("Orsk Velna " * 30, ""), ("1874", "recall")]), kv])
+    )
     row, _, m = too_long.row(n_kv)
     assert too_long.skipped == 1 and sum(m) == n_kv
 
@@ -88,7 +95,8 @@ def test_generated_matches_needs_the_exact_copy_then_a_stop():
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    """One short real run of the command (a few steps on two small worlds), shared by the tests below."""
+    """One short real run of the command (a few steps on two small worlds), shared by the tests
+    below."""
     import contextlib
     import io
 
@@ -96,9 +104,21 @@ def smoke_run(tmp_path_factory):
     out = tmp / "base"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        # one thread: on a shared 2-core machine two threads per job oversubscribe it (measured 6x slower)
-        code = main(["pretrain", "--smoke", "--out", str(out), "--quiet", "--run-dir", str(tmp / "run"),
-                     "--threads", "1"])
+        # one thread: on a shared 2-core machine two threads per job oversubscribe it (measured 6x
+        # slower)
+        code = main(
+            [
+                "pretrain",
+                "--smoke",
+                "--out",
+                str(out),
+                "--quiet",
+                "--run-dir",
+                str(tmp / "run"),
+                "--threads",
+                "1",
+            ]
+        )
     return code, json.loads(stdout.getvalue()), out, tmp
 
 
@@ -117,11 +137,18 @@ def test_the_pretrain_command_writes_a_loadable_base_with_card_log_and_metrics(s
     assert metrics["parameters"]["total"] == sum(p.numel() for p in model.parameters())
     assert set(metrics["probes"]) == {*PROBE_KINDS, "agent_accuracy"}
     assert {"lookup", "recall", "repeat", "page_reading", "restate"} <= set(PROBE_KINDS)
-    assert all(0.0 <= metrics["probes"][k] <= 1.0 for k in ("lookup", "recall", "repeat", "pick", "page_reading"))
+    assert all(
+        0.0 <= metrics["probes"][k] <= 1.0
+        for k in ("lookup", "recall", "repeat", "pick", "page_reading")
+    )
     assert metrics["loss_last"] < metrics["loss_first"]  # even six steps learn something
-    assert metrics["agent_probe"]["measured"] is False  # the smoke run skips the agent probe, and says so
+    # the smoke run skips the agent probe, and says so
+    assert metrics["agent_probe"]["measured"] is False
     rows = list(csv.DictReader((out / "train_log.csv").open()))
-    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5, 6] and {r["stage"] for r in rows} == {"A", "B"}
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5, 6] and {r["stage"] for r in rows} == {
+        "A",
+        "B",
+    }
     card = (out / "MODEL_CARD.md").read_text()
     assert "vsearcher-lite pretrain --out" in card and "--smoke" in card
     assert f"{metrics['parameters']['total']:,}" in card
@@ -132,7 +159,9 @@ def test_default_output_is_the_run_folder_not_the_shipped_base(tmp_path):
     from vsearcher_lite.cli import build_parser
     from vsearcher_lite.model.commands import config_from_args
 
-    args = build_parser().parse_args(["pretrain", "--run-dir", str(tmp_path / "r"), "--minutes", "3"])
+    args = build_parser().parse_args(
+        ["pretrain", "--run-dir", str(tmp_path / "r"), "--minutes", "3"]
+    )
     config = config_from_args(args)
     assert config.out_dir == str(tmp_path / "r" / "pretrain")
     assert config.max_minutes == 3.0 and "data/tiny_base" not in config.out_dir
@@ -148,16 +177,44 @@ def test_a_bad_number_is_a_usage_error(capsys):
 
 def test_init_continues_a_checkpoint_and_the_card_keeps_its_history(smoke_run, tmp_path, capsys):
     first, second = smoke_run[2], tmp_path / "second"
-    assert main(["pretrain", "--smoke", "--init", str(first), "--out", str(second), "--quiet", "--threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--smoke",
+                "--init",
+                str(first),
+                "--out",
+                str(second),
+                "--quiet",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     m1 = json.loads((first / "metrics.json").read_text())
     m2 = json.loads((second / "metrics.json").read_text())
     assert m2["init_from"] == str(first) and m2["previous_runs"][0]["command"] == m1["command"]
-    assert m2["loss_first"] < m1["loss_first"]  # it starts where the first run ended, not from scratch
+    # it starts where the first run ended, not from scratch
+    assert m2["loss_first"] < m1["loss_first"]
     assert (first / "tokenizer.json").read_text() == (second / "tokenizer.json").read_text()
     card = (second / "MODEL_CARD.md").read_text()
     assert f"Continued from run 1: `{m1['command']}`" in card and "--init" in m2["command"]
-    assert main(["pretrain", "--smoke", "--init", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "pretrain",
+                "--smoke",
+                "--init",
+                str(tmp_path / "nothing"),
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "no checkpoint there" in capsys.readouterr().err
 
 
@@ -174,17 +231,45 @@ def test_the_continue_recipe_is_one_stage_a_from_the_init_checkpoint(smoke_run):
 
     base = str(smoke_run[2])
     full = config_from_args(parse(["pretrain", "--init", base, "--out", "x"]))
-    cont = config_from_args(parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"]))
+    cont = config_from_args(
+        parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"])
+    )
     assert [s.name for s in full.stages] == ["A", "B"] and full.stages == default_stages()
     assert cont.stages == continue_stages() and cont.init_from == base
     (a,) = cont.stages
-    assert (a.max_steps, a.minutes, a.lr, a.warmup_steps, a.seq_len, a.batch_size) == (2400, 30.0, 2e-3, 50, 512, 8)
+    assert (a.max_steps, a.minutes, a.lr, a.warmup_steps, a.seq_len, a.batch_size) == (
+        2400,
+        30.0,
+        2e-3,
+        50,
+        512,
+        8,
+    )
     assert a.mix == {**DEFAULT_MIX, "lookup": 3.0, "pageqa": 1.5} and DEFAULT_MIX["lookup"] != 3.0
-    assert cont.probes.agent_tasks == 0 and cont.probes.agent_run_dir is None and full.probes.agent_tasks == 20
+    assert (
+        cont.probes.agent_tasks == 0
+        and cont.probes.agent_run_dir is None
+        and full.probes.agent_tasks == 20
+    )
     assert cont.command == f"vsearcher-lite pretrain --out x --init {base} --recipe continue"
     assert "--recipe" not in full.command  # full is the default and is not spelled out
-    capped = config_from_args(parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x",
-                                     "--max-steps", "100", "--agent-tasks", "5"]))
+    capped = config_from_args(
+        parse(
+            [
+                "pretrain",
+                "--init",
+                base,
+                "--recipe",
+                "continue",
+                "--out",
+                "x",
+                "--max-steps",
+                "100",
+                "--agent-tasks",
+                "5",
+            ]
+        )
+    )
     assert capped.scaled_stages()[0].max_steps == 100 and capped.probes.agent_tasks == 5
     assert capped.probes.agent_run_dir == "runs/default"
 
@@ -195,11 +280,16 @@ def test_the_fresh_recipe_continues_on_fresh_names_with_weighted_copies(smoke_ru
 
     base = str(smoke_run[2])
     fresh = config_from_args(parse(["pretrain", "--init", base, "--recipe", "fresh", "--out", "x"]))
-    cont = config_from_args(parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"]))
+    cont = config_from_args(
+        parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"])
+    )
     assert fresh.stages == fresh_stages() and fresh.init_from == base
     (a,) = fresh.stages
     assert (a.minutes, a.lr, a.seq_len, a.batch_size) == (40.0, 1e-3, 1024, 4)
-    assert (fresh.fresh_names, fresh.copy_weight) == (True, 2.0) and (cont.fresh_names, cont.copy_weight) == (False, 1.0)
+    assert (fresh.fresh_names, fresh.copy_weight) == (True, 2.0) and (
+        cont.fresh_names,
+        cont.copy_weight,
+    ) == (False, 1.0)
     assert fresh.probes.agent_tasks == 0
     assert fresh.command == f"vsearcher-lite pretrain --out x --init {base} --recipe fresh"
 
@@ -211,52 +301,109 @@ def test_copy_targets_weigh_more_in_the_loss():
 
     losses = torch.tensor([[1.0, 2.0, 6.0, 3.0]])
     valid = torch.tensor([[True, True, True, False]])
-    roles = torch.tensor([[0, 0, 0, ROLE_IDS["answer"], 0]])  # the target of position t is token t + 1
+    # the target of position t is token t + 1
+    roles = torch.tensor([[0, 0, 0, ROLE_IDS["answer"], 0]])
     assert float(weighted_mean(losses, valid, roles)) == pytest.approx(3.0)
     assert float(weighted_mean(losses, valid, roles, 2.0)) == pytest.approx((1 + 2 + 2 * 6) / 4)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--recipe", "continue"], "--recipe continue continues a checkpoint: give it one with --init DIR"),
-    (["--recipe", "fresh"], "--recipe fresh continues a checkpoint: give it one with --init DIR"),
-    (["--recipe", "continue", "--smoke", "--init", "{base}"], "does not combine with --recipe continue"),
-    (["--probe-only"], "--probe-only probes an existing checkpoint: give it with --init DIR"),
-    (["--probe-only", "--init", "{base}", "--out", "y", "--minutes", "2"], "trains nothing; drop --out, --minutes"),
-    (["--probe-only", "--init", "{tmp}"], "no metrics.json there"),
-])
-def test_recipe_and_probe_only_misuse_is_a_one_line_error(smoke_run, tmp_path, capsys, argv, message):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--recipe", "continue"],
+            "--recipe continue continues a checkpoint: give it one with --init DIR",
+        ),
+        (
+            ["--recipe", "fresh"],
+            "--recipe fresh continues a checkpoint: give it one with --init DIR",
+        ),
+        (
+            ["--recipe", "continue", "--smoke", "--init", "{base}"],
+            "does not combine with --recipe continue",
+        ),
+        (["--probe-only"], "--probe-only probes an existing checkpoint: give it with --init DIR"),
+        (
+            ["--probe-only", "--init", "{base}", "--out", "y", "--minutes", "2"],
+            "trains nothing; drop --out, --minutes",
+        ),
+        (["--probe-only", "--init", "{tmp}"], "no metrics.json there"),
+    ],
+)
+def test_recipe_and_probe_only_misuse_is_a_one_line_error(
+    smoke_run, tmp_path, capsys, argv, message
+):
     argv = [a.format(base=smoke_run[2], tmp=tmp_path) for a in argv]
     if "{tmp}" in " ".join(argv) or str(tmp_path) in argv:
-        (tmp_path / "config.json").write_text("{}")  # a folder with a config but no pretrain records
+        # a folder with a config but no pretrain records
+        (tmp_path / "config.json").write_text("{}")
     assert main(["pretrain", *argv, "--quiet"]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_probe_only_rewrites_the_probes_and_card_in_place_and_keeps_the_training_records(smoke_run, tmp_path, capsys):
+def test_probe_only_rewrites_the_probes_and_card_in_place_and_keeps_the_training_records(
+    smoke_run, tmp_path, capsys
+):
     import shutil
 
     base = tmp_path / "base"
     shutil.copytree(smoke_run[2], base)
     before = json.loads((base / "metrics.json").read_text())
-    kept = {name: (base / name).read_bytes() for name in ("model.safetensors", "tokenizer.json", "train_log.csv")}
-    assert main(["pretrain", "--probe-only", "--init", str(base), "--probe-n", "2", "--agent-tasks", "0",
-                 "--threads", "1", "--quiet"]) == 0
+    kept = {
+        name: (base / name).read_bytes()
+        for name in ("model.safetensors", "tokenizer.json", "train_log.csv")
+    }
+    assert (
+        main(
+            [
+                "pretrain",
+                "--probe-only",
+                "--init",
+                str(base),
+                "--probe-n",
+                "2",
+                "--agent-tasks",
+                "0",
+                "--threads",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     after = json.loads((base / "metrics.json").read_text())
     assert summary["probes"] == after["probes"] and summary["out_dir"] == str(base)
-    assert {k: v["n"] for k, v in after["copy_probes"].items()} == {k: 2 for k in before["copy_probes"]}
+    assert {k: v["n"] for k, v in after["copy_probes"].items()} == {
+        k: 2 for k in before["copy_probes"]
+    }
     assert before["copy_probes"]["lookup"]["n"] == 4  # the smoke run's own probes, now replaced
     assert "lookup_far" in after["probes"] and after["agent_probe"]["measured"] is False
-    for key in ("command", "stages", "total_steps", "loss_first", "loss_last", "train_seconds", "config", "seed"):
+    for key in (
+        "command",
+        "stages",
+        "total_steps",
+        "loss_first",
+        "loss_last",
+        "train_seconds",
+        "config",
+        "seed",
+    ):
         assert after[key] == before[key], key
     assert all((base / name).read_bytes() == data for name, data in kept.items())
     run = after["probe_run"]
-    assert run["command"] == f"vsearcher-lite pretrain --probe-only --run-dir runs/default --init {base} --threads 1 --probe-n 2 --agent-tasks 0"
+    assert (
+        run["command"]
+        == "vsearcher-lite pretrain --probe-only --run-dir runs/default "
+        + f"--init {base} --threads 1 --probe-n 2 --agent-tasks 0"
+    )
     assert run["n_per_kind"] == 2 and run["seed"] == before["seed"] and run["agent_run_dir"] is None
     card = (base / "MODEL_CARD.md").read_text()
     assert f"Probes re-run on this checkpoint by `{run['command']}`" in card
-    assert f"Command: `{before['command']}`" in card  # the training command is still the card's command
+    # the training command is still the card's command
+    assert f"Command: `{before['command']}`" in card
     for kind, res in after["copy_probes"].items():
         assert f"| {kind} | {res['accuracy']:.3f} | 2 |" in card
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
+    # no temporary folder left behind
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -1,4 +1,5 @@
-"""The reference run's card: made from a run's files, and checked against its own per-task results."""
+"""The reference run's card: made from a run's files, and checked against its own per-task
+results."""
 
 import json
 import random
@@ -23,10 +24,24 @@ from vsearcher_lite.runio import InputError, write_jsonl
 
 
 def _record(task_id, policy, correct, difficulty="easy", **extra):
-    return {"id": task_id, "policy": policy, "split": "heldout", "difficulty": difficulty, "correct": correct,
-            "format_ok": True, "format_error": None, "termination": "answer", "n_turns": 3, "n_tool_calls": 2,
-            "tool_counts": {"image_search": 1, "text_search": 1, "visit": 0}, "prediction": "x", "answer": "x",
-            "seconds": 0.5, "trajectory": {"turns": ["long"]}, **extra}
+    return {
+        "id": task_id,
+        "policy": policy,
+        "split": "heldout",
+        "difficulty": difficulty,
+        "correct": correct,
+        "format_ok": True,
+        "format_error": None,
+        "termination": "answer",
+        "n_turns": 3,
+        "n_tool_calls": 2,
+        "tool_counts": {"image_search": 1, "text_search": 1, "visit": 0},
+        "prediction": "x",
+        "answer": "x",
+        "seconds": 0.5,
+        "trajectory": {"turns": ["long"]},
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -34,18 +49,31 @@ def run(tmp_path):
     """A finished run's files: 10 held-out tasks, 4 exam tasks, an SFT loss log and GRPO steps."""
     rng = random.Random(0)
     root = tmp_path / "run"
-    outcomes = {"base": [0] * 10, "sft": [1, 1, 1, 0, 0, 0, 0, 1, 0, 0], "rl": [1, 1, 1, 1, 1, 0, 0, 0, 0, 0],
-                "teacher": [1] * 10, "direct": [0] * 10}
+    outcomes = {
+        "base": [0] * 10,
+        "sft": [1, 1, 1, 0, 0, 0, 0, 1, 0, 0],
+        "rl": [1, 1, 1, 1, 1, 0, 0, 0, 0, 0],
+        "teacher": [1] * 10,
+        "direct": [0] * 10,
+    }
     for policy, row in outcomes.items():
-        records = [_record(f"t{i}", policy, bool(c), "onehop" if i < 5 else "easy") for i, c in enumerate(row)]
+        records = [
+            _record(f"t{i}", policy, bool(c), "onehop" if i < 5 else "easy")
+            for i, c in enumerate(row)
+        ]
         write_jsonl(root / "eval" / f"heldout-{policy}" / "results.jsonl", records)
-        write_jsonl(root / "eval" / f"exam-{policy}" / "results.jsonl",
-                    [_record(f"e{i}", policy, policy == "teacher" and i < 2, "exam") for i in range(4)])
+        write_jsonl(
+            root / "eval" / f"exam-{policy}" / "results.jsonl",
+            [_record(f"e{i}", policy, policy == "teacher" and i < 2, "exam") for i in range(4)],
+        )
     (root / "sft").mkdir(parents=True)
-    (root / "sft" / "loss.csv").write_text("step,loss\n" + "".join(f"{s},{3.0 / s:.4f}\n" for s in range(1, 11)))
+    (root / "sft" / "loss.csv").write_text(
+        "step,loss\n" + "".join(f"{s},{3.0 / s:.4f}\n" for s in range(1, 11))
+    )
     (root / "grpo").mkdir(parents=True)
     steps = "step,reward,groups,zero_variance_groups\n" + "".join(
-        f"{s},{0.2 + 0.05 * s + rng.random() * 0.01:.4f},4,{s % 3}\n" for s in range(1, 11))
+        f"{s},{0.2 + 0.05 * s + rng.random() * 0.01:.4f},4,{s % 3}\n" for s in range(1, 11)
+    )
     (root / "grpo" / "steps.csv").write_text(steps)
     ckpt = root / "sft" / "checkpoint"
     ckpt.mkdir()
@@ -56,7 +84,12 @@ def run(tmp_path):
 
 def test_paired_difference_counts_flips_on_shared_tasks():
     before = [_record("a", "sft", True), _record("b", "sft", False), _record("c", "sft", False)]
-    after = [_record("a", "rl", False), _record("b", "rl", True), _record("c", "rl", True), _record("d", "rl", True)]
+    after = [
+        _record("a", "rl", False),
+        _record("b", "rl", True),
+        _record("c", "rl", True),
+        _record("d", "rl", True),
+    ]
     d = paired(before, after)
     assert (d["n"], d["gained"], d["lost"]) == (3, 2, 1)  # task d has no SFT result: not paired
     assert d["mean"] == pytest.approx(1 / 3, abs=1e-4)
@@ -64,18 +97,36 @@ def test_paired_difference_counts_flips_on_shared_tasks():
 
 def test_ship_writes_trimmed_results_and_a_card_that_checks(run, tmp_path):
     out = tmp_path / "reference"
-    card = ship_reference(run, out, commands=["vsearcher-lite sft --profile cpu"], device="test", seeds=[0],
-                          log=lambda _: None)
+    card = ship_reference(
+        run,
+        out,
+        commands=["vsearcher-lite sft --profile cpu"],
+        device="test",
+        seeds=[0],
+        log=lambda _: None,
+    )
     assert check_reference(out) == []
     line = json.loads((out / "results" / "heldout-rl.jsonl").read_text().splitlines()[0])
     assert "trajectory" not in line and line["id"] == "t0"
-    assert (out / "sft" / "checkpoint" / "model.safetensors").is_file() and card["checkpoints_mb"] == {"sft": 0.0}
+    assert (out / "sft" / "checkpoint" / "model.safetensors").is_file() and card[
+        "checkpoints_mb"
+    ] == {"sft": 0.0}
     n = card["numbers"]
     assert n["policies"]["heldout"]["sft"]["pass_at_1"] == 0.4
     assert n["policies"]["heldout"]["sft"]["accuracy_by_difficulty"] == {"easy": 0.2, "onehop": 0.6}
-    assert n["paired_heldout"]["rl_minus_sft"] == {"mean": 0.1, "se": 0.1795, "n": 10, "gained": 2, "lost": 1}  # sqrt(2.9 / 9 / 10)
+    # sqrt(2.9 / 9 / 10)
+    assert n["paired_heldout"]["rl_minus_sft"] == {
+        "mean": 0.1,
+        "se": 0.1795,
+        "n": 10,
+        "gained": 2,
+        "lost": 1,
+    }
     assert n["policies"]["exam"]["teacher"]["pass_at_1"] == 0.5
-    assert n["grpo"]["steps"] == 10 and n["grpo"]["reward_last_20pct"] > n["grpo"]["reward_first_20pct"]
+    assert (
+        n["grpo"]["steps"] == 10
+        and n["grpo"]["reward_last_20pct"] > n["grpo"]["reward_first_20pct"]
+    )
     assert n["grpo"]["zero_variance_group_share"] == pytest.approx(10 / 40)
     assert card["acceptance"]["heldout_tasks"] is False  # 10 tasks, not 600
     assert "vsearcher-lite sft --profile cpu" in (out / "CARD.md").read_text()
@@ -89,13 +140,22 @@ def test_check_names_each_number_that_disagrees_with_the_files(run, tmp_path):
     rows[9]["correct"] = True  # one more RL success than the card was made from
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     problems = check_reference(out)
-    assert any(p.startswith("numbers.policies.heldout.rl.pass_at_1: the card says 0.5") for p in problems)
+    assert any(
+        p.startswith("numbers.policies.heldout.rl.pass_at_1: the card says 0.5") for p in problems
+    )
     assert any("paired_heldout.rl_minus_sft.gained" in p for p in problems)
 
 
 def test_a_big_checkpoint_is_listed_not_shipped(run, tmp_path):
-    card = ship_reference(run, tmp_path / "ref", commands=["x"], device="test", seeds=[0], max_checkpoint_mb=0.0001,
-                          log=lambda _: None)
+    card = ship_reference(
+        run,
+        tmp_path / "ref",
+        commands=["x"],
+        device="test",
+        seeds=[0],
+        max_checkpoint_mb=0.0001,
+        log=lambda _: None,
+    )
     assert card["checkpoints_mb"] == {} and "sft" in card["checkpoints_not_shipped"]
     assert not (tmp_path / "ref" / "sft" / "checkpoint").exists()
 
@@ -117,14 +177,27 @@ def test_ship_refuses_a_run_without_evaluations(tmp_path):
 
 
 def test_acceptance_reads_the_targets():
-    numbers = {"policies": {"heldout": {"sft": {"n_tasks": 641, "format_valid_rate": 0.91}},
-                            "exam": {"teacher": {"n_tasks": 120, "pass_at_1": 0.29}}},
-               "paired_heldout": {"sft_minus_base": {"mean": 0.42, "se": 0.02},
-                                  "rl_minus_sft": {"mean": 0.06, "se": 0.02}},
-               "grpo": {"reward_first_20pct": 0.3, "reward_last_20pct": 0.45}}
+    numbers = {
+        "policies": {
+            "heldout": {"sft": {"n_tasks": 641, "format_valid_rate": 0.91}},
+            "exam": {"teacher": {"n_tasks": 120, "pass_at_1": 0.29}},
+        },
+        "paired_heldout": {
+            "sft_minus_base": {"mean": 0.42, "se": 0.02},
+            "rl_minus_sft": {"mean": 0.06, "se": 0.02},
+        },
+        "grpo": {"reward_first_20pct": 0.3, "reward_last_20pct": 0.45},
+    }
     got = acceptance(numbers)
-    assert got == {"heldout_tasks": True, "sft_minus_base": True, "rl_minus_sft": False,  # SE above 0.015
-                   "sft_format_valid": True, "reward_rise": True, "exam_tasks": True, "teacher_exam": False}
+    assert got == {
+        "heldout_tasks": True,
+        "sft_minus_base": True,
+        "rl_minus_sft": False,  # SE above 0.015
+        "sft_format_valid": True,
+        "reward_rise": True,
+        "exam_tasks": True,
+        "teacher_exam": False,
+    }
     assert TARGETS["rl_minus_sft_se_max"] == 0.015
 
 
@@ -132,18 +205,36 @@ def test_a_reference_reads_as_a_comparison_with_paired_rows(run, tmp_path):
     out = tmp_path / "reference"
     ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
     metrics = reference_comparison(out)
-    assert metrics["evaluated"] == ["base", "sft", "rl", "teacher", "direct"] and metrics["missing"] == {}
+    assert (
+        metrics["evaluated"] == ["base", "sft", "rl", "teacher", "direct"]
+        and metrics["missing"] == {}
+    )
     assert metrics["heldout_accuracy"]["rl"] == 0.5 and metrics["exam_accuracy"]["teacher"] == 0.5
-    assert metrics["accuracy"]["sft"]["onehop"] == 0.6 and metrics["n_correct"]["rl"]["heldout"] == 5
-    assert metrics["n_tasks"] == {"exam": 4, "heldout": 10, "heldout_by_difficulty": {"onehop": 5, "easy": 5}}
+    assert (
+        metrics["accuracy"]["sft"]["onehop"] == 0.6 and metrics["n_correct"]["rl"]["heldout"] == 5
+    )
+    assert metrics["n_tasks"] == {
+        "exam": 4,
+        "heldout": 10,
+        "heldout_by_difficulty": {"onehop": 5, "easy": 5},
+    }
     rows = {(r["comparison"], r["tasks"]): r for r in paired_rows(out)}
     overall = rows[("rl - sft", "heldout")]
-    assert (overall["before"], overall["after"], overall["n"], overall["gained"], overall["lost"]) == (0.4, 0.5, 10, 2, 1)
+    assert (
+        overall["before"],
+        overall["after"],
+        overall["n"],
+        overall["gained"],
+        overall["lost"],
+    ) == (0.4, 0.5, 10, 2, 1)
     assert rows[("rl - sft", "onehop")]["difference"] == pytest.approx(0.4)  # tasks 3 and 4 gained
     assert rows[("rl - sft", "easy")]["difference"] == pytest.approx(-0.2)  # task 7 lost
     assert rows[("sft - base", "exam")]["n"] == 4
     summary = reference_summary(out)
-    assert summary["commands"] == ["x"] and summary["numbers"]["paired_heldout"]["rl_minus_sft"]["gained"] == 2
+    assert (
+        summary["commands"] == ["x"]
+        and summary["numbers"]["paired_heldout"]["rl_minus_sft"]["gained"] == 2
+    )
     assert "card.json does not exist" in reference_summary(tmp_path / "nothing")["error"]
 
 
@@ -151,7 +242,14 @@ def test_the_report_shows_the_reference_beside_the_run(run, tmp_path):
     from vsearcher_lite.report import report_html
 
     out = tmp_path / "reference"
-    ship_reference(run, out, commands=["vsearcher-lite reference run"], device="test", seeds=[0], log=lambda _: None)
+    ship_reference(
+        run,
+        out,
+        commands=["vsearcher-lite reference run"],
+        device="test",
+        seeds=[0],
+        log=lambda _: None,
+    )
     page = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=out)
     section = page.split("The reference run (full length, shipped)")[1]
     assert "vsearcher-lite reference run" in section and "rl - sft" in section
@@ -174,12 +272,21 @@ def test_the_shipped_reference_matches_its_card():
     for policy in ("base", "sft", "rl", "teacher", "direct"):
         assert heldout[policy]["n_tasks"] >= TARGETS["min_heldout_tasks"], policy
         assert exam[policy]["n_tasks"] >= TARGETS["min_exam_tasks"], policy
-    assert numbers["paired_heldout"]["rl_minus_sft"]["n"] == heldout["rl"]["n_tasks"]  # paired on every task
-    assert numbers["sft"]["logged_steps"] > 1000 and numbers["grpo"]["steps"] == REFERENCE_GRPO["max_steps"]
+    # paired on every task
+    assert numbers["paired_heldout"]["rl_minus_sft"]["n"] == heldout["rl"]["n_tasks"]
+    assert (
+        numbers["sft"]["logged_steps"] > 1000
+        and numbers["grpo"]["steps"] == REFERENCE_GRPO["max_steps"]
+    )
     for name in ("sft", "grpo"):
         weights = REFERENCE_DIR / name / "checkpoint" / "model.safetensors"
         assert weights.is_file() and weights.stat().st_size <= 25 * 2**20
-    assert card["commands"] and card["commit"] and card["device"] and set(card["wall_seconds"]) == {"sft", "grpo", "comparison"}
+    assert (
+        card["commands"]
+        and card["commit"]
+        and card["device"]
+        and set(card["wall_seconds"]) == {"sft", "grpo", "comparison"}
+    )
 
 
 def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch):
@@ -199,21 +306,39 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
 
     monkeypatch.setattr(sft, "run_sft", lambda run, config, log: finished("sft", config))
     monkeypatch.setattr(grpo, "run_grpo", lambda run, config, log: finished("grpo", config))
-    monkeypatch.setattr(comparison, "run_comparison", lambda run, config, log: finished("comparison", config))
+    monkeypatch.setattr(
+        comparison, "run_comparison", lambda run, config, log: finished("comparison", config)
+    )
     seconds = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
-    assert [name for name, _ in calls] == ["sft", "grpo", "comparison"] and set(seconds) == {"sft", "grpo", "comparison"}
+    assert [name for name, _ in calls] == ["sft", "grpo", "comparison"] and set(seconds) == {
+        "sft",
+        "grpo",
+        "comparison",
+    }
     sft_config, grpo_config, comparison_config = (c for _, c in calls)
     assert sft_config.max_steps is None and sft_config.epochs == 2.0 and sft_config.minutes is None
-    assert sft_config.save_every and sft_config.device == "cpu" and sft_config.learning_rate == 1e-3  # the cpu recipe
-    assert grpo_config.max_steps == REFERENCE_GRPO["max_steps"] and grpo_config.total_minutes is None
-    assert grpo_config.save_every and grpo_config.curriculum == "prescreen" and grpo_config.temperature == 1.0
+    # the cpu recipe
+    assert sft_config.save_every and sft_config.device == "cpu" and sft_config.learning_rate == 1e-3
+    assert (
+        grpo_config.max_steps == REFERENCE_GRPO["max_steps"] and grpo_config.total_minutes is None
+    )
+    assert (
+        grpo_config.save_every
+        and grpo_config.curriculum == "prescreen"
+        and grpo_config.temperature == 1.0
+    )
     assert grpo_config.task_source == "rl" and grpo_config.dynamic_sampling
     assert comparison_config.exam_max_tasks is None and comparison_config.heldout_max_tasks >= 10**6
     assert comparison_config.eval_overrides == {"device": "cpu"}
 
     calls.clear()
     (tmp_path / "sft" / "metrics.json").write_text('{"seconds": 801.26}')
-    (tmp_path / "grpo" / "metrics.json").write_text('{"seconds": 3.0}')  # a resume with no step left ...
-    (tmp_path / "grpo" / "steps.csv").write_text("step,seconds\n0,95.5\n1,190.25\n")  # ... after two steps
-    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {"sft": 801.3, "grpo": 190.2}
+    # a resume with no step left ...
+    (tmp_path / "grpo" / "metrics.json").write_text('{"seconds": 3.0}')
+    # ... after two steps
+    (tmp_path / "grpo" / "steps.csv").write_text("step,seconds\n0,95.5\n1,190.25\n")
+    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {
+        "sft": 801.3,
+        "grpo": 190.2,
+    }
     assert calls == []

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from agent_fakes import (
     answer,
     build_sandbox_run,
@@ -22,6 +21,7 @@ from agent_fakes import (
     sample_trajectory,
 )
 from servers import ReplayChatServer
+
 from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.cli import main
 from vsearcher_lite.runio import InputError
@@ -52,22 +52,44 @@ def one_line_error(capsys, *needles):
 # Out-of-range counts
 
 
-@pytest.mark.parametrize("flag, value", [("--samples", "0"), ("--samples", "-2"), ("--max-tasks", "-1"),
-                                         ("--concurrency", "0")])
-def test_trajectories_refuses_out_of_range_counts_and_keeps_its_outputs(base, tmp_path, capsys, flag, value):
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--samples", "0"), ("--samples", "-2"), ("--max-tasks", "-1"), ("--concurrency", "0")],
+)
+def test_trajectories_refuses_out_of_range_counts_and_keeps_its_outputs(
+    base, tmp_path, capsys, flag, value
+):
     run = fresh_run(base, tmp_path)
     out = run / "trajectories"
     out.mkdir()
     (out / "accepted.jsonl").write_text('{"kept": true}\n')
-    args = ["trajectories", "--run-dir", str(run), "--samples", "1", "--max-tasks", "2", flag, value]
+    args = [
+        "trajectories",
+        "--run-dir",
+        str(run),
+        "--samples",
+        "1",
+        "--max-tasks",
+        "2",
+        flag,
+        value,
+    ]
     assert main(args) == 2
     one_line_error(capsys, flag, value)
     assert (out / "accepted.jsonl").read_text() == '{"kept": true}\n'
     assert sorted(p.name for p in out.iterdir()) == ["accepted.jsonl"]
 
 
-@pytest.mark.parametrize("flag, value", [("--max-attempts", "0"), ("--concurrency", "0"), ("--limit", "0"),
-                                         ("--entities", "-5"), ("--sitelinks-max", "-1")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--max-attempts", "0"),
+        ("--concurrency", "0"),
+        ("--limit", "0"),
+        ("--entities", "-5"),
+        ("--sitelinks-max", "-1"),
+    ],
+)
 def test_synthesis_refuses_out_of_range_counts(flag, value):
     from vsearcher_lite.cli import build_parser
     from vsearcher_lite.synthesis.commands import inject_config, seed_config
@@ -78,27 +100,50 @@ def test_synthesis_refuses_out_of_range_counts(flag, value):
         seed_config(args)
 
 
-@pytest.mark.parametrize("flag, value, needle", [("--temperature", "-2", "temperature"),
-                                                 ("--max-tool-calls", "-1", "--max-tool-calls"),
-                                                 ("--repeat-guard", "-3", "--repeat-guard")])
-def test_eval_settings_out_of_range_are_one_line_errors(tmp_path, capsys, monkeypatch, flag, value, needle):
+@pytest.mark.parametrize(
+    "flag, value, needle",
+    [
+        ("--temperature", "-2", "temperature"),
+        ("--max-tool-calls", "-1", "--max-tool-calls"),
+        ("--repeat-guard", "-3", "--repeat-guard"),
+    ],
+)
+def test_eval_settings_out_of_range_are_one_line_errors(
+    tmp_path, capsys, monkeypatch, flag, value, needle
+):
     import vsearcher_lite.evaluation.benchmarks as benchmarks
 
-    monkeypatch.setattr(benchmarks, "ensure_sandbox_eval_tasks", lambda *a, **k: pytest.fail("started the evaluation"))
+    monkeypatch.setattr(
+        benchmarks,
+        "ensure_sandbox_eval_tasks",
+        lambda *a, **k: pytest.fail("started the evaluation"),
+    )
     run = tmp_path / "run"
     assert main(["eval", "--run-dir", str(run), flag, value]) == 2
     one_line_error(capsys, needle)
     assert not run.exists()
 
 
-@pytest.mark.parametrize("argv, module, name, needle", [
-    (["pretrain", "--agent-tasks", "-1"], "vsearcher_lite.model.pretrain", "pretrain", "--agent-tasks"),
-    (["reproduce", "--timeout", "0"], "vsearcher_lite.notebooks", "reproduce", "--timeout"),
-])
-def test_other_commands_refuse_out_of_range_counts(tmp_path, capsys, monkeypatch, argv, module, name, needle):
+@pytest.mark.parametrize(
+    "argv, module, name, needle",
+    [
+        (
+            ["pretrain", "--agent-tasks", "-1"],
+            "vsearcher_lite.model.pretrain",
+            "pretrain",
+            "--agent-tasks",
+        ),
+        (["reproduce", "--timeout", "0"], "vsearcher_lite.notebooks", "reproduce", "--timeout"),
+    ],
+)
+def test_other_commands_refuse_out_of_range_counts(
+    tmp_path, capsys, monkeypatch, argv, module, name, needle
+):
     import importlib
 
-    monkeypatch.setattr(importlib.import_module(module), name, lambda *a, **k: pytest.fail("started the work"))
+    monkeypatch.setattr(
+        importlib.import_module(module), name, lambda *a, **k: pytest.fail("started the work")
+    )
     run = tmp_path / "run"
     assert main([*argv, "--run-dir", str(run)]) == 2
     one_line_error(capsys, needle)
@@ -118,10 +163,17 @@ def test_a_rerun_with_another_teacher_does_not_mix_rollouts(base, tmp_path):
 
     with ReplayChatServer([answer("unknown")] * 10) as server:
         spec = f"openai:teacher@{server.base_url}"
-        second = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=2, teacher=spec))
+        second = generate_trajectories(
+            run, traj_config(run, max_tasks=2, samples_per_task=2, teacher=spec)
+        )
         n_requests = len(server.requests)
-    assert second["generated_this_run"] == 4 == n_requests  # nothing reused from the heuristic teacher
-    assert second["n_trajectories"] == 4 and second["teacher"] == spec and second["set_aside_rollouts"] == 4
+    # nothing reused from the heuristic teacher
+    assert second["generated_this_run"] == 4 == n_requests
+    assert (
+        second["n_trajectories"] == 4
+        and second["teacher"] == spec
+        and second["set_aside_rollouts"] == 4
+    )
     assert second["terminations"]["answer"] == 4 and second["n_accepted"] == 0
     # back to the heuristic teacher: its own rollouts are still there and reused as they were
     third = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=2))
@@ -135,17 +187,22 @@ def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
 
     run = fresh_run(base, tmp_path)
     generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1))
-    again = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1, mistake_rate=0.5))
+    again = generate_trajectories(
+        run, traj_config(run, max_tasks=2, samples_per_task=1, mistake_rate=0.5)
+    )
     assert again["generated_this_run"] == 2 and again["settings"]["mistake_rate"] == 0.5
 
 
 def failing_then_answering():
     """Two chats of one name: the first cannot reach its server, the second searches and answers."""
+
     def fail(messages):
         raise ChatError("the chat server at http://127.0.0.1:9/v1 is unreachable")
 
     down = ScriptedChat(fail)
-    up = ScriptedChat(lambda messages: call("image_search") if len(messages) < 3 else answer("1874"))
+    up = ScriptedChat(
+        lambda messages: call("image_search") if len(messages) < 3 else answer("1874")
+    )
     return down, up
 
 
@@ -168,8 +225,19 @@ def test_trajectories_retry_episodes_that_ended_on_a_policy_error(base, tmp_path
 def test_trajectories_cli_fails_when_every_episode_is_a_policy_error(base, tmp_path, capsys):
     run = fresh_run(base, tmp_path)
     with ReplayChatServer([{"status": 404}] * 10) as server:
-        code = main(["trajectories", "--run-dir", str(run), "--max-tasks", "2", "--samples", "1",
-                     "--teacher", f"openai:teacher@{server.base_url}"])
+        code = main(
+            [
+                "trajectories",
+                "--run-dir",
+                str(run),
+                "--max-tasks",
+                "2",
+                "--samples",
+                "1",
+                "--teacher",
+                f"openai:teacher@{server.base_url}",
+            ]
+        )
     assert code == 1
     err = capsys.readouterr().err
     assert "all 2 episodes ended on a policy error" in err and "rerun to retry" in err
@@ -177,8 +245,14 @@ def test_trajectories_cli_fails_when_every_episode_is_a_policy_error(base, tmp_p
 
 def eval_task(tmp_path):
     q, hits = make_images(tmp_path / "images")
-    task = Task(id="t1", question="In which year was the town shown in the image founded?", answer="1874",
-                image_path=q, difficulty="easy", split="heldout")
+    task = Task(
+        id="t1",
+        question="In which year was the town shown in the image founded?",
+        answer="1874",
+        image_path=q,
+        difficulty="easy",
+        split="heldout",
+    )
     return task, hits
 
 
@@ -188,9 +262,13 @@ def test_eval_retries_tasks_that_ended_on_a_policy_error(tmp_path):
     task, hits = eval_task(tmp_path)
     down, up = failing_then_answering()
     cfg = EvalConfig.for_profile("cpu", progress=False)
-    first = evaluate(tmp_path / "run", [task], down, name="m", toolbox=make_toolbox(hits), config=cfg)
+    first = evaluate(
+        tmp_path / "run", [task], down, name="m", toolbox=make_toolbox(hits), config=cfg
+    )
     assert first["terminations"]["policy_error"] == 1
-    second = evaluate(tmp_path / "run", [task], up, name="m", toolbox=make_toolbox(hits), config=cfg)
+    second = evaluate(
+        tmp_path / "run", [task], up, name="m", toolbox=make_toolbox(hits), config=cfg
+    )
     assert second["evaluated_this_run"] == 1 and second["pass_at_1"] == 1.0
     third = evaluate(tmp_path / "run", [task], up, name="m", toolbox=make_toolbox(hits), config=cfg)
     assert third["evaluated_this_run"] == 0 and third["pass_at_1"] == 1.0
@@ -203,13 +281,23 @@ def test_eval_refuses_to_mix_the_verdicts_of_two_llm_judges(tmp_path):
     policy = ScriptedChat(lambda messages: answer("1874"))
     verdict = "extracted_final_answer: 1874\ncorrect: yes"
     with ReplayChatServer([verdict] * 4) as server:
-        cfg = EvalConfig.for_profile("cpu", progress=False, judge=f"llm:openai:judge-a@{server.base_url}")
-        first = evaluate(tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=cfg)
+        cfg = EvalConfig.for_profile(
+            "cpu", progress=False, judge=f"llm:openai:judge-a@{server.base_url}"
+        )
+        first = evaluate(
+            tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=cfg
+        )
         assert first["pass_at_1"] == 1.0
-        other = EvalConfig.for_profile("cpu", progress=False, judge=f"llm:openai:judge-b@{server.base_url}")
+        other = EvalConfig.for_profile(
+            "cpu", progress=False, judge=f"llm:openai:judge-b@{server.base_url}"
+        )
         with pytest.raises(InputError, match="judge_model"):
-            evaluate(tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=other)
-        again = evaluate(tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=cfg)
+            evaluate(
+                tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=other
+            )
+        again = evaluate(
+            tmp_path / "run", [task], policy, name="m", toolbox=make_toolbox(hits), config=cfg
+        )
         assert again["evaluated_this_run"] == 0
 
 
@@ -242,7 +330,9 @@ def test_export_replaces_a_truncated_image_and_leaves_no_temporary_file(tmp_path
 def test_eval_compare_refuses_a_folder_that_is_not_a_run(tmp_path, capsys, monkeypatch):
     import vsearcher_lite.evaluation.comparison as comparison
 
-    monkeypatch.setattr(comparison, "run_comparison", lambda *a, **k: pytest.fail("started a comparison"))
+    monkeypatch.setattr(
+        comparison, "run_comparison", lambda *a, **k: pytest.fail("started a comparison")
+    )
     typo = tmp_path / "runs" / "reproduc"
     assert main(["eval", "--run-dir", str(typo), "--compare"]) == 2
     one_line_error(capsys, str(typo), "not a run folder")
@@ -268,7 +358,9 @@ def test_world_refuses_an_absurd_entity_count(tmp_path, capsys, monkeypatch):
 
 
 def dead_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     return int(done.stdout)
 
 
@@ -315,7 +407,9 @@ def test_image_search_with_a_missing_image_creates_no_tool_cache(base, tmp_path,
 def test_a_failed_trajectories_run_leaves_no_stage_folder(tmp_path, capsys):
     bad = tmp_path / "bad"
     (bad / "filter").mkdir(parents=True)
-    (bad / "filter" / "train.jsonl").write_text('{"id": "t1", "question": "q?", "answer": "a"}\n{"id": "t2"}\n')
+    (bad / "filter" / "train.jsonl").write_text(
+        '{"id": "t1", "question": "q?", "answer": "a"}\n{"id": "t2"}\n'
+    )
     assert main(["trajectories", "--run-dir", str(bad)]) == 2
     one_line_error(capsys, "train.jsonl:2")
     assert not (bad / "trajectories").exists()
@@ -354,14 +448,40 @@ def test_inject_text_fails_when_every_llm_reply_is_malformed(tmp_path_factory, t
 
     run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
     with ReplayChatServer(["I cannot answer that."] * 400) as server:
-        code = main(["inject-text", "--run-dir", str(run), "--writer", "llm", "--chat", f"openai:writer@{server.base_url}",
-                     "--n-train", "2", "--n-heldout", "0", "--n-exam", "0", "--mix", "1:0:0", "--max-attempts", "1",
-                     "--onehop-train", "0", "--onehop-heldout", "0", "--warmup-levels", "none"])
+        code = main(
+            [
+                "inject-text",
+                "--run-dir",
+                str(run),
+                "--writer",
+                "llm",
+                "--chat",
+                f"openai:writer@{server.base_url}",
+                "--n-train",
+                "2",
+                "--n-heldout",
+                "0",
+                "--n-exam",
+                "0",
+                "--mix",
+                "1:0:0",
+                "--max-attempts",
+                "1",
+                "--onehop-train",
+                "0",
+                "--onehop-heldout",
+                "0",
+                "--warmup-levels",
+                "none",
+            ]
+        )
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     metrics = json.loads((run / "inject-text" / "metrics.json").read_text())
     assert metrics["n_tasks"] == 0 and metrics["n_failed"] > 0
-    assert f"all {metrics['n_failed']} attempts failed (malformed_json {metrics['n_failed']})" in err
+    assert (
+        f"all {metrics['n_failed']} attempts failed (malformed_json {metrics['n_failed']})" in err
+    )
     assert "failed.jsonl" in err
 
 
@@ -373,7 +493,11 @@ SECRET = "inline-secret-0123456789"
 
 
 def files_holding(root, text):
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and text in p.read_text(errors="replace"))
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and text in p.read_text(errors="replace")
+    )
 
 
 def test_a_key_in_a_policy_spec_is_masked_in_every_eval_file(tmp_path):
@@ -383,14 +507,25 @@ def test_a_key_in_a_policy_spec_is_masked_in_every_eval_file(tmp_path):
     run = tmp_path / "run"
     with ReplayChatServer([answer("1874")] * 4) as server:
         spec = f"openai:m@{server.base_url}/?api_key={SECRET}"
-        cfg = EvalConfig.for_profile("cpu", progress=False, judge=f"llm:openai:j@{server.base_url}/?token={SECRET}")
-        m = evaluate(run, [task], spec, name="keyed", toolbox=make_toolbox(hits), config=cfg, judge="match")
+        cfg = EvalConfig.for_profile(
+            "cpu", progress=False, judge=f"llm:openai:j@{server.base_url}/?token={SECRET}"
+        )
+        m = evaluate(
+            run, [task], spec, name="keyed", toolbox=make_toolbox(hits), config=cfg, judge="match"
+        )
     written = files_holding(run, "api_key=***")
-    assert {"eval/keyed/config.json", "eval/keyed/metrics.json", "eval/keyed/results.jsonl",
-            "eval/metrics.json"} <= set(written)
+    assert {
+        "eval/keyed/config.json",
+        "eval/keyed/metrics.json",
+        "eval/keyed/results.jsonl",
+        "eval/metrics.json",
+    } <= set(written)
     assert files_holding(run, SECRET) == [] and SECRET not in json.dumps(m["settings"])
-    # the stored identity is the masked one, and so is the next run's: a rerun under the name is not refused
-    again = evaluate(run, [task], spec, name="keyed", toolbox=make_toolbox(hits), config=cfg, judge="match")
+    # the stored identity is the masked one, and so is the next run's: a rerun under the name is not
+    # refused
+    again = evaluate(
+        run, [task], spec, name="keyed", toolbox=make_toolbox(hits), config=cfg, judge="match"
+    )
     assert again["name"] == "keyed" and files_holding(run, SECRET) == []
 
 
@@ -400,7 +535,9 @@ def test_a_key_in_a_teacher_spec_is_masked_in_the_trajectories_files(base, tmp_p
     run = fresh_run(base, tmp_path)
     with ReplayChatServer([answer("unknown")] * 4) as server:
         spec = f"openai:teacher@{server.base_url}/?key={SECRET}"
-        m = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1, teacher=spec))
+        m = generate_trajectories(
+            run, traj_config(run, max_tasks=2, samples_per_task=1, teacher=spec)
+        )
     assert m["n_trajectories"] == 2 and m["teacher"].endswith("?key=***")
     assert files_holding(run / "trajectories", SECRET) == []
 
@@ -414,10 +551,18 @@ def test_the_llm_teachers_usage_is_in_the_trajectories_metrics(base, tmp_path):
 
     run = fresh_run(base, tmp_path)
     with ReplayChatServer([answer("unknown")] * 3) as server:
-        m = generate_trajectories(run, traj_config(run, max_tasks=3, samples_per_task=1,
-                                                   teacher=f"openai:teacher@{server.base_url}"))
+        m = generate_trajectories(
+            run,
+            traj_config(
+                run, max_tasks=3, samples_per_task=1, teacher=f"openai:teacher@{server.base_url}"
+            ),
+        )
         n_requests = len(server.requests)
     usage = m["teacher_usage"]
-    assert usage["requests"] == n_requests == 3 and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert (
+        usage["requests"] == n_requests == 3
+        and usage["prompt_tokens"] > 0
+        and usage["completion_tokens"] > 0
+    )
     saved = json.loads((run / "trajectories" / "metrics.json").read_text())
     assert saved["teacher_usage"] == usage

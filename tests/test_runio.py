@@ -66,13 +66,19 @@ def test_run_dir_metrics_and_require(tmp_path):
     assert run.read_metrics("world") == {"n": 3}
     with pytest.raises(InputError, match="vsearcher-lite seeds"):
         run.require("seeds", "vsearcher-lite seeds")
+
+
 def test_atomic_write_makes_readable_files(tmp_path):
     import stat
+
     target = tmp_path / "m.json"
     atomic_write_json(target, {"x": 1})
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
 def test_replace_dir_swaps_folders_whole(tmp_path):
     from vsearcher_lite.runio import replace_dir
+
     target = tmp_path / "ckpt"
     target.mkdir()
     (target / "old.txt").write_text("old")
@@ -84,19 +90,29 @@ def test_replace_dir_swaps_folders_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
 
 
-
 def test_run_files_name_paths_relative_to_the_run_folder(tmp_path):
     run = RunDir(tmp_path / "run")
     inside = str(tmp_path / "run" / "inject-image" / "images" / "t1.jpg")
     checkpoint = tmp_path / "run" / "sft" / "checkpoint"
-    record = {"image_path": inside, "spec": f"transformers:{checkpoint}",
-              "run": str(tmp_path / "run"), "sibling": str(tmp_path / "run2" / "x.jpg"),
-              "base": "/opt/data/tiny_base",
-              "model": "Qwen/Qwen2.5-VL-3B-Instruct", "url": "https://example.test/a.jpg", "n": 3,
-              "images": [inside, None]}
+    record = {
+        "image_path": inside,
+        "spec": f"transformers:{checkpoint}",
+        "run": str(tmp_path / "run"),
+        "sibling": str(tmp_path / "run2" / "x.jpg"),
+        "base": "/opt/data/tiny_base",
+        "model": "Qwen/Qwen2.5-VL-3B-Instruct",
+        "url": "https://example.test/a.jpg",
+        "n": 3,
+        "images": [inside, None],
+    }
     relative = "inject-image/images/t1.jpg"
-    expected = {**record, "image_path": relative, "run": ".", "spec": "transformers:sft/checkpoint",
-                "images": [relative, None]}
+    expected = {
+        **record,
+        "image_path": relative,
+        "run": ".",
+        "spec": "transformers:sft/checkpoint",
+        "images": [relative, None],
+    }
     assert run.relative(record) == expected
     # a run folder named relative to the working folder
     assert RunDir("runs/a").relative("runs/a/eval/images/x.png") == "eval/images/x.png"
@@ -105,12 +121,17 @@ def test_run_files_name_paths_relative_to_the_run_folder(tmp_path):
 def test_stored_paths_resolve_in_the_run_folder_where_it_is_now(tmp_path):
     run, moved = RunDir(tmp_path / "moved"), tmp_path / "moved"
     old = {"image_path": "/old/run/inject-image/images/t1.jpg"}  # an older run's absolute path
-    stored = {"image_path": "inject-image/images/t1.jpg", "question": "which town?",
-              "answer": "world/x", "image": {"source_image": "world/images/I1.png"},
-              "messages": [{"content": [{"type": "image", "image": "world/images/I2.png"}]}],
-              "observation": {"images": [{"location": "world/images/I3.png"}]},
-              "old": old, "url": {"location": "https://example.test/a.jpg"},
-              "none": {"image_path": None}}
+    stored = {
+        "image_path": "inject-image/images/t1.jpg",
+        "question": "which town?",
+        "answer": "world/x",
+        "image": {"source_image": "world/images/I1.png"},
+        "messages": [{"content": [{"type": "image", "image": "world/images/I2.png"}]}],
+        "observation": {"images": [{"location": "world/images/I3.png"}]},
+        "old": old,
+        "url": {"location": "https://example.test/a.jpg"},
+        "none": {"image_path": None},
+    }
     got = run.resolve(stored)
     assert got["image_path"] == str(moved / "inject-image" / "images" / "t1.jpg")
     assert got["image"]["source_image"] == str(moved / "world" / "images" / "I1.png")

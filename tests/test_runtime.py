@@ -1,4 +1,5 @@
-"""runtime.limit_heap_growth and set_threads, each in a fresh interpreter (mallopt is process-wide)."""
+"""runtime.limit_heap_growth and set_threads, each in a fresh interpreter (mallopt is
+process-wide)."""
 
 import json
 import os
@@ -8,12 +9,15 @@ import sys
 
 import pytest
 
-glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt settings are glibc's")
+glibc_only = pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="mallopt settings are glibc's"
+)
 
 # Frees one 4 MB block (by glibc's default that lifts the mmap threshold above 4 MB), allocates 40
 # blocks of 4 MB from C, each followed by a 256 KB block that pins the heap above it, then frees the
-# big blocks: served from the heap they stay resident (holes below the top cannot be trimmed), mapped
-# one by one they go back to the system. Prints the resident growth, at the peak and what remains, in MB.
+# big blocks: served from the heap they stay resident (holes below the top cannot be trimmed),
+# mapped one by one they go back to the system. Prints the resident growth, at the peak and what
+# remains, in MB.
 PROBE = r"""
 import ctypes, json, sys
 from vsearcher_lite.runtime import limit_heap_growth
@@ -27,14 +31,16 @@ libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
-libc.free(libc.malloc(4 << 20))  # glibc's default: freeing a mapped block raises the threshold above it
+# glibc's default: freeing a mapped block raises the threshold above it
+libc.free(libc.malloc(4 << 20))
 before = rss_mb()
 big, pins = [], []
 for _ in range(40):
     p = libc.malloc(4 << 20)
     ctypes.memset(p, 1, 4 << 20)
     big.append(p)
-    pins.append(libc.malloc(256 << 10))  # too big for any free small chunk: it lands right after the block
+    # too big for any free small chunk: it lands right after the block
+    pins.append(libc.malloc(256 << 10))
 peak = rss_mb()
 for p in big:
     libc.free(p)
@@ -45,7 +51,9 @@ print(json.dumps({"applied": applied, "grown_mb": peak - before, "kept_mb": rss_
 def run_python(code: str, **env_extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.update(env_extra)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -66,16 +74,23 @@ def test_limited_heap_returns_freed_big_blocks_and_default_keeps_them():
 @glibc_only
 @pytest.mark.parametrize("var", ["MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"])
 def test_user_malloc_settings_win(var):
-    code = "import json; from vsearcher_lite.runtime import limit_heap_growth; print(json.dumps({'applied': limit_heap_growth()}))"
-    assert run_python(code, **{var: "4" if var == "MALLOC_ARENA_MAX" else "65536"}) == {"applied": False}
+    code = (
+        "import json; from vsearcher_lite.runtime import limit_heap_growth; "
+        "print(json.dumps({'applied': limit_heap_growth()}))"
+    )
+    assert run_python(code, **{var: "4" if var == "MALLOC_ARENA_MAX" else "65536"}) == {
+        "applied": False
+    }
 
 
 def test_set_threads_sets_torch_threads_and_none_keeps_the_default():
-    code = ("import json, torch; from vsearcher_lite import runtime; d = torch.get_num_threads(); "
-            "kept = runtime.set_threads(None, limit_heap=False); untouched = runtime._applied; "
-            "one = runtime.set_threads(1); "
-            "print(json.dumps({'default': d, 'kept': kept, 'one': one, 'now': torch.get_num_threads(), "
-            "'untouched': untouched, 'applied': runtime._applied}))")
+    code = (
+        "import json, torch; from vsearcher_lite import runtime; d = torch.get_num_threads(); "
+        "kept = runtime.set_threads(None, limit_heap=False); untouched = runtime._applied; "
+        "one = runtime.set_threads(1); "
+        "print(json.dumps({'default': d, 'kept': kept, 'one': one, 'now': torch.get_num_threads(), "
+        "'untouched': untouched, 'applied': runtime._applied}))"
+    )
     got = run_python(code)
     assert got["kept"] == got["default"]
     assert got["one"] == 1 and got["now"] == 1
@@ -105,7 +120,10 @@ def test_heap_benchmark_scratch_copy_links_inputs_and_copies_what_grpo_writes(tm
     scratch.mkdir()
     bench.scratch_copy(run, scratch)
     assert (scratch / "sft").is_symlink() and (scratch / "sft" / "checkpoint").is_dir()
-    assert not (scratch / "eval").is_symlink() and (scratch / "eval" / "sft" / "results.jsonl").read_text() == "{}\n"
+    assert (
+        not (scratch / "eval").is_symlink()
+        and (scratch / "eval" / "sft" / "results.jsonl").read_text() == "{}\n"
+    )
     (scratch / "eval" / "rl").mkdir()
     (scratch / "run_manifest.json").write_text('{"changed": 1}')
     assert not (run / "eval" / "rl").exists() and (run / "run_manifest.json").read_text() == "{}"

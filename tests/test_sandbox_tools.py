@@ -43,7 +43,9 @@ def test_search_by_name_finds_the_article_first(small_world, backends):
 
 def test_distinctive_fact_queries_hit_at_5(small_world, backends):
     k = small_world.knowledge
-    queries = [(eid, distinctive_query(k, eid)) for eid in random.Random(2).sample(k.entity_ids(), 60)]
+    queries = [
+        (eid, distinctive_query(k, eid)) for eid in random.Random(2).sample(k.entity_ids(), 60)
+    ]
     queries = [(e, q) for e, q in queries if q]
     assert len(queries) >= 50
     hits = 0
@@ -60,12 +62,41 @@ def test_search_respects_k_and_returns_distinct_pages(backends):
     assert backends["text"].search("bridge", 0) == []
 
 
-ODD_QUERIES = ['"', '""', "NOT", "AND OR NOT", "(", ")", "*", "a:b", "-bridge", "NEAR(a b)", "title:x",
-               "'", "^", "bridge AND", "🙂 bridge", "", "   ", "?!", "x" * 500, "the of and", "c++ && ||",
-               'say "hello', "{}[]<>", "\\", "1874-1875", "Orsk's bridge", "%_%", "NULL", "rowid=1"]
+ODD_QUERIES = [
+    '"',
+    '""',
+    "NOT",
+    "AND OR NOT",
+    "(",
+    ")",
+    "*",
+    "a:b",
+    "-bridge",
+    "NEAR(a b)",
+    "title:x",
+    "'",
+    "^",
+    "bridge AND",
+    "🙂 bridge",
+    "",
+    "   ",
+    "?!",
+    "x" * 500,
+    "the of and",
+    "c++ && ||",
+    'say "hello',
+    "{}[]<>",
+    "\\",
+    "1874-1875",
+    "Orsk's bridge",
+    "%_%",
+    "NULL",
+    "rowid=1",
+]
 
 
-#: Odd queries whose words are in the 300-entity world: the operators and symbols around them are ignored.
+#: Odd queries whose words are in the 300-entity world: the operators and symbols around them are
+#: ignored.
 FINDS_BRIDGES = ("-bridge", "bridge AND", "🙂 bridge", "Orsk's bridge")
 
 
@@ -103,7 +134,9 @@ def test_query_terms_drop_stopwords_and_operators():
 
 def test_image_search_finds_perturbed_copies(small_world, backends, tmp_path):
     k = small_world.knowledge
-    stored = {r[0] for r in sqlite3.connect(small_world.db_path).execute("SELECT sha256 FROM images")}
+    stored = {
+        r[0] for r in sqlite3.connect(small_world.db_path).execute("SELECT sha256 FROM images")
+    }
     pictured = [e for e in k.entity_ids() if k.image(e) is not None]
     picked = random.Random(3).sample(pictured, 40)
     hits5 = 0
@@ -148,8 +181,12 @@ def test_reader_reads_articles_and_rejects_other_urls(small_world, backends):
     page = reader.read(e.url)
     assert page.title == e.name and page.paragraphs
     assert reader.read(e.url.replace("https://", "http://") + "/#top").url == e.url
-    for bad in ("https://wiki.sandbox.test/wiki/No_Such_Page", "https://example.com/page", "ftp://wiki.sandbox.test/x",
-                "wiki.sandbox.test/wiki/X"):
+    for bad in (
+        "https://wiki.sandbox.test/wiki/No_Such_Page",
+        "https://example.com/page",
+        "ftp://wiki.sandbox.test/x",
+        "wiki.sandbox.test/wiki/X",
+    ):
         with pytest.raises(ToolError) as info:
             reader.read(bad)
         assert bad in str(info.value)
@@ -160,15 +197,22 @@ def test_backends_accept_a_path(small_world):
     hits = SandboxTextSearch(small_world.root).search(entity.name, 1)
     assert [h.url for h in hits] == [entity.url]
     assert SandboxPageReader(str(small_world.root.parent)).read(entity.url).title == entity.name
-    assert len(SandboxImageSearch(small_world.root).ids) == len(sandbox_backends(small_world)["image"].ids) > 0
+    assert (
+        len(SandboxImageSearch(small_world.root).ids)
+        == len(sandbox_backends(small_world)["image"].ids)
+        > 0
+    )
 
 
 def test_summary_keeps_goal_sentences_in_page_order():
     page = PageContent(
-        url="https://wiki.sandbox.test/wiki/Orsk_Bridge", title="Orsk Bridge",
-        paragraphs=["The Orsk Bridge is a bridge in Orsk. Guided tours run on weekends.",
-                    "The bridge was designed by Pelorin Avast. It was built in 1874.",
-                    "Anglers like the river. The bridge is 120 m long."],
+        url="https://wiki.sandbox.test/wiki/Orsk_Bridge",
+        title="Orsk Bridge",
+        paragraphs=[
+            "The Orsk Bridge is a bridge in Orsk. Guided tours run on weekends.",
+            "The bridge was designed by Pelorin Avast. It was built in 1874.",
+            "Anglers like the river. The bridge is 120 m long.",
+        ],
     )
     s = ExtractiveSummariser(max_sentences=2)
     summary = s.summarise(page, "who designed the bridge and when was it built")
@@ -179,10 +223,17 @@ def test_summary_keeps_goal_sentences_in_page_order():
     assert "Anglers" not in summary
     lead_only = s.summarise(page, "zebra crossings")
     assert "The Orsk Bridge is a bridge in Orsk." in lead_only
-    long_page = PageContent(url="u", title="T", paragraphs=[" ".join(f"Bridge fact {i} is here." for i in range(400))])
-    capped = ExtractiveSummariser(max_sentences=50, max_chars=300).summarise(long_page, "bridge fact")
+    long_page = PageContent(
+        url="u", title="T", paragraphs=[" ".join(f"Bridge fact {i} is here." for i in range(400))]
+    )
+    capped = ExtractiveSummariser(max_sentences=50, max_chars=300).summarise(
+        long_page, "bridge fact"
+    )
     assert len(capped) <= 302 and capped.startswith("T\n")
-    assert ExtractiveSummariser().summarise(PageContent(url="u", title="Empty", paragraphs=[]), "x") == "Empty"
+    assert (
+        ExtractiveSummariser().summarise(PageContent(url="u", title="Empty", paragraphs=[]), "x")
+        == "Empty"
+    )
 
 
 def test_summariser_finds_facts_on_real_pages(small_world, backends):
@@ -192,7 +243,9 @@ def test_summariser_finds_facts_on_real_pages(small_world, backends):
         for f in k.facts(eid):
             if f.relation == "instance_of":
                 continue
-            summary = backends["summariser"].summarise(k.page(eid), f"the {f.label} of {k.entity(eid).name}")
+            summary = backends["summariser"].summarise(
+                k.page(eid), f"the {f.label} of {k.entity(eid).name}"
+            )
             n += 1
             found += f.value_text() in summary
     assert found / n >= 0.85
@@ -200,7 +253,10 @@ def test_summariser_finds_facts_on_real_pages(small_world, backends):
 
 def test_sentence_splitting_and_stemming():
     assert split_sentences("Avast & Co. built it. J. Orsk paid. It opened in 1874.") == [
-        "Avast & Co. built it.", "J. Orsk paid.", "It opened in 1874."]
+        "Avast & Co. built it.",
+        "J. Orsk paid.",
+        "It opened in 1874.",
+    ]
     assert split_sentences("It is 1.5 km long. Next.") == ["It is 1.5 km long.", "Next."]
     assert stem("designed") == stem("design") == "design"
     assert stem("bridges") == stem("bridge")
@@ -217,7 +273,9 @@ def test_compact_observations_are_shorter_and_unknown_styles_are_named(small_wor
     assert sum(map(len, short_snips)) < sum(map(len, long_snips))
     url = full["text"].search(query, k=1)[0].url
     page = full["reader"].read(url)
-    assert len(compact["summariser"].summarise(page, "history")) <= len(full["summariser"].summarise(page, "history"))
+    assert len(compact["summariser"].summarise(page, "history")) <= len(
+        full["summariser"].summarise(page, "history")
+    )
     assert len(compact["summariser"].summarise(page, "history").split("\n", 1)[1]) <= 360
     with pytest.raises(InputError, match="observation style 'tiny'"):
         observation_settings("tiny")

@@ -56,11 +56,20 @@ def test_malformed_env_line_is_named_without_echoing_it(tmp_path):
 def test_redact_masks_values_read_and_key_shapes(monkeypatch):
     monkeypatch.setenv("VSEARCHER_CHAT_API_KEY", "chat-key-0123456789")
     key = sec.get_secret("VSEARCHER_CHAT_API_KEY")
-    text = (f"POST https://api.example/v1?api_key=zzz999&q=cats Authorization: Bearer {key} "
-            f"x-goog-api-key: AIzaSyD0123456789abcdefghijklmnopqrstu https://user:pw123456@host.example/ "
-            f"and sk-proj-aaaaaaaaaaaaaaaaaaaaaaaa plus {key}")
+    text = (
+        f"POST https://api.example/v1?api_key=zzz999&q=cats Authorization: Bearer {key} "
+        f"x-goog-api-key: AIzaSyD0123456789abcdefghijklmnopqrstu "
+        f"https://user:pw123456@host.example/ "
+        f"and sk-proj-aaaaaaaaaaaaaaaaaaaaaaaa plus {key}"
+    )
     out = sec.redact(text)
-    for leaked in (key, "zzz999", "AIzaSyD0123456789abcdefghijklmnopqrstu", "pw123456", "sk-proj-aaaaaaaaaaaaaaaaaaaaaaaa"):
+    for leaked in (
+        key,
+        "zzz999",
+        "AIzaSyD0123456789abcdefghijklmnopqrstu",
+        "pw123456",
+        "sk-proj-aaaaaaaaaaaaaaaaaaaaaaaa",
+    ):
         assert leaked not in out, leaked
     assert "q=cats" in out and "host.example" in out  # the rest survives
 
@@ -83,6 +92,9 @@ def test_scan_for_secrets_finds_leaks_without_echoing_them(tmp_path):
     (run / "stage" / "log.jsonl").write_text('{"url": "https://x/?key=leaky-value-424242"}\n')
     (run / "cache.sqlite").write_bytes(b"\x00\x01leaky-value-424242\x00")
     leaks = sec.scan_for_secrets(run, ["leaky-value-424242"])
-    assert [line.split(":")[0] for line in leaks] == [str(run / "cache.sqlite"), str(run / "stage" / "log.jsonl")]
+    assert [line.split(":")[0] for line in leaks] == [
+        str(run / "cache.sqlite"),
+        str(run / "stage" / "log.jsonl"),
+    ]
     assert all("leaky-value-424242" not in line for line in leaks)
     assert sec.scan_for_secrets(run / "stage" / "metrics.json", ["leaky-value-424242"]) == []

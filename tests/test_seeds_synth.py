@@ -4,8 +4,8 @@ import csv
 import json
 
 import pytest
-
 from test_synth_support import copy_run, small_sandbox
+
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.synthesis.seeds import (
     POOLS,
@@ -21,7 +21,11 @@ from vsearcher_lite.world.model import Seed
 
 
 def test_split_counts_and_interleave_keep_the_mix():
-    assert split_counts(100, {"easy": 4, "medium": 3, "hard": 3}) == {"easy": 40, "medium": 30, "hard": 30}
+    assert split_counts(100, {"easy": 4, "medium": 3, "hard": 3}) == {
+        "easy": 40,
+        "medium": 30,
+        "hard": 30,
+    }
     assert sum(split_counts(11, {"a": 1, "b": 1, "c": 1}).values()) == 11
     seq = interleave({"easy": 4, "medium": 3, "hard": 3})
     assert sorted(seq) == sorted(["easy"] * 4 + ["medium"] * 3 + ["hard"] * 3)
@@ -67,7 +71,10 @@ def test_seeds_stage_on_the_sandbox(tmp_path_factory, tmp_path):
     assert len({r["id"] for r in records}) == len(records)
     # the thresholds hold, and they select a minority of the pictured non-person entities
     for r in records:
-        assert r["sitelinks"] <= metrics["sitelinks_max"] and r["statements"] >= metrics["statements_min"]
+        assert (
+            r["sitelinks"] <= metrics["sitelinks_max"]
+            and r["statements"] >= metrics["statements_min"]
+        )
     assert 0 < metrics["selected_share_of_eligible"] < 0.5
     with open(run / "seeds" / "population.csv") as fh:
         rows = list(csv.DictReader(fh))

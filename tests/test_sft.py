@@ -1,4 +1,5 @@
-"""SFT on teacher trajectories: what is trained, the answer weighting, the schedule, short real runs.
+"""SFT on teacher trajectories: what is trained, the answer weighting, the schedule, short real
+runs.
 
 Every run here trains the shipped tiny base for one or two steps on hand-made trajectories
 (about 150 tokens each), so the file takes seconds, not minutes.
@@ -26,14 +27,13 @@ from vsearcher_lite.training.data import (
     decode_trained,
     load_sft_records,
     make_collator,
+    rendered_lengths,
     tag_ids,
     to_dataset,
-    rendered_lengths,
     trained_spans,
 )
 from vsearcher_lite.training.sft import first_last
 from vsearcher_lite.training.sft_trainer import run_progress, schedule_factor, stop_rule
-
 
 # ---------------------------------------------------------------------------------------------
 # Hand-made trajectories in the TRL export format
@@ -47,12 +47,21 @@ def _image(path: Path, colour=(200, 40, 40)) -> str:
 
 
 def trl_record(image: str, name: str, year: str) -> dict:
-    """One accepted trajectory as ``agent.export.to_trl_record`` writes it: parts, placeholders, paths."""
-    messages = initial_messages("In which year was the bridge in the image built?", image, variant="compact",
-                                today="2025-09-01")
+    """One accepted trajectory as ``agent.export.to_trl_record`` writes it: parts, placeholders,
+    paths."""
+    messages = initial_messages(
+        "In which year was the bridge in the image built?",
+        image,
+        variant="compact",
+        today="2025-09-01",
+    )
     turns = [
-        format_assistant_turn("I should find out which bridge this is.", tool_call=("image_search", {})),
-        format_assistant_turn(f"The image shows {name}.", tool_call=("text_search", {"query": f"{name} built"})),
+        format_assistant_turn(
+            "I should find out which bridge this is.", tool_call=("image_search", {})
+        ),
+        format_assistant_turn(
+            f"The image shows {name}.", tool_call=("text_search", {"query": f"{name} built"})
+        ),
         format_assistant_turn(f"The page says {name} was built in {year}.", answer=year),
     ]
     observations = [f"1. {name}\n2. Other Bridge", f"1. {name}: {name} was built in {year}."]
@@ -66,9 +75,15 @@ def trl_record(image: str, name: str, year: str) -> dict:
         c = m["content"]
         if isinstance(c, str):
             return [{"type": "text", "text": c}]
-        return [{"type": "image"} if p["type"] == "image" else {"type": "text", "text": p["text"]} for p in c]
+        return [
+            {"type": "image"} if p["type"] == "image" else {"type": "text", "text": p["text"]}
+            for p in c
+        ]
 
-    return {"messages": [{"role": m["role"], "content": parts(m)} for m in messages], "images": [image]}
+    return {
+        "messages": [{"role": m["role"], "content": parts(m)} for m in messages],
+        "images": [image],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +95,19 @@ def base():
 
 
 def write_train_file(folder):
-    """Four one-image trajectories in TRL's format, ``folder/sft_trl.jsonl`` (also used by the GPU tests)."""
-    rows = [trl_record(_image(folder / f"q{i}.png", (40 * i, 80, 120)), name, year)
-            for i, (name, year) in enumerate([("Garnound Bridge", "1874"), ("Trel Bridge", "1912"),
-                                              ("Stel Bridge", "1755"), ("Gaon Bridge", "1990")])]
+    """Four one-image trajectories in TRL's format, ``folder/sft_trl.jsonl`` (also used by the GPU
+    tests)."""
+    rows = [
+        trl_record(_image(folder / f"q{i}.png", (40 * i, 80, 120)), name, year)
+        for i, (name, year) in enumerate(
+            [
+                ("Garnound Bridge", "1874"),
+                ("Trel Bridge", "1912"),
+                ("Stel Bridge", "1755"),
+                ("Gaon Bridge", "1990"),
+            ]
+        )
+    ]
     path = folder / "sft_trl.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -108,16 +132,32 @@ def test_trained_tokens_are_exactly_the_assistant_turns(base, train_file):
     batch = make_collator(processor)([to_dataset(records)[i] for i in range(2)])
     assert "pixel_values" in batch and batch["input_ids"].shape == batch["labels"].shape
     for row in range(2):
-        trained = decode_trained(processor.tokenizer, batch["input_ids"][row].tolist(), batch["labels"][row].tolist())
+        trained = decode_trained(
+            processor.tokenizer, batch["input_ids"][row].tolist(), batch["labels"][row].tolist()
+        )
         expected = [t + "<|im_end|>" for t in assistant_texts(records[row])]
         assert [t.rstrip("\n") for t in trained] == expected
         # Nothing of the system prompt, the question, the image or the tool responses is trained.
         joined = "".join(trained)
-        assert "<tool_response>" not in joined and "<|image_pad|>" not in joined and "search agent" not in joined
+        assert (
+            "<tool_response>" not in joined
+            and "<|image_pad|>" not in joined
+            and "search agent" not in joined
+        )
         # and the masked part does hold them (the mask is not trivially everything).
-        n_image = int((batch["input_ids"][row] == processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")).sum())
-        assert n_image > 0 and all(batch["labels"][row][batch["input_ids"][row] ==
-                                                        processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")] == -100)
+        n_image = int(
+            (
+                batch["input_ids"][row]
+                == processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+            ).sum()
+        )
+        assert n_image > 0 and all(
+            batch["labels"][row][
+                batch["input_ids"][row]
+                == processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+            ]
+            == -100
+        )
 
 
 def test_fast_assistant_masks_equal_transformers_own(base, train_file, monkeypatch):
@@ -125,12 +165,18 @@ def test_fast_assistant_masks_equal_transformers_own(base, train_file, monkeypat
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
 
     _, processor = base
-    assert type(processor)._adjust_assistant_masks_indices is not Qwen3VLProcessor._adjust_assistant_masks_indices
+    assert (
+        type(processor)._adjust_assistant_masks_indices
+        is not Qwen3VLProcessor._adjust_assistant_masks_indices
+    )
     records = load_sft_records(train_file)
     items = [to_dataset(records)[i] for i in range(3)]
     fast = make_collator(processor)(items)
-    monkeypatch.setattr(type(processor), "_adjust_assistant_masks_indices",
-                        Qwen3VLProcessor._adjust_assistant_masks_indices)
+    monkeypatch.setattr(
+        type(processor),
+        "_adjust_assistant_masks_indices",
+        Qwen3VLProcessor._adjust_assistant_masks_indices,
+    )
     slow = make_collator(processor)(items)
     assert (fast["labels"] != -100).sum() > 0
     assert fast["labels"].tolist() == slow["labels"].tolist()
@@ -138,7 +184,8 @@ def test_fast_assistant_masks_equal_transformers_own(base, train_file, monkeypat
 
 
 def test_rendered_lengths_equal_the_collated_lengths(base, train_file, tmp_path):
-    """The fast length (no pixels processed) is what the collator really builds, images of any size."""
+    """The fast length (no pixels processed) is what the collator really builds, images of any
+    size."""
     _, processor = base
     records = load_sft_records(train_file)
     wide = dict(records[0], images=[_image(tmp_path / "wide.png")])
@@ -167,7 +214,8 @@ def test_measuring_a_trajectory_longer_than_the_model_raises_no_warning(base, tr
 
 
 def first_collated(base, train_file):
-    """The tokenizer, and the ids and labels the collator makes of the training file's first record."""
+    """The tokenizer, and the ids and labels the collator makes of the training file's first
+    record."""
     processor = base[1]
     batch = make_collator(processor)([to_dataset(load_sft_records(train_file))[0]])
     return processor.tokenizer, batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
@@ -175,32 +223,50 @@ def first_collated(base, train_file):
 
 def test_answer_weights_fall_on_the_answer_and_its_statement(base, train_file):
     tok, ids, labels = first_collated(base, train_file)
-    weights = answer_token_weights(labels, tag_ids(tok, "<answer>"), tag_ids(tok, "</answer>"), 10.0)
+    weights = answer_token_weights(
+        labels, tag_ids(tok, "<answer>"), tag_ids(tok, "</answer>"), 10.0
+    )
     heavy = [i for i, w in enumerate(weights) if w == 10.0]
     # "1874" is one token: once in <think>, once in <answer>.
     assert [tok.decode([ids[i]]) for i in heavy] == ["1874", "1874"]
     assert all(w == 0.0 for w, x in zip(weights, labels) if x == -100)
-    assert answer_token_weights(labels, tag_ids(tok, "<answer>"), tag_ids(tok, "</answer>"), 1.0) == \
-        [0.0 if x == -100 else 1.0 for x in labels]
+    assert answer_token_weights(
+        labels, tag_ids(tok, "<answer>"), tag_ids(tok, "</answer>"), 1.0
+    ) == [0.0 if x == -100 else 1.0 for x in labels]
 
 
 def test_copy_weights_fall_on_copied_names_never_on_markup(base, train_file):
     tok, ids, labels = first_collated(base, train_file)
     weights = copy_token_weights(ids, labels, 3.0)
     heavy = "".join(tok.decode([ids[i]]) for i, w in enumerate(weights) if w == 3.0)
-    assert "Garnound" in heavy or "ound" in heavy  # the bridge's name, copied from the tool response
-    markup = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>", "<|im_end|>"}
+    # the bridge's name, copied from the tool response
+    assert "Garnound" in heavy or "ound" in heavy
+    markup = {
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<answer>",
+        "</answer>",
+        "<|im_end|>",
+    }
     assert not any(tok.decode([ids[i]]) in markup for i, w in enumerate(weights) if w == 3.0)
     assert all(w == 0.0 for w, x in zip(weights, labels) if x == -100)
     assert copy_token_weights(ids, labels, 1.0) == [0.0 if x == -100 else 1.0 for x in labels]
 
 
 def test_answer_weights_by_hand():
-    # open=1, close=2; answer [7, 8]; an earlier "7 8" in a trained span counts, a masked one does not.
+    # open=1, close=2; answer [7, 8]; an earlier "7 8" in a trained span counts, a masked one does
+    # not.
     labels = [-100, 7, 8, 3, 1, 7, 8, 2, -100]
     assert answer_token_weights(labels, [1], [2], 5.0) == [0, 5, 5, 1, 1, 5, 5, 1, 0]
     assert answer_token_weights([7, 8, -100, 1, 7, 8, 2], [1], [2], 5.0) == [5, 5, 0, 1, 5, 5, 1]
-    assert answer_token_weights([1, 7, 8], [1], [2], 5.0) == [1, 1, 1]  # an unclosed answer is not weighted
+    # an unclosed answer is not weighted
+    assert answer_token_weights([1, 7, 8], [1], [2], 5.0) == [
+        1,
+        1,
+        1,
+    ]
 
 
 def test_balanced_eval_selection_keeps_the_mix():
@@ -226,10 +292,12 @@ def test_schedule_walks_by_steps_or_time():
     assert run_progress(5, 10, 90.0, 100.0) == 0.9
     assert run_progress(50, 10, 0.0, 100.0) == 1.0
     assert first_last([None, None]) == (None, None)
-    # a floor of 200 steps on a machine that spent its 60 s budget in 30 steps: the schedule spans the floor
+    # a floor of 200 steps on a machine that spent its 60 s budget in 30 steps: the schedule spans
+    # the floor
     assert run_progress(30, 1000, 60.0, 60.0, min_steps=200) == pytest.approx(0.15)
     assert run_progress(200, 1000, 400.0, 60.0, min_steps=200) == 1.0
-    assert run_progress(300, 1000, 60.0, 60.0, min_steps=200) == 1.0  # faster than the floor: as without it
+    # faster than the floor: as without it
+    assert run_progress(300, 1000, 60.0, 60.0, min_steps=200) == 1.0
 
 
 def test_the_step_floor_outlasts_the_time_budget():
@@ -238,7 +306,12 @@ def test_the_step_floor_outlasts_the_time_budget():
 
     from vsearcher_lite.training.sft_trainer import sft_trainer_classes
 
-    assert [stop_rule(s, 61.0, 60.0, min_steps=3) for s in (1, 2, 3, 4)] == ["floor", "floor", "time", "time"]
+    assert [stop_rule(s, 61.0, 60.0, min_steps=3) for s in (1, 2, 3, 4)] == [
+        "floor",
+        "floor",
+        "time",
+        "time",
+    ]
     assert stop_rule(1, 59.0, 60.0, min_steps=3) == "go" and stop_rule(1, 61.0, 60.0) == "time"
     _, LossLog = sft_trainer_classes()
     messages: list[str] = []
@@ -251,12 +324,18 @@ def test_the_step_floor_outlasts_the_time_budget():
         stops.append(control.should_training_stop)
     assert stops == [False, False, True]
     assert callback.stopped_by == "min_steps" and callback.over_budget_at == 1
-    assert len(messages) == 1 and "spent after 1 steps" in messages[0] and "floor of 3 steps" in messages[0]
+    assert (
+        len(messages) == 1
+        and "spent after 1 steps" in messages[0]
+        and "floor of 3 steps" in messages[0]
+    )
     plain = LossLog(lambda: None, budget_s=0.5, progress=False, log=messages.append)
     plain.start = time.perf_counter() - 1.0
     control = SimpleNamespace(should_training_stop=False)
     plain.on_step_end(None, SimpleNamespace(global_step=1), control)
-    assert control.should_training_stop and plain.stopped_by == "time" and plain.over_budget_at is None
+    assert (
+        control.should_training_stop and plain.stopped_by == "time" and plain.over_budget_at is None
+    )
 
 
 def test_bad_records_name_their_line(tmp_path, train_file):
@@ -280,16 +359,38 @@ def test_bad_records_name_their_line(tmp_path, train_file):
 
 def test_profile_presets():
     cpu = SFTConfig.for_profile("cpu")
-    assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == ("full", "float32", False, 10.0)
+    assert (cpu.method, cpu.dtype, cpu.gradient_checkpointing, cpu.answer_weight) == (
+        "full",
+        "float32",
+        False,
+        10.0,
+    )
     assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
-    assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None and cpu.eval.repeat_guard == 0
+    assert (
+        cpu.init_markup_embeddings
+        and cpu.minutes <= 3
+        and cpu.base is None
+        and cpu.eval.repeat_guard == 0
+    )
     assert cpu.min_steps == 200 and SFTConfig.for_profile("single_gpu").min_steps == 0
     multi = SFTConfig.for_profile("multi_gpu")
-    assert (multi.learning_rate, multi.epochs, multi.max_length, multi.batch_size, multi.grad_accum) == (1e-5, 5.0, 20480, 1, 2)
-    assert (multi.scheduler, multi.warmup_ratio, multi.freeze_vision, multi.dtype) == ("cosine", 0.1, True, "bfloat16")
+    assert (
+        multi.learning_rate,
+        multi.epochs,
+        multi.max_length,
+        multi.batch_size,
+        multi.grad_accum,
+    ) == (1e-5, 5.0, 20480, 1, 2)
+    assert (multi.scheduler, multi.warmup_ratio, multi.freeze_vision, multi.dtype) == (
+        "cosine",
+        0.1,
+        True,
+        "bfloat16",
+    )
     single = SFTConfig.for_profile("single_gpu", method="qlora")
     assert single.method == "qlora" and single.dtype == "bfloat16"
-    assert SFTConfig.for_profile("cpu", answer_weight=None).answer_weight == 10.0  # None means "the preset's"
+    # None means "the preset's"
+    assert SFTConfig.for_profile("cpu", answer_weight=None).answer_weight == 10.0
     assert SFTConfig.for_profile("cpu", answer_weight=1).answer_weight == 1
     with pytest.raises(TypeError, match="unknown SFT setting"):
         SFTConfig.for_profile("cpu", lerning_rate=1.0)
@@ -302,7 +403,8 @@ def test_repeat_guard_reaches_every_evaluation_episode():
     assert off.sampling("t1").to_kwargs().get("repeat_guard") is None
     on = SFTConfig.for_profile("cpu", eval_repeat_guard=3).eval_config()
     assert on.repeat_guard == 3 and on.sampling("t1").to_kwargs()["repeat_guard"] == 3
-    assert on.result_settings()["repeat_guard"] == 3  # stored results of the other setting are not reused
+    # stored results of the other setting are not reused
+    assert on.result_settings()["repeat_guard"] == 3
     with pytest.raises(ValueError, match="eval_repeat_guard"):
         SFTConfig.for_profile("cpu", eval_repeat_guard=-1)
 
@@ -328,8 +430,17 @@ def test_cli_rejects_bad_settings_in_one_line(tmp_path, capsys):
 
 
 def short_config(train_file: Path, **overrides) -> SFTConfig:
-    settings = dict(max_steps=2, minutes=None, batch_size=2, evaluate=False, progress=False, train_file=str(train_file),
-                    threads=None, answer_weight=10.0)  # the weighted loss path, with its answer_ce column
+    # the weighted loss path, with its answer_ce column
+    settings = dict(
+        max_steps=2,
+        minutes=None,
+        batch_size=2,
+        evaluate=False,
+        progress=False,
+        train_file=str(train_file),
+        threads=None,
+        answer_weight=10.0,
+    )
     settings.update(overrides)
     return SFTConfig.for_profile("cpu", **settings)
 
@@ -381,8 +492,13 @@ def test_lora_run_saves_adapter_and_merged_checkpoint(tmp_path, train_file):
     from vsearcher_lite.training.sft import run_sft
 
     run = tmp_path / "run"
-    m = run_sft(run, short_config(train_file, method="lora", lora_r=4, lora_alpha=8, learning_rate=1e-2, max_steps=1),
-                log=lambda s: None)
+    m = run_sft(
+        run,
+        short_config(
+            train_file, method="lora", lora_r=4, lora_alpha=8, learning_rate=1e-2, max_steps=1
+        ),
+        log=lambda s: None,
+    )
     full = sum(p.numel() for p in load_base()[0].parameters())
     assert 0 < m["trainable_parameters"] < full / 10
     assert (run / "sft" / "adapter" / "adapter_config.json").is_file()
@@ -415,8 +531,13 @@ def test_qlora_run_on_cpu(tmp_path, train_file):
     from vsearcher_lite.training.sft import run_sft
 
     run = tmp_path / "run"
-    m = run_sft(run, short_config(train_file, method="qlora", lora_r=4, lora_alpha=8, learning_rate=1e-2, max_steps=1),
-                log=lambda s: None)
+    m = run_sft(
+        run,
+        short_config(
+            train_file, method="qlora", lora_r=4, lora_alpha=8, learning_rate=1e-2, max_steps=1
+        ),
+        log=lambda s: None,
+    )
     assert m["steps"] == 1 and m["train_loss_last"] > 0
     assert (run / "sft" / "adapter" / "adapter_model.safetensors").is_file()
     model, _ = load_base(run / "sft" / "checkpoint")
@@ -433,9 +554,22 @@ def test_single_gpu_paths_on_cuda(tmp_path, train_file, method):
     from vsearcher_lite.model.tiny import default_base_dir
     from vsearcher_lite.training.sft import run_sft
 
-    cfg = SFTConfig.for_profile("single_gpu", base=str(default_base_dir()), method=method, max_steps=3, batch_size=2, grad_accum=1,
-                                evaluate=False, progress=False, train_file=str(train_file), max_length=2048,
-                                gradient_checkpointing=False, init_markup_embeddings=True, lora_r=4, lora_alpha=8)
+    cfg = SFTConfig.for_profile(
+        "single_gpu",
+        base=str(default_base_dir()),
+        method=method,
+        max_steps=3,
+        batch_size=2,
+        grad_accum=1,
+        evaluate=False,
+        progress=False,
+        train_file=str(train_file),
+        max_length=2048,
+        gradient_checkpointing=False,
+        init_markup_embeddings=True,
+        lora_r=4,
+        lora_alpha=8,
+    )
     m = run_sft(tmp_path / "run", cfg, log=print)
     assert m["steps"] == 3 and m["train_loss_last"] > 0
     print(f"[gpu] {method}: {m['seconds_per_step']} s/step")
@@ -472,8 +606,14 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
     assert [p.name for p in (run / "sft" / "trainer").glob("checkpoint-*")] == ["checkpoint-4"]
     assert not (run / "sft" / "checkpoint").exists()
 
-    with pytest.raises(InputError, match="answer_weight=10.0"):  # other settings never continue this run
-        sft.run_sft(run, short_config(train_file, max_steps=6, save_every=2, answer_weight=1.0), log=lambda s: None)
+    with pytest.raises(
+        InputError, match="answer_weight=10.0"
+    ):  # other settings never continue this run
+        sft.run_sft(
+            run,
+            short_config(train_file, max_steps=6, save_every=2, answer_weight=1.0),
+            log=lambda s: None,
+        )
 
     messages: list[str] = []
     m = sft.run_sft(run, config, log=messages.append)
@@ -482,7 +622,10 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
     whole, resumed = sft.read_loss_curve(tmp_path / "whole"), sft.read_loss_curve(run)
     assert [r["step"] for r in resumed] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert [r["loss"] for r in resumed] == pytest.approx([r["loss"] for r in whole], rel=1e-4)
-    a, b = _weights(load_base(tmp_path / "whole" / "sft" / "checkpoint")[0]), _weights(load_base(run / "sft" / "checkpoint")[0])
+    a, b = (
+        _weights(load_base(tmp_path / "whole" / "sft" / "checkpoint")[0]),
+        _weights(load_base(run / "sft" / "checkpoint")[0]),
+    )
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     assert not (run / "sft" / "trainer").exists()
 

@@ -1,4 +1,5 @@
-"""The LLM writer: parsing, validation, retries and counted failures, with scripted and served replies."""
+"""The LLM writer: parsing, validation, retries and counted failures, with scripted and served
+replies."""
 
 import json
 import random
@@ -6,15 +7,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from servers import MisbehavingServer, ReplayChatServer
 from test_synth_support import tiny_world
+
 from vsearcher_lite.chat import OpenAIChat, ScriptedChat, message_text
 from vsearcher_lite.runio import read_jsonl
 from vsearcher_lite.synthesis.inject import InjectConfig, run_inject_text
-from vsearcher_lite.synthesis.synthesizer import Synthesizer, TaskDropped
 from vsearcher_lite.synthesis.llm_writer import LLMWriter, cut_page, parse_qa_json
 from vsearcher_lite.synthesis.seeds import SeedConfig
+from vsearcher_lite.synthesis.synthesizer import Synthesizer, TaskDropped
 from vsearcher_lite.synthesis.writer import WriterError
 
 QA = '```json\n{"question": "Who designed the Orsk Bridge?", "answer": "Ilsa Maren"}\n```'
@@ -41,8 +42,14 @@ def kind_of(messages) -> str:
 
 def scripted(**overrides):
     """A chat that answers each operation; ``overrides[op]`` is a list of replies used first."""
-    default = {"qa": QA, "pick": "Orsk Bridge", "fact": FACT, "rewrite": REWRITE, "critical": "Drun River",
-               "image": IMAGE_REWRITE}
+    default = {
+        "qa": QA,
+        "pick": "Orsk Bridge",
+        "fact": FACT,
+        "rewrite": REWRITE,
+        "critical": "Drun River",
+        "image": IMAGE_REWRITE,
+    }
     queues = {k: list(v) for k, v in overrides.items()}
 
     def reply(messages):
@@ -72,9 +79,17 @@ def build(world, chat, tmp_path, n_rounds=1, max_attempts=3):
 
 
 def test_parse_qa_json_tolerates_fences_and_prose():
-    assert parse_qa_json('Sure! Here you go: {"question": "Q?", "answer": 1874} Hope it helps.') == {"question": "Q?", "answer": "1874"}
+    assert parse_qa_json(
+        'Sure! Here you go: {"question": "Q?", "answer": 1874} Hope it helps.'
+    ) == {"question": "Q?", "answer": "1874"}
     assert parse_qa_json(QA)["answer"] == "Ilsa Maren"
-    for bad in ("no json here", '{"question": "Q?"}', '{"question": "Q?", "answer": ""}', '["a"]', '{"question": "Q?", answer: x}'):
+    for bad in (
+        "no json here",
+        '{"question": "Q?"}',
+        '{"question": "Q?", "answer": ""}',
+        '["a"]',
+        '{"question": "Q?", answer: x}',
+    ):
         with pytest.raises(WriterError):
             parse_qa_json(bad)
 
@@ -121,8 +136,12 @@ def test_unknown_page_moves_to_another_entity(world, tmp_path):
     def pick(messages):  # picks Lake Zog until told not to
         return "Orsk Bridge" if '"Lake Zog"' in message_text(messages[0]) else "Lake Zog"
 
-    chat = scripted(qa=[qa], pick=[pick, pick], rewrite=[rewrite],
-                    image=["Who designed the bridge that crosses the river shown in the image near Lake Zog?"])
+    chat = scripted(
+        qa=[qa],
+        pick=[pick, pick],
+        rewrite=[rewrite],
+        image=["Who designed the bridge that crosses the river shown in the image near Lake Zog?"],
+    )
     task, _ = build(world, chat, tmp_path)
     assert task.rounds[0].entity == "Orsk Bridge"
 
@@ -135,7 +154,9 @@ def test_leaking_rewrites_are_rejected(world, tmp_path):
     assert info.value.reason == "answer_leaked"
     # a leak once, then a clean rewrite: retried and kept
     task, writer = build(world, scripted(rewrite=[leak]), tmp_path)
-    assert task.rounds[0].question_after == REWRITE and writer.stats["problems"] == {"answer_leaked": 1}
+    assert task.rounds[0].question_after == REWRITE and writer.stats["problems"] == {
+        "answer_leaked": 1
+    }
 
 
 def test_image_rewrite_must_mention_the_image(world, tmp_path):
@@ -152,8 +173,15 @@ def served_replies():
 def test_openai_server_500_then_success(world, tmp_path):
     replies = [{"status": 500}] + served_replies()
     with ReplayChatServer(replies) as server:
-        chat = OpenAIChat("writer-model", server.base_url, api_key="test-key", max_retries=3, backoff_base=0.01,
-                          sleep=lambda s: None, timeout=5)
+        chat = OpenAIChat(
+            "writer-model",
+            server.base_url,
+            api_key="test-key",
+            max_retries=3,
+            backoff_base=0.01,
+            sleep=lambda s: None,
+            timeout=5,
+        )
         task, _ = build(world, chat, tmp_path)
         first = server.requests[1]["json"]
     assert task.question == IMAGE_REWRITE
@@ -163,7 +191,15 @@ def test_openai_server_500_then_success(world, tmp_path):
 
 def test_openai_server_errors_become_counted_reasons(world, tmp_path):
     with ReplayChatServer([{"status": 500}] * 20) as server:
-        chat = OpenAIChat("m", server.base_url, api_key="k", max_retries=1, backoff_base=0.01, sleep=lambda s: None, timeout=5)
+        chat = OpenAIChat(
+            "m",
+            server.base_url,
+            api_key="k",
+            max_retries=1,
+            backoff_base=0.01,
+            sleep=lambda s: None,
+            timeout=5,
+        )
         with pytest.raises(TaskDropped) as info:
             build(world, chat, tmp_path, max_attempts=2)
     assert info.value.reason == "chat_error"
@@ -171,8 +207,15 @@ def test_openai_server_errors_become_counted_reasons(world, tmp_path):
 
 def test_openai_timeout_is_dropped_quickly(world, tmp_path):
     with MisbehavingServer(["hang"], then="hang", hang_s=5) as server:
-        chat = OpenAIChat("m", server.url + "/v1", api_key="k", max_retries=0, timeout=0.3, total_timeout=1.0,
-                          sleep=lambda s: None)
+        chat = OpenAIChat(
+            "m",
+            server.url + "/v1",
+            api_key="k",
+            max_retries=0,
+            timeout=0.3,
+            total_timeout=1.0,
+            sleep=lambda s: None,
+        )
         start = time.perf_counter()
         with pytest.raises(TaskDropped) as info:
             build(world, chat, tmp_path, max_attempts=2)
@@ -200,14 +243,28 @@ def test_stage_with_llm_writer_counts_failures(world, tmp_path):
         return q.split("about ", 1)[0] + "about the place described in the old records?"
 
     chat = scripted(qa=[qa] * 100, pick=[pick] * 100, rewrite=[rewrite] * 100)
-    config = InjectConfig(n_train=5, n_heldout=1, n_exam=1, exam_rounds=1, rounds={"easy": 1, "medium": 1, "hard": 1},
-                          concurrency=4, progress=False)
-    metrics = run_inject_text(tmp_path / "run", config, source=world, writer=LLMWriter(chat),
-                              seed_config=SeedConfig(sitelinks_max=5, statements_min=5))
+    config = InjectConfig(
+        n_train=5,
+        n_heldout=1,
+        n_exam=1,
+        exam_rounds=1,
+        rounds={"easy": 1, "medium": 1, "hard": 1},
+        concurrency=4,
+        progress=False,
+    )
+    metrics = run_inject_text(
+        tmp_path / "run",
+        config,
+        source=world,
+        writer=LLMWriter(chat),
+        seed_config=SeedConfig(sitelinks_max=5, statements_min=5),
+    )
     failed = list(read_jsonl(tmp_path / "run" / "inject-text" / "failed.jsonl"))
     assert metrics["failed_reasons"] == {"malformed_json": len(failed)} and len(failed) >= 1
     assert metrics["n_tasks"] + metrics["n_failed"] == 7
-    assert metrics["answer_invariance_rate"] is None and metrics["n_unchecked"] == metrics["n_tasks"]
+    assert (
+        metrics["answer_invariance_rate"] is None and metrics["n_unchecked"] == metrics["n_tasks"]
+    )
     assert metrics["writer_stats"]["failures"] == {"initial_qa:malformed_json": len(failed)}
 
 
@@ -230,20 +287,28 @@ def mock_client(routes):
         status, body, ctype = routes.get(str(request.url), (404, b"not found", "text/plain"))
         return httpx.Response(status, content=body, headers={"Content-Type": ctype})
 
-    return HttpClient("test-images", transport=httpx.MockTransport(handler), max_retries=0, sleep=lambda s: None)
+    return HttpClient(
+        "test-images", transport=httpx.MockTransport(handler), max_retries=0, sleep=lambda s: None
+    )
 
 
 def test_live_images_are_downloaded_checked_and_perturbed(world, tmp_path):
     from vsearcher_lite.synthesis.images import ImageDownloadError, download_image
 
     url = "https://upload.wikimedia.test/drun.png"
-    client = mock_client({url: (200, png_bytes(), "image/png"),
-                          "https://upload.wikimedia.test/page.png": (200, b"<html>nope</html>", "text/html")})
+    client = mock_client(
+        {
+            url: (200, png_bytes(), "image/png"),
+            "https://upload.wikimedia.test/page.png": (200, b"<html>nope</html>", "text/html"),
+        }
+    )
     assert download_image(url, tmp_path / "a.png", client=client).read_bytes() == png_bytes()
     with pytest.raises(ImageDownloadError, match="not an image"):
         download_image("https://upload.wikimedia.test/page.png", tmp_path / "b.png", client=client)
     with pytest.raises(ImageDownloadError, match="missing.png"):
-        download_image("https://upload.wikimedia.test/missing.png", tmp_path / "c.png", client=client)
+        download_image(
+            "https://upload.wikimedia.test/missing.png", tmp_path / "c.png", client=client
+        )
     assert not (tmp_path / "b.png").exists() and not (tmp_path / "c.png").exists()
 
     # image injection with a URL picture: the question image is a local perturbed copy
@@ -254,7 +319,11 @@ def test_live_images_are_downloaded_checked_and_perturbed(world, tmp_path):
     assert task.image.source_image == url and Path(task.image_path).is_file()
     world._images["V1"] = "https://upload.wikimedia.test/page.png"
     with pytest.raises(TaskDropped) as info:
-        synth.image_task(synth.text_task(seed(world), "train", "easy", 1, random.Random(0)), random.Random(1), tmp_path / "i2")
+        synth.image_task(
+            synth.text_task(seed(world), "train", "easy", 1, random.Random(0)),
+            random.Random(1),
+            tmp_path / "i2",
+        )
     assert info.value.reason == "image_unreadable"
 
 
@@ -276,13 +345,38 @@ def fake_llm(body):
 
 def test_cli_llm_writer_against_a_served_model(tmp_path_factory, tmp_path):
     from test_synth_support import copy_run, small_sandbox
+
     from vsearcher_lite.cli import main
 
     run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
     with ReplayChatServer([fake_llm] * 100) as server:
-        code = main(["inject-text", "--run-dir", str(run), "--writer", "llm", "--chat", f"openai:writer@{server.base_url}",
-                     "--n-train", "2", "--n-heldout", "0", "--n-exam", "0", "--mix", "1:0:0", "--concurrency", "2",
-                     "--onehop-train", "0", "--onehop-heldout", "0", "--warmup-levels", "none"])
+        code = main(
+            [
+                "inject-text",
+                "--run-dir",
+                str(run),
+                "--writer",
+                "llm",
+                "--chat",
+                f"openai:writer@{server.base_url}",
+                "--n-train",
+                "2",
+                "--n-heldout",
+                "0",
+                "--n-exam",
+                "0",
+                "--mix",
+                "1:0:0",
+                "--concurrency",
+                "2",
+                "--onehop-train",
+                "0",
+                "--onehop-heldout",
+                "0",
+                "--warmup-levels",
+                "none",
+            ]
+        )
         n_requests = len(server.requests)
     assert code == 0
     metrics = json.loads((run / "inject-text" / "metrics.json").read_text())

@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from test_synth_support import copy_run, small_sandbox
+
 from vsearcher_lite.cli import main
 from vsearcher_lite.runio import InputError, read_jsonl
 from vsearcher_lite.synthesis.inject import InjectConfig, index_for, run_inject_text
@@ -29,7 +29,9 @@ def metrics(run, stage):
 
 
 def test_every_stage_writes_its_metrics(pipeline_run):
-    seeds, text, image, filt = (metrics(pipeline_run, s) for s in ("seeds", "inject-text", "inject-image", "filter"))
+    seeds, text, image, filt = (
+        metrics(pipeline_run, s) for s in ("seeds", "inject-text", "inject-image", "filter")
+    )
     assert seeds["n_seeds"] > 0
     assert text["answer_invariance_rate"] == 1.0 and text["n_invariance_checked"] == text["n_tasks"]
     assert image["answer_invariance_rate"] == 1.0
@@ -50,9 +52,15 @@ def test_kept_files_follow_the_labels(pipeline_run):
     labeled = list(read_jsonl(out / "labeled.jsonl"))
     kept_ids = {t["id"] for t in labeled if all(v is False for v in t["filters"].values())}
     written = {}
-    for name, split in (("train", "train"), ("rl_tasks", "train"), ("heldout", "heldout"), ("exam", "exam")):
+    for name, split in (
+        ("train", "train"),
+        ("rl_tasks", "train"),
+        ("heldout", "heldout"),
+        ("exam", "exam"),
+    ):
         for t in read_jsonl(out / f"{name}.jsonl"):
-            assert t["split"] == split and t["id"] not in written  # the RL pool is carved out of the training split
+            # the RL pool is carved out of the training split
+            assert t["split"] == split and t["id"] not in written
             written[t["id"]] = t
     assert set(written) == kept_ids
     easy = [t["id"] for t in read_jsonl(out / "train_easy.jsonl")]
@@ -62,12 +70,16 @@ def test_kept_files_follow_the_labels(pipeline_run):
         path = t["image_path"]  # named relative to the run folder
         assert not Path(path).is_absolute() and (pipeline_run / path).is_file()
     funnel = (out / "funnel.csv").read_text().splitlines()
-    assert funnel[0] == "difficulty,stage,remaining" and len(funnel) == 1 + 5 * 6  # onehop, easy, medium, hard, exam
+    # onehop, easy, medium, hard, exam
+    assert funnel[0] == "difficulty,stage,remaining" and len(funnel) == 1 + 5 * 6
 
 
 def test_the_rl_pool_shares_no_seed_with_sft_heldout_or_exam(pipeline_run):
     out = pipeline_run / "filter"
-    files = {name: list(read_jsonl(out / f"{name}.jsonl")) for name in ("train", "rl_tasks", "heldout", "exam")}
+    files = {
+        name: list(read_jsonl(out / f"{name}.jsonl"))
+        for name in ("train", "rl_tasks", "heldout", "exam")
+    }
     seeds = {name: {t["seed_id"] for t in tasks} for name, tasks in files.items()}
     pool = files["rl_tasks"]
     assert pool and not seeds["rl_tasks"] & (seeds["train"] | seeds["heldout"] | seeds["exam"])
@@ -75,14 +87,17 @@ def test_the_rl_pool_shares_no_seed_with_sft_heldout_or_exam(pipeline_run):
     for level in ("onehop", "easy", "medium", "hard"):
         level_ids = {t["id"] for t in read_jsonl(out / f"train_{level}.jsonl")}
         assert level_ids == {t["id"] for t in files["train"] if t["difficulty"] == level}
-    # size: at most a third of the training seeds (the default cap), and the metrics say what the file holds
+    # size: at most a third of the training seeds (the default cap), and the metrics say what the
+    # file holds
     assert len(seeds["rl_tasks"]) <= (len(seeds["rl_tasks"]) + len(seeds["train"])) / 3
     m = metrics(pipeline_run, "filter")
     by_level = {}
     for t in pool:
         by_level[t["difficulty"]] = by_level.get(t["difficulty"], 0) + 1
     assert m["rl_pool"]["n_tasks"] == len(pool) == m["n_kept_by_split"]["rl"]
-    assert m["rl_pool"]["n_by_difficulty"] == by_level and m["rl_pool"]["n_seeds"] == len(seeds["rl_tasks"])
+    assert m["rl_pool"]["n_by_difficulty"] == by_level and m["rl_pool"]["n_seeds"] == len(
+        seeds["rl_tasks"]
+    )
     assert m["rl_pool"]["seed_overlap"] == {"train": 0, "heldout": 0, "exam": 0}
     assert m["n_kept_by_split"]["train"] == len(files["train"])
 
@@ -90,21 +105,36 @@ def test_the_rl_pool_shares_no_seed_with_sft_heldout_or_exam(pipeline_run):
 def test_the_rl_pool_options(pipeline_run, tmp_path, capsys):
     import shutil
 
-    run = Path(shutil.copytree(pipeline_run, tmp_path / "run"))  # the labels are reused: no filter runs again
-    kept_train = {t["id"] for name in ("train", "rl_tasks") for t in read_jsonl(pipeline_run / "filter" / f"{name}.jsonl")}
+    # the labels are reused: no filter runs again
+    run = Path(shutil.copytree(pipeline_run, tmp_path / "run"))
+    kept_train = {
+        t["id"]
+        for name in ("train", "rl_tasks")
+        for t in read_jsonl(pipeline_run / "filter" / f"{name}.jsonl")
+    }
     assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-tasks", "0"]) == 0
     assert list(read_jsonl(run / "filter" / "rl_tasks.jsonl")) == []
-    assert {t["id"] for t in read_jsonl(run / "filter" / "train.jsonl")} == kept_train  # no pool: train as before
+    assert {
+        t["id"] for t in read_jsonl(run / "filter" / "train.jsonl")
+    } == kept_train  # no pool: train as before
     assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-tasks", "3"]) == 0
     pool = list(read_jsonl(run / "filter" / "rl_tasks.jsonl"))
-    # whole seeds are taken until the pool holds at least 3 tasks: the last seed may bring more than one
-    assert len(pool) >= 3 and len(pool) - max(sum(1 for t in pool if t["seed_id"] == s) for s in {t["seed_id"] for t in pool}) < 3
+    # whole seeds are taken until the pool holds at least 3 tasks: the last seed may bring more than
+    # one
+    assert (
+        len(pool) >= 3
+        and len(pool)
+        - max(sum(1 for t in pool if t["seed_id"] == s) for s in {t["seed_id"] for t in pool})
+        < 3
+    )
     before = (run / "filter" / "train.jsonl").read_bytes()
     capsys.readouterr()
     assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-max-share", "1.5"]) == 2
     err = capsys.readouterr().err
     assert "--rl-max-share" in err and "Traceback" not in err
-    assert (run / "filter" / "train.jsonl").read_bytes() == before  # a refused option changes nothing
+    assert (
+        run / "filter" / "train.jsonl"
+    ).read_bytes() == before  # a refused option changes nothing
 
 
 def test_exam_is_ten_rounds_on_seeds_never_used_for_training(pipeline_run):
@@ -179,8 +209,8 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     (bad / "inject-image").mkdir(parents=True)
     (bad / "inject-image" / "metrics.json").write_text("{}")
     (bad / "inject-image" / "tasks.jsonl").write_text('{"id": "x", "question": "q?"}\n')
-    from vsearcher_lite.synthesis.inject import ensure_image_tasks
     from vsearcher_lite.runio import InputError
+    from vsearcher_lite.synthesis.inject import ensure_image_tasks
 
     with pytest.raises(InputError, match=r"tasks.jsonl:1: not a task record"):
         ensure_image_tasks(bad)
@@ -198,10 +228,16 @@ def test_figures_and_viewers_redraw_from_saved_files(pipeline_run):
     lengths = plots.question_length_figure(metrics(pipeline_run, "inject-text"))
     assert list(lengths.data[0].x) == sorted(lengths.data[0].x) and len(lengths.data[1].x) == 5
 
-    task = next(t for t in read_jsonl(pipeline_run / "inject-image" / "tasks.jsonl") if t["difficulty"] == "hard")
+    task = next(
+        t
+        for t in read_jsonl(pipeline_run / "inject-image" / "tasks.jsonl")
+        if t["difficulty"] == "hard"
+    )
     viewer = plots.rounds_viewer(task)
     assert len(viewer) == 1 + 5 + 1  # initial QA, five rounds, the image
-    assert "Round 2" in viewer.steps[2] and html.escape(task["rounds"][1]["entity"]) in viewer.steps[2]
+    assert (
+        "Round 2" in viewer.steps[2] and html.escape(task["rounds"][1]["entity"]) in viewer.steps[2]
+    )
     assert "Image injection" in viewer.steps[-1] and task["id"] in viewer._repr_html_()
 
     cards = plots.task_cards_html([task], run_dir=pipeline_run)
@@ -210,7 +246,11 @@ def test_figures_and_viewers_redraw_from_saved_files(pipeline_run):
     funnel = plots.funnel_figure(plots.read_csv_rows(pipeline_run / "filter" / "funnel.csv"))
     filt = metrics(pipeline_run, "filter")
     kept = {trace.name: trace.x[-1] for trace in funnel.data}
-    assert kept == {lvl: n for lvl, n in filt["n_kept_by_difficulty"].items() if filt["by_difficulty"][lvl]["n_input"]}
+    assert kept == {
+        lvl: n
+        for lvl, n in filt["n_kept_by_difficulty"].items()
+        if filt["by_difficulty"][lvl]["n_input"]
+    }
 
 
 def test_bench_has_a_synthesis_section(tmp_path):
@@ -233,16 +273,22 @@ def test_onehop_draws_on_warmup_entities_split_by_entity(pipeline_run):
     warmup = warmup_pools(source, seeds, seed=0, heldout_share=0.5)
     assert warmup == warmup_pools(source, seeds, seed=0, heldout_share=0.5)  # deterministic
     extra = warmup["train"] + warmup["heldout"]
-    assert extra and not {r["id"] for r in extra} & set(pools)  # never a seed, so never an exam seed
+    # never a seed, so never an exam seed
+    assert extra and not {r["id"] for r in extra} & set(pools)
     assert len(warmup["heldout"]) == round(len(extra) * 0.5)
     assert not {r["id"] for r in warmup["train"]} & {r["id"] for r in warmup["heldout"]}
 
-    onehop = [t for t in read_jsonl(pipeline_run / "inject-text" / "tasks.jsonl") if t["difficulty"] == "onehop"]
+    onehop = [
+        t
+        for t in read_jsonl(pipeline_run / "inject-text" / "tasks.jsonl")
+        if t["difficulty"] == "onehop"
+    ]
     by_split = {s: {t["seed_id"] for t in onehop if t["split"] == s} for s in ("train", "heldout")}
     assert by_split["train"] and by_split["heldout"] and not by_split["train"] & by_split["heldout"]
     warm = {s: {r["id"] for r in warmup[s]} for s in ("train", "heldout")}
     for split in ("train", "heldout"):
-        assert by_split[split] & warm[split], split  # the warm-up entities are used, each in its own split
+        # the warm-up entities are used, each in its own split
+        assert by_split[split] & warm[split], split
         assert not by_split[split] & warm["heldout" if split == "train" else "train"]
         assert all(pools.get(s, f"warmup-{split}") != "exam" for s in by_split[split])
 
@@ -251,28 +297,56 @@ def test_onehop_seeds_only_option(tmp_path_factory, tmp_path):
     from vsearcher_lite.cli import build_parser
     from vsearcher_lite.synthesis.commands import inject_config
 
-    assert InjectConfig.for_profile("cpu").onehop_warmup and not InjectConfig.for_profile("single_gpu").onehop_warmup
-    args = build_parser().parse_args(["inject-text", "--run-dir", str(tmp_path), "--onehop-seeds-only"])
+    assert (
+        InjectConfig.for_profile("cpu").onehop_warmup
+        and not InjectConfig.for_profile("single_gpu").onehop_warmup
+    )
+    args = build_parser().parse_args(
+        ["inject-text", "--run-dir", str(tmp_path), "--onehop-seeds-only"]
+    )
     assert inject_config(args).onehop_warmup is False
     run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
-    assert main(["inject-text", "--run-dir", str(run), "--n-train", "0", "--n-heldout", "0", "--n-exam", "0",
-                 "--onehop-seeds-only"]) == 0
+    assert (
+        main(
+            [
+                "inject-text",
+                "--run-dir",
+                str(run),
+                "--n-train",
+                "0",
+                "--n-heldout",
+                "0",
+                "--n-exam",
+                "0",
+                "--onehop-seeds-only",
+            ]
+        )
+        == 0
+    )
     seeds = {r["id"] for r in read_seeds(run)}
-    onehop = [t for t in read_jsonl(run / "inject-text" / "tasks.jsonl") if t["difficulty"] == "onehop"]
+    onehop = [
+        t for t in read_jsonl(run / "inject-text" / "tasks.jsonl") if t["difficulty"] == "onehop"
+    ]
     assert onehop and all(t["seed_id"] in seeds for t in onehop)
 
 
 def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_factory, tmp_path):
     """The cpu profile builds more easy and medium tasks than there are seeds: from the warm-up
-    entities, each split from its own half, so a held-out task's seed never seeds a training task."""
+    entities, each split from its own half, so a held-out task's seed never seeds a training
+    task."""
     from vsearcher_lite.cli import build_parser
     from vsearcher_lite.synthesis.commands import inject_config, parse_warmup_levels
     from vsearcher_lite.synthesis.inject import warmup_pools
     from vsearcher_lite.synthesis.sources import open_source
 
-    assert InjectConfig.for_profile("cpu").warmup_levels == {"easy": (600, 200), "medium": (300, 100)}
+    assert InjectConfig.for_profile("cpu").warmup_levels == {
+        "easy": (600, 200),
+        "medium": (300, 100),
+    }
     assert InjectConfig.for_profile("single_gpu").warmup_levels == {}
-    args = build_parser().parse_args(["inject-text", "--run-dir", str(tmp_path), "--warmup-levels", "none"])
+    args = build_parser().parse_args(
+        ["inject-text", "--run-dir", str(tmp_path), "--warmup-levels", "none"]
+    )
     assert inject_config(args).warmup_levels == {}
     with pytest.raises(InputError, match="LEVEL:TRAIN:HELDOUT"):
         parse_warmup_levels("onehop:3:1")
@@ -280,30 +354,77 @@ def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_fac
         InjectConfig(warmup_levels={"expert": (1, 1)}).targets()
 
     run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
-    assert main(["inject-text", "--run-dir", str(run), "--n-train", "6", "--n-heldout", "3", "--n-exam", "0",
-                 "--onehop-train", "0", "--onehop-heldout", "0", "--warmup-levels", "easy:12:6"]) == 0
+    assert (
+        main(
+            [
+                "inject-text",
+                "--run-dir",
+                str(run),
+                "--n-train",
+                "6",
+                "--n-heldout",
+                "3",
+                "--n-exam",
+                "0",
+                "--onehop-train",
+                "0",
+                "--onehop-heldout",
+                "0",
+                "--warmup-levels",
+                "easy:12:6",
+            ]
+        )
+        == 0
+    )
     seeds = read_seeds(run)
     warmup = warmup_pools(open_source(run, "sandbox"), seeds, seed=0)
     warm = {s: {r["id"] for r in warmup[s]} for s in ("train", "heldout")}
     tasks = list(read_jsonl(run / "inject-text" / "tasks.jsonl"))
-    easy = {s: [t for t in tasks if t["difficulty"] == "easy" and t["split"] == s] for s in ("train", "heldout")}
+    easy = {
+        s: [t for t in tasks if t["difficulty"] == "easy" and t["split"] == s]
+        for s in ("train", "heldout")
+    }
     assert len(easy["train"]) > 6 and len(easy["heldout"]) > 3  # more than the seed pools' share
     for split, other in (("train", "heldout"), ("heldout", "train")):
         used = {t["seed_id"] for t in easy[split]}
         assert used & warm[split] and not used & warm[other]
     assert not {t["seed_id"] for t in easy["train"]} & {t["seed_id"] for t in easy["heldout"]}
-    assert all(t["difficulty"] != "medium" or t["seed_id"] not in warm["train"] | warm["heldout"] for t in tasks)
+    assert all(
+        t["difficulty"] != "medium" or t["seed_id"] not in warm["train"] | warm["heldout"]
+        for t in tasks
+    )
 
 
 def test_exam_also_starts_at_rare_people_whom_no_other_task_starts_at(tmp_path_factory, tmp_path):
     """The exam pool's seeds give few ten-round chains; the exam goes on with rare people, whom
-    seeds and warm-up entities exclude, so its seeds stay disjoint from training and held-out ones."""
+    seeds and warm-up entities exclude, so its seeds stay disjoint from training and held-out
+    ones."""
     from vsearcher_lite.synthesis.inject import exam_people
     from vsearcher_lite.synthesis.sources import open_source
 
     run = copy_run(small_sandbox(tmp_path_factory), tmp_path / "run")
-    assert main(["inject-text", "--run-dir", str(run), "--n-train", "6", "--n-heldout", "3", "--n-exam", "40",
-                 "--onehop-train", "20", "--onehop-heldout", "20", "--warmup-levels", "easy:12:6"]) == 0
+    assert (
+        main(
+            [
+                "inject-text",
+                "--run-dir",
+                str(run),
+                "--n-train",
+                "6",
+                "--n-heldout",
+                "3",
+                "--n-exam",
+                "40",
+                "--onehop-train",
+                "20",
+                "--onehop-heldout",
+                "20",
+                "--warmup-levels",
+                "easy:12:6",
+            ]
+        )
+        == 0
+    )
     seeds = read_seeds(run)
     pools = {r["id"]: r["pool"] for r in seeds}
     source = open_source(run, "sandbox")
@@ -326,12 +447,20 @@ def test_exam_also_starts_at_rare_people_whom_no_other_task_starts_at(tmp_path_f
     from vsearcher_lite.cli import build_parser
     from vsearcher_lite.synthesis.commands import inject_config
 
-    args = build_parser().parse_args(["inject-text", "--run-dir", str(tmp_path), "--exam-seeds-only"])
+    args = build_parser().parse_args(
+        ["inject-text", "--run-dir", str(tmp_path), "--exam-seeds-only"]
+    )
     assert inject_config(args).exam_people is False and InjectConfig.for_profile("cpu").exam_people
     off = copy_run(small_sandbox(tmp_path_factory), tmp_path / "off")
-    run_inject_text(off, InjectConfig(n_train=0, n_heldout=0, n_exam=40, exam_people=False, progress=False))
-    only_seeds = [t for t in read_jsonl(off / "inject-text" / "tasks.jsonl") if t["split"] == "exam"]
-    assert len(only_seeds) <= n_exam_seeds and all(pools[t["seed_id"]] == "exam" for t in only_seeds)
+    run_inject_text(
+        off, InjectConfig(n_train=0, n_heldout=0, n_exam=40, exam_people=False, progress=False)
+    )
+    only_seeds = [
+        t for t in read_jsonl(off / "inject-text" / "tasks.jsonl") if t["split"] == "exam"
+    ]
+    assert len(only_seeds) <= n_exam_seeds and all(
+        pools[t["seed_id"]] == "exam" for t in only_seeds
+    )
 
 
 def test_seed_scatter_log_axis_spans_the_points():
@@ -339,8 +468,18 @@ def test_seed_scatter_log_axis_spans_the_points():
 
     from vsearcher_lite.synthesis import plots
 
-    rows = [{"id": f"E{i}", "type": "river", "sitelinks": s, "statements": 5 + i % 30, "selected": s <= 5 and i % 30 >= 10,
-             "is_person": False, "has_image": True} for i, s in enumerate([0, 0, 1, 3, 5, 8, 40, 300, 900] * 10)]
+    rows = [
+        {
+            "id": f"E{i}",
+            "type": "river",
+            "sitelinks": s,
+            "statements": 5 + i % 30,
+            "selected": s <= 5 and i % 30 >= 10,
+            "is_person": False,
+            "has_image": True,
+        }
+        for i, s in enumerate([0, 0, 1, 3, 5, 8, 40, 300, 900] * 10)
+    ]
     fig = plots.seed_scatter(rows, 5, 15)
     xs = [x for t in fig.data for x in t.x]
     assert fig.layout.xaxis.type == "log" and min(xs) > 0

@@ -49,12 +49,22 @@ class TinyKnowledge(KnowledgeSource):
         self._facts = facts
         self._images = images
 
-    def seeds(self, sitelinks_max=5, statements_min=3, *, require_image=True, exclude_people=True, limit=None):
+    def seeds(
+        self,
+        sitelinks_max=5,
+        statements_min=3,
+        *,
+        require_image=True,
+        exclude_people=True,
+        limit=None,
+    ):
         out = [
             Seed(e.id, e.name, e.sitelinks, e.statements, e.type)
             for e in self._entities.values()
-            if e.sitelinks <= sitelinks_max and e.statements >= statements_min
-            and (not require_image or e.id in self._images) and (not exclude_people or not e.is_person)
+            if e.sitelinks <= sitelinks_max
+            and e.statements >= statements_min
+            and (not require_image or e.id in self._images)
+            and (not exclude_people or not e.is_person)
         ]
         return out[:limit] if limit else out
 
@@ -84,9 +94,19 @@ class TinyKnowledge(KnowledgeSource):
         sentences = [f"{e.name} is a {e.kind or e.type}."]
         for f in self.facts(entity_id):
             sentences.append(f"{e.name}: {f.label} {f.value_text()}.")
-        links = [SITE + self._entities[f.value].name.replace(" ", "_") for f in self.facts(entity_id) if f.kind == "entity"]
-        return PageContent(url=SITE + e.name.replace(" ", "_"), title=e.name, paragraphs=[" ".join(sentences)],
-                           entity_id=entity_id, image=self.image(entity_id), links=links)
+        links = [
+            SITE + self._entities[f.value].name.replace(" ", "_")
+            for f in self.facts(entity_id)
+            if f.kind == "entity"
+        ]
+        return PageContent(
+            url=SITE + e.name.replace(" ", "_"),
+            title=e.name,
+            paragraphs=[" ".join(sentences)],
+            entity_id=entity_id,
+            image=self.image(entity_id),
+            links=links,
+        )
 
     def image(self, entity_id):
         self.entity(entity_id)
@@ -104,8 +124,24 @@ def tiny_world(root: Path) -> TinyKnowledge:
         E("S2", "Brenna", "settlement", kind="town", sitelinks=4, statements=6),
         E("S3", "Tulle", "settlement", kind="village", sitelinks=2, statements=5),
         E("V1", "Drun River", "river", kind="river", sitelinks=3, statements=5),
-        E("P1", "Ilsa Maren", "person", kind="architect", is_person=True, sitelinks=2, statements=6),
-        E("P2", "Tomas Brecht", "person", kind="engineer", is_person=True, sitelinks=1, statements=6),
+        E(
+            "P1",
+            "Ilsa Maren",
+            "person",
+            kind="architect",
+            is_person=True,
+            sitelinks=2,
+            statements=6,
+        ),
+        E(
+            "P2",
+            "Tomas Brecht",
+            "person",
+            kind="engineer",
+            is_person=True,
+            sitelinks=1,
+            statements=6,
+        ),
         E("P3", "Anna Voss", "person", kind="architect", is_person=True, sitelinks=1, statements=6),
         E("B1", "Orsk Bridge", "building", kind="bridge", sitelinks=1, statements=6),
         E("B2", "Brenna Bridge", "building", kind="bridge", sitelinks=1, statements=6),
@@ -124,21 +160,45 @@ def tiny_world(root: Path) -> TinyKnowledge:
         return Fact(s, rel, kind, "text", rel.replace("_", " "), "")
 
     facts = [
-        noun("R1", "instance_of", "province"), noun("R2", "instance_of", "province"),
-        noun("S1", "instance_of", "town"), link("S1", "located_in", "located in", "R1"), year("S1", "year_founded", "year founded", 1200),
-        noun("S2", "instance_of", "town"), link("S2", "located_in", "located in", "R1"), year("S2", "year_founded", "year founded", 1350),
-        noun("S3", "instance_of", "village"), link("S3", "located_in", "located in", "R2"), year("S3", "year_founded", "year founded", 1400),
-        noun("V1", "instance_of", "river"), link("V1", "flows_through", "flows through", "S1"), link("V1", "flows_through", "flows through", "S2"),
-        noun("P1", "occupation", "architect"), link("P1", "born_in", "born in", "S1"), year("P1", "year_born", "year of birth", 1820),
-        noun("P2", "occupation", "engineer"), link("P2", "born_in", "born in", "S3"), year("P2", "year_born", "year of birth", 1830),
-        noun("P3", "occupation", "architect"), link("P3", "born_in", "born in", "S2"), year("P3", "year_born", "year of birth", 1801),
-        noun("B1", "instance_of", "bridge"), link("B1", "located_in", "located in", "S1"), link("B1", "designed_by", "designed by", "P1"),
-        year("B1", "year_built", "year built", 1874), link("B1", "crosses", "crosses", "V1"),
-        noun("B2", "instance_of", "bridge"), link("B2", "located_in", "located in", "S2"), link("B2", "designed_by", "designed by", "P1"),
+        noun("R1", "instance_of", "province"),
+        noun("R2", "instance_of", "province"),
+        noun("S1", "instance_of", "town"),
+        link("S1", "located_in", "located in", "R1"),
+        year("S1", "year_founded", "year founded", 1200),
+        noun("S2", "instance_of", "town"),
+        link("S2", "located_in", "located in", "R1"),
+        year("S2", "year_founded", "year founded", 1350),
+        noun("S3", "instance_of", "village"),
+        link("S3", "located_in", "located in", "R2"),
+        year("S3", "year_founded", "year founded", 1400),
+        noun("V1", "instance_of", "river"),
+        link("V1", "flows_through", "flows through", "S1"),
+        link("V1", "flows_through", "flows through", "S2"),
+        noun("P1", "occupation", "architect"),
+        link("P1", "born_in", "born in", "S1"),
+        year("P1", "year_born", "year of birth", 1820),
+        noun("P2", "occupation", "engineer"),
+        link("P2", "born_in", "born in", "S3"),
+        year("P2", "year_born", "year of birth", 1830),
+        noun("P3", "occupation", "architect"),
+        link("P3", "born_in", "born in", "S2"),
+        year("P3", "year_born", "year of birth", 1801),
+        noun("B1", "instance_of", "bridge"),
+        link("B1", "located_in", "located in", "S1"),
+        link("B1", "designed_by", "designed by", "P1"),
+        year("B1", "year_built", "year built", 1874),
+        link("B1", "crosses", "crosses", "V1"),
+        noun("B2", "instance_of", "bridge"),
+        link("B2", "located_in", "located in", "S2"),
+        link("B2", "designed_by", "designed by", "P1"),
         year("B2", "year_built", "year built", 1880),
-        noun("B3", "instance_of", "mill"), link("B3", "located_in", "located in", "S3"), link("B3", "designed_by", "designed by", "P2"),
+        noun("B3", "instance_of", "mill"),
+        link("B3", "located_in", "located in", "S3"),
+        link("B3", "designed_by", "designed by", "P2"),
         year("B3", "year_built", "year built", 1874),
-        noun("B4", "instance_of", "library"), link("B4", "located_in", "located in", "S1"), link("B4", "designed_by", "designed by", "P3"),
+        noun("B4", "instance_of", "library"),
+        link("B4", "located_in", "located in", "S1"),
+        link("B4", "designed_by", "designed by", "P3"),
         year("B4", "year_built", "year built", 1850),
     ]
     images = {}
@@ -166,7 +226,8 @@ def small_sandbox(tmp_path_factory, n_entities: int = 400, seed: int = 0) -> Pat
 
 
 def copy_run(src: Path, dst: Path) -> Path:
-    """A fresh run folder that shares ``src``'s world (copied, so tests cannot disturb each other)."""
+    """A fresh run folder that shares ``src``'s world (copied, so tests cannot disturb each
+    other)."""
     import shutil
 
     shutil.copytree(src / "world", dst / "world")

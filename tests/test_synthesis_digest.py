@@ -19,7 +19,8 @@ STAGES = ("world", "seeds", "inject-text", "inject-image", "filter")
 
 
 def run_digest(run_dir: Path) -> dict[str, str]:
-    """SHA-256 of each file a run wrote (images pooled into one digest), run-folder prefix removed."""
+    """SHA-256 of each file a run wrote (images pooled into one digest), run-folder prefix
+    removed."""
     prefix = (str(run_dir) + "/").encode()
     digests, images = {}, hashlib.sha256()
     for path in sorted(run_dir.rglob("*")):
@@ -39,8 +40,12 @@ def run_digest(run_dir: Path) -> dict[str, str]:
 def test_synthesis_outputs_match_the_recorded_digest(tmp_path):
     run_dir = tmp_path / "run"
     for stage in STAGES:
-        subprocess.run([sys.executable, "-m", "vsearcher_lite", stage, "--run-dir", str(run_dir)],
-                       check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "vsearcher_lite", stage, "--run-dir", str(run_dir)],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
     recorded = json.loads(RECORDED.read_text())
     got = run_digest(run_dir)
     assert sorted(got) == sorted(recorded)

@@ -23,12 +23,17 @@ class FakeText(TextSearchBackend):
 
     def search(self, query, k=5):
         self.calls += 1
-        return [SearchHit(f"https://wiki.sandbox.test/wiki/P{i}", f"Page {i}", f"about {query}") for i in range(8)]
+        return [
+            SearchHit(f"https://wiki.sandbox.test/wiki/P{i}", f"Page {i}", f"about {query}")
+            for i in range(8)
+        ]
 
 
 class FakeImage(ImageSearchBackend):
     def search(self, image, k=5):
-        return [ImageHit("https://wiki.sandbox.test/wiki/Img", "Img", ImageRef("images/x.png"), 0.9)]
+        return [
+            ImageHit("https://wiki.sandbox.test/wiki/Img", "Img", ImageRef("images/x.png"), 0.9)
+        ]
 
 
 class FakeReader(PageReader):
@@ -46,7 +51,9 @@ class FirstParagraph(Summariser):
 
 
 def make(cache=None, top_k=5):
-    return Toolbox(FakeText(), FakeImage(), FakeReader(), FirstParagraph(), cache=cache, top_k=top_k)
+    return Toolbox(
+        FakeText(), FakeImage(), FakeReader(), FirstParagraph(), cache=cache, top_k=top_k
+    )
 
 
 def test_schemas_are_generated_from_the_specs():

@@ -26,14 +26,29 @@ def test_image_search_finds_the_source_page(small_world, tmp_path, capsys):
     seed = kb.seeds()[0]
     question = tmp_path / "q.jpg"
     perturb_image(kb.image(seed.id).location, question, seed=3)
-    assert main(["tools", "--run-dir", str(_run_dir(small_world)), "--json", "image-search", str(question)]) == 0
+    assert (
+        main(
+            [
+                "tools",
+                "--run-dir",
+                str(_run_dir(small_world)),
+                "--json",
+                "image-search",
+                str(question),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert kb.entity(seed.id).url in out and '"images"' in out
 
 
 def test_bad_input_is_one_line_and_nonzero(small_world, tmp_path, capsys):
     run_dir = str(_run_dir(small_world))
-    assert main(["tools", "--run-dir", run_dir, "visit", "https://wiki.sandbox.test/wiki/Nope", "x"]) == 1
+    assert (
+        main(["tools", "--run-dir", run_dir, "visit", "https://wiki.sandbox.test/wiki/Nope", "x"])
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no page at https://wiki.sandbox.test/wiki/Nope" in err
     assert main(["tools", "--run-dir", run_dir, "image-search", str(tmp_path / "missing.png")]) == 2
@@ -47,10 +62,13 @@ def test_the_cache_is_keyed_by_world(small_world, tmp_path):
     run_dir = _run_dir(small_world)
     toolbox = make_toolbox(run_dir)
     first = toolbox.call("text_search", {"query": "river"})
-    assert toolbox.namespace == f"tools.{small_world.fingerprint}" and toolbox.namespace.endswith("-n300-s0")
+    assert toolbox.namespace == f"tools.{small_world.fingerprint}" and toolbox.namespace.endswith(
+        "-n300-s0"
+    )
     entries = tool_cache(run_dir).entries(toolbox.namespace)
     assert any(e["response"]["text"] == first.text for e in entries)
-    # Another world over a copy of the same cache file: the same query is a miss there, not world 0's answer.
+    # Another world over a copy of the same cache file: the same query is a miss there, not world
+    # 0's answer.
     import shutil
 
     from vsearcher_lite.world import ensure_world
@@ -62,4 +80,7 @@ def test_the_cache_is_keyed_by_world(small_world, tmp_path):
     assert other.namespace.endswith("-n60-s1")
     other.call("text_search", {"query": "river"})
     assert (other.cache.hits, other.cache.misses) == (0, 1)
-    assert any(e["response"]["text"] == first.text for e in tool_cache(other_run).entries(toolbox.namespace))
+    assert any(
+        e["response"]["text"] == first.text
+        for e in tool_cache(other_run).entries(toolbox.namespace)
+    )

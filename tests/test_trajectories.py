@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from agent_fakes import build_sandbox_run, fresh_run, image_tasks
+
 from vsearcher_lite.agent.export import sharegpt_problems
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import LLMJudge
@@ -41,14 +41,24 @@ def done(base, tmp_path_factory):
 def test_metrics_meet_the_acceptance_claims(done):
     run, m = done
     tasks = image_tasks(run)
-    assert m["n_tasks"] == len(tasks) and m["n_trajectories"] == config(run).samples_per_task * len(tasks)
-    assert 0 < m["acceptance_rate"] < 1 and m["n_accepted"] == round(m["acceptance_rate"] * m["n_trajectories"])
+    assert m["n_tasks"] == len(tasks) and m["n_trajectories"] == config(run).samples_per_task * len(
+        tasks
+    )
+    assert 0 < m["acceptance_rate"] < 1 and m["n_accepted"] == round(
+        m["acceptance_rate"] * m["n_trajectories"]
+    )
     calls = m["mean_tool_calls"]
     assert calls["easy"] < calls["medium"] < calls["hard"], calls
-    assert set(m["terminations"]) == set(TERMINATIONS) and sum(m["terminations"].values()) == m["n_trajectories"]
+    assert (
+        set(m["terminations"]) == set(TERMINATIONS)
+        and sum(m["terminations"].values()) == m["n_trajectories"]
+    )
     assert set(m["acceptance_rate_by_difficulty"]) == {"easy", "medium", "hard"}
     assert m["tool_calls_by_type"]["image_search"] == m["n_trajectories"]
-    assert json.loads((run / "trajectories" / "metrics.json").read_text())["n_accepted"] == m["n_accepted"]
+    assert (
+        json.loads((run / "trajectories" / "metrics.json").read_text())["n_accepted"]
+        == m["n_accepted"]
+    )
     assert m["settings"]["prompt_variant"] == "compact" and m["settings"]["top_k"] == 3
 
 
@@ -58,7 +68,11 @@ def test_accepted_trajectories_pass_the_format_check_are_correct_and_replay(done
     assert len(accepted) == m["n_accepted"] > 0
     for t in accepted:
         assert t.termination == "answer" and t.meta["correct"] is True
-        assert all(strict_format_check(msg["content"]).ok for msg in t.messages if msg["role"] == "assistant")
+        assert all(
+            strict_format_check(msg["content"]).ok
+            for msg in t.messages
+            if msg["role"] == "assistant"
+        )
         assert t.messages[0]["content"] == system_prompt("2025-09-01", variant="compact")
     report = replay_accepted(run, config(run))  # fresh tools, no cache
     assert report["n_checked"] == len(accepted) and report["n_tool_calls"] > 0
@@ -70,9 +84,14 @@ def test_rejected_trajectories_are_kept_in_the_log_with_their_verdict(done):
     rollouts = load_rollouts(run)
     rejected = [r for r in rollouts if not r["accepted"]]
     assert len(rejected) == m["n_trajectories"] - m["n_accepted"] > 0
-    assert all(r["trajectory"]["meta"]["judge"]["correct"] is False for r in rejected if r["format_ok"])
+    assert all(
+        r["trajectory"]["meta"]["judge"]["correct"] is False for r in rejected if r["format_ok"]
+    )
     rows = (run / "trajectories" / "rollouts.csv").read_text().splitlines()
-    assert rows[0].startswith("key,task_id,sample_index,difficulty,n_tool_calls") and len(rows) == m["n_trajectories"] + 1
+    assert (
+        rows[0].startswith("key,task_id,sample_index,difficulty,n_tool_calls")
+        and len(rows) == m["n_trajectories"] + 1
+    )
 
 
 def test_exports_are_written_and_valid(done):
@@ -85,12 +104,19 @@ def test_exports_are_written_and_valid(done):
 
 
 def conversation_texts(trajs):
-    """The conversations with image paths cut to file names (the two runs live in different folders)."""
+    """The conversations with image paths cut to file names (the two runs live in different
+    folders)."""
     from pathlib import Path
 
     from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
 
-    return [[(m["role"], content_with_placeholders(m), [Path(p).name for p in message_images(m)]) for m in t.messages] for t in trajs]
+    return [
+        [
+            (m["role"], content_with_placeholders(m), [Path(p).name for p in message_images(m)])
+            for m in t.messages
+        ]
+        for t in trajs
+    ]
 
 
 def test_rerun_is_resumable_and_deterministic(done, base, tmp_path):
@@ -118,7 +144,9 @@ def test_tool_calls_are_cached_in_the_run(done):
 def test_any_judge_can_do_the_rejection(base, tmp_path):
     run = fresh_run(base, tmp_path)
     judge_chat = ScriptedChat(lambda messages: "extracted_final_answer: x\ncorrect: no")
-    m = generate_trajectories(run, config(run, max_tasks=3, samples_per_task=1), judge=LLMJudge(judge_chat))
+    m = generate_trajectories(
+        run, config(run, max_tasks=3, samples_per_task=1), judge=LLMJudge(judge_chat)
+    )
     assert m["n_accepted"] == 0 and m["judge"] == "llm" and len(judge_chat.calls) == 3
 
 
@@ -130,17 +158,23 @@ def test_an_llm_teacher_through_the_stage(base, tmp_path):
     tasks = image_tasks(run)[:4]
 
     def reply(body):
-        # a teacher that searches once, then gives a fixed answer; every other episode breaks the format
+        # a teacher that searches once, then gives a fixed answer; every other episode breaks the
+        # format
         n_assistant = sum(1 for m in body["messages"] if m["role"] == "assistant")
         question = str(body["messages"][1]["content"])
         if n_assistant == 0:
-            return '<think>Search the image.</think>\n<tool_call>\n{"name": "image_search", "arguments": {}}\n</tool_call>'
+            return (
+                "<think>Search the image.</think>\n"
+                '<tool_call>\n{"name": "image_search", "arguments": {}}\n</tool_call>'
+            )
         if tasks[0].question in question or tasks[2].question in question:
             return "<think>Done.</think><answer>unknown</answer>"
         return "The answer is probably 1874."
 
     with ReplayChatServer([reply] * 20) as server:
-        cfg = config(run, teacher=f"openai:teacher@{server.base_url}", samples_per_task=1, concurrency=2)
+        cfg = config(
+            run, teacher=f"openai:teacher@{server.base_url}", samples_per_task=1, concurrency=2
+        )
         m = generate_trajectories(run, cfg, tasks=tasks)
     assert m["n_trajectories"] == 4 and m["n_accepted"] == 0
     assert m["terminations"]["format_error"] == 2 and m["terminations"]["answer"] == 2
@@ -149,8 +183,12 @@ def test_an_llm_teacher_through_the_stage(base, tmp_path):
 
 def test_heuristic_teacher_is_refused_in_the_live_world(tmp_path):
     with pytest.raises(InputError, match="only works in the sandbox"):
-        generate_trajectories(tmp_path, TrajectoryConfig.for_profile("cpu", world="live", progress=False, export=False),
-                              tasks=image_tasks_stub(), toolbox_factory=lambda: None)
+        generate_trajectories(
+            tmp_path,
+            TrajectoryConfig.for_profile("cpu", world="live", progress=False, export=False),
+            tasks=image_tasks_stub(),
+            toolbox_factory=lambda: None,
+        )
 
 
 def image_tasks_stub():
@@ -170,7 +208,9 @@ def test_cli_runs_the_stage_and_names_bad_inputs(base, tmp_path, capsys):
 
     bad = tmp_path / "bad"
     (bad / "filter").mkdir(parents=True)
-    (bad / "filter" / "train.jsonl").write_text('{"id": "t1", "question": "q?", "answer": "a"}\n{"id": "t2"}\n')
+    (bad / "filter" / "train.jsonl").write_text(
+        '{"id": "t1", "question": "q?", "answer": "a"}\n{"id": "t2"}\n'
+    )
     code = main(["trajectories", "--run-dir", str(bad)])
     err = capsys.readouterr().err
     assert code == 2 and "train.jsonl:2" in err and "answer" in err

@@ -14,19 +14,21 @@ class Metered(ChatBackend):
 
 def test_roles_usage_reports_each_backend_once():
     shared, judge_backend = Metered(10, 2), Metered(5, 1)
-    usage = roles_usage({
-        "writer": shared,
-        "filter": type("F", (), {"chat": shared})(),
-        "judge": LLMJudge(judge_backend),
-        "offline": object(),
-        "scripted": ScriptedChat([]),
-    })
+    usage = roles_usage(
+        {
+            "writer": shared,
+            "filter": type("F", (), {"chat": shared})(),
+            "judge": LLMJudge(judge_backend),
+            "offline": object(),
+            "scripted": ScriptedChat([]),
+        }
+    )
     assert usage == {"writer+filter": shared.usage, "judge": judge_backend.usage}
 
 
 def test_a_filter_role_exposes_its_backend_usage(tmp_path):
-    from vsearcher_lite.synthesis.filters import DirectAnswerLLM
     from vsearcher_lite.agent.judge import MatchJudge
+    from vsearcher_lite.synthesis.filters import DirectAnswerLLM
     from vsearcher_lite.synthesis.task import Task
 
     backend = Metered(7, 3)

@@ -19,10 +19,10 @@ from vsearcher_lite.world import (
     build_world,
     ensure_world,
     open_world,
+    store,
 )
-from vsearcher_lite.world import store
-from vsearcher_lite.world.schema import ENTITY_TYPES, PRESENT_YEAR, type_counts
 from vsearcher_lite.world.queries import distinctive_facts, generic_fact, matches_all
+from vsearcher_lite.world.schema import ENTITY_TYPES, PRESENT_YEAR, type_counts
 
 
 def _all_facts(k):
@@ -55,7 +55,9 @@ def test_world_has_every_type_and_its_metrics(small_world):
     for key in ("n_pages", "n_images", "build_seconds", "n_facts", "entities_per_type"):
         assert key in m
     kinds = m["pages_per_kind"]
-    assert kinds["article"] == 300 and kinds["news"] > 0 and kinds["list"] > 0 and kinds["travel"] > 0
+    assert (
+        kinds["article"] == 300 and kinds["news"] > 0 and kinds["list"] > 0 and kinds["travel"] > 0
+    )
     assert m["n_lookalike_images"] > 0 and m["n_simple_images"] > 0
 
 
@@ -78,23 +80,30 @@ def test_every_fact_is_written_in_its_article(small_world):
         text = page.text
         assert page.title == k.entity(eid).name
         for f in facts:
-            assert f.value_text() in text, f"{eid}: {f.relation}={f.value_text()!r} missing from its article"
+            assert f.value_text() in text, (
+                f"{eid}: {f.relation}={f.value_text()!r} missing from its article"
+            )
             if f.kind == "entity":
-                assert k.entity(f.value).url in page.links, f"{eid}: no link for {f.relation} -> {f.value}"
+                assert k.entity(f.value).url in page.links, (
+                    f"{eid}: no link for {f.relation} -> {f.value}"
+                )
                 assert k.entity(f.value).name == f.value_label
 
 
 def test_every_link_resolves_to_a_page(small_world):
     con = sqlite3.connect(small_world.db_path)
     dangling = con.execute(
-        "SELECT l.target_url FROM links l LEFT JOIN pages p ON p.url = l.target_url WHERE p.id IS NULL").fetchall()
+        "SELECT l.target_url FROM links l LEFT JOIN pages p ON p.url = l.target_url "
+        "WHERE p.id IS NULL"
+    ).fetchall()
     assert dangling == []
     n_entities = con.execute("SELECT count(*) FROM entities").fetchone()[0]
     assert con.execute("SELECT count(*) FROM links").fetchone()[0] > n_entities
     # Every entity-valued fact points at an entity that exists.
     missing = con.execute(
         "SELECT f.value_key FROM facts f LEFT JOIN entities e ON e.id = f.value_key "
-        "WHERE f.kind = 'entity' AND e.id IS NULL").fetchall()
+        "WHERE f.kind = 'entity' AND e.id IS NULL"
+    ).fetchall()
     assert missing == []
 
 
@@ -105,19 +114,34 @@ def test_facts_are_consistent(small_world):
     type_of = {eid: k.entity(eid).type for eid in facts}
     year_of = {}
     for eid, fs in facts.items():
-        for rel in ("year_founded", "year_built", "year_born", "year_created", "year_held", "year_launched",
-                    "year_described", "year_established"):
+        for rel in (
+            "year_founded",
+            "year_built",
+            "year_born",
+            "year_created",
+            "year_held",
+            "year_launched",
+            "year_described",
+            "year_established",
+        ):
             if _one(fs, rel) is not None:
                 year_of[eid] = _one(fs, rel)
     died = {eid: _one(fs, "year_died") for eid, fs in facts.items() if type_of[eid] == "person"}
     ranges = {
-        ("settlement", "located_in"): {"region"}, ("building", "located_in"): {"settlement"},
-        ("river", "flows_through"): {"settlement"}, ("person", "born_in"): {"settlement"},
-        ("building", "designed_by"): {"person"}, ("artwork", "created_by"): {"person"},
-        ("organisation", "headquartered_in"): {"settlement"}, ("event", "held_in"): {"settlement"},
-        ("person", "member_of"): {"organisation"}, ("region", "capital"): {"settlement"},
-        ("vessel", "built_by"): {"organisation"}, ("species", "described_by"): {"person"},
-        ("mountain", "first_ascended_by"): {"person"}, ("artwork", "kept_in"): {"building"},
+        ("settlement", "located_in"): {"region"},
+        ("building", "located_in"): {"settlement"},
+        ("river", "flows_through"): {"settlement"},
+        ("person", "born_in"): {"settlement"},
+        ("building", "designed_by"): {"person"},
+        ("artwork", "created_by"): {"person"},
+        ("organisation", "headquartered_in"): {"settlement"},
+        ("event", "held_in"): {"settlement"},
+        ("person", "member_of"): {"organisation"},
+        ("region", "capital"): {"settlement"},
+        ("vessel", "built_by"): {"organisation"},
+        ("species", "described_by"): {"person"},
+        ("mountain", "first_ascended_by"): {"person"},
+        ("artwork", "kept_in"): {"building"},
     }
 
     def alive_at(person, year, min_age=0):
@@ -134,16 +158,27 @@ def test_facts_are_consistent(small_world):
         if t == "person":
             if died[eid] is not None:
                 assert died[eid] > year_of[eid]
-            assert year_of[_one(fs, "born_in")] <= year_of[eid], f"{eid} born before its birthplace was founded"
+            assert year_of[_one(fs, "born_in")] <= year_of[eid], (
+                f"{eid} born before its birthplace was founded"
+            )
         if t == "building":
             assert year_of[_one(fs, "located_in")] <= year_of[eid]
             if _one(fs, "designed_by"):
-                assert alive_at(_one(fs, "designed_by"), year_of[eid], 16), f"{eid}: designer not alive/adult"
+                assert alive_at(_one(fs, "designed_by"), year_of[eid], 16), (
+                    f"{eid}: designer not alive/adult"
+                )
         if t == "artwork" and _one(fs, "created_by"):
             assert alive_at(_one(fs, "created_by"), year_of[eid], 10)
             subject = _one(fs, "depicts")
-            if subject in year_of and type_of[subject] in ("building", "settlement", "person", "event"):
-                assert year_of[subject] <= year_of[eid], f"{eid} depicts {subject} before it existed"
+            if subject in year_of and type_of[subject] in (
+                "building",
+                "settlement",
+                "person",
+                "event",
+            ):
+                assert year_of[subject] <= year_of[eid], (
+                    f"{eid} depicts {subject} before it existed"
+                )
         if t == "organisation" and _one(fs, "founded_by"):
             assert alive_at(_one(fs, "founded_by"), year_of[eid], 16)
         if t == "event" and _one(fs, "organised_by"):
@@ -159,7 +194,9 @@ def test_facts_are_consistent(small_world):
             assert _one(facts[capital], "located_in") == eid
         if t == "settlement":
             for twin in [f.value for f in fs if f.relation == "twinned_with"]:
-                assert eid in [f.value for f in facts[twin] if f.relation == "twinned_with"], "twinning is mutual"
+                assert eid in [f.value for f in facts[twin] if f.relation == "twinned_with"], (
+                    "twinning is mutual"
+                )
 
 
 def test_rarity_skew_selects_a_minority(small_world):
@@ -198,7 +235,10 @@ def test_distinctive_facts_single_out_and_generic_facts_do_not(small_world):
 
 
 def _image_hashes(world) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(world.images_dir.iterdir())}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(world.images_dir.iterdir())
+    }
 
 
 def test_same_seed_rebuild_is_byte_identical(tmp_path):
@@ -278,7 +318,7 @@ def test_images_are_small_pngs_with_features(small_world):
         assert head == b"\x89PNG\r\n\x1a\n"
     ids, mat = small_world.image_matrix()
     assert len(ids) == len(images) and mat.shape[0] == len(ids)
-    norms = (mat ** 2).sum(axis=1) ** 0.5
+    norms = (mat**2).sum(axis=1) ** 0.5
     assert abs(norms.mean() - 1.0) < 0.01
     sizes = [os.path.getsize(r["path"]) for r in images]
     assert max(sizes) < 40_000

@@ -11,7 +11,10 @@ from vsearcher_lite.cli import main
 
 def test_world_command_builds_reuses_and_rebuilds(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["world", "--run-dir", str(run), "--entities", "300", "--seed", "0", "--workers", "1"]) == 0
+    assert (
+        main(["world", "--run-dir", str(run), "--entities", "300", "--seed", "0", "--workers", "1"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "built" in out and "entities 300" in out
     metrics = json.loads((run / "world" / "metrics.json").read_text())
@@ -22,7 +25,23 @@ def test_world_command_builds_reuses_and_rebuilds(tmp_path, capsys):
     stamp = db.stat().st_mtime_ns
     assert main(["world", "--run-dir", str(run), "--entities", "300", "--seed", "0"]) == 0
     assert "reusing" in capsys.readouterr().out and db.stat().st_mtime_ns == stamp
-    assert main(["world", "--run-dir", str(run), "--entities", "300", "--seed", "0", "--force", "--workers", "1"]) == 0
+    assert (
+        main(
+            [
+                "world",
+                "--run-dir",
+                str(run),
+                "--entities",
+                "300",
+                "--seed",
+                "0",
+                "--force",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "built" in capsys.readouterr().out
     assert json.loads((run / "world" / "manifest.json").read_text())["n_entities"] == 300
     assert sorted(p.name for p in run.iterdir()) == ["world"]

@@ -8,8 +8,19 @@ import random
 import pytest
 from PIL import Image
 
-from vsearcher_lite.world import DEFAULT_SITELINKS_MAX, DEFAULT_STATEMENTS_MIN, KnowledgeSource, perturb_image
-from vsearcher_lite.world.images import DRAWERS, SIMPLE_STYLES, draw_image, image_complexity, image_features
+from vsearcher_lite.world import (
+    DEFAULT_SITELINKS_MAX,
+    DEFAULT_STATEMENTS_MIN,
+    KnowledgeSource,
+    perturb_image,
+)
+from vsearcher_lite.world.images import (
+    DRAWERS,
+    SIMPLE_STYLES,
+    draw_image,
+    image_complexity,
+    image_features,
+)
 from vsearcher_lite.world.knowledge import normalise_url
 
 
@@ -133,9 +144,18 @@ def test_images_listing_and_image_info(small_world):
 
 
 def test_normalise_url():
-    assert normalise_url(" http://wiki.sandbox.test/wiki/A B/?x=1#y ") == "https://wiki.sandbox.test/wiki/A_B"
-    assert normalise_url("https://wiki.sandbox.test/wiki/A%20B") == "https://wiki.sandbox.test/wiki/A_B"
-    assert normalise_url("https://wiki.sandbox.test/wiki/Ves_Str%C3%B6m") == "https://wiki.sandbox.test/wiki/Ves_Ström"
+    assert (
+        normalise_url(" http://wiki.sandbox.test/wiki/A B/?x=1#y ")
+        == "https://wiki.sandbox.test/wiki/A_B"
+    )
+    assert (
+        normalise_url("https://wiki.sandbox.test/wiki/A%20B")
+        == "https://wiki.sandbox.test/wiki/A_B"
+    )
+    assert (
+        normalise_url("https://wiki.sandbox.test/wiki/Ves_Str%C3%B6m")
+        == "https://wiki.sandbox.test/wiki/Ves_Ström"
+    )
 
 
 def test_perturb_image_is_deterministic_and_changes_the_file(small_world, tmp_path):
@@ -146,7 +166,9 @@ def test_perturb_image_is_deterministic_and_changes_the_file(small_world, tmp_pa
     assert a.read_bytes() == b.read_bytes()
     assert a.read_bytes() != c.read_bytes()
     assert a.read_bytes()[:3] == b"\xff\xd8\xff"  # JPEG
-    assert hashlib.sha256(a.read_bytes()).digest() != hashlib.sha256(open(src, "rb").read()).digest()
+    assert (
+        hashlib.sha256(a.read_bytes()).digest() != hashlib.sha256(open(src, "rb").read()).digest()
+    )
     with Image.open(src) as s, Image.open(a) as q:
         assert s.size != q.size
     assert list(tmp_path.glob(".*tmp")) == []
@@ -169,7 +191,9 @@ def test_simple_styles_measure_simpler_than_rich_ones():
     simple, rich = [], []
     for i in range(12):
         for style in DRAWERS:
-            m = image_complexity(draw_image(style, f"{style}{i}{rng.random()}", "Velna River Company"))
+            m = image_complexity(
+                draw_image(style, f"{style}{i}{rng.random()}", "Velna River Company")
+            )
             (simple if style in SIMPLE_STYLES else rich).append(m["entropy"])
     assert max(simple) < min(rich)  # colour entropy in bits: flags and text cards are near-flat
 
