@@ -20,28 +20,22 @@ from vsearcher_lite.runio import InputError
 PROFILES = ("cpu", "single_gpu", "multi_gpu")
 WORLDS = ("sandbox", "live")
 
-# Modules that register subcommands, in the order their commands appear in --help.
-COMMAND_MODULES = (
-    "vsearcher_lite.world.commands",  # world
-    "vsearcher_lite.synthesis.commands",  # seeds, inject-text, inject-image, filter
-    "vsearcher_lite.agent.commands",  # trajectories, format-check
-    "vsearcher_lite.training.commands",  # sft
-    "vsearcher_lite.rl.commands",  # grpo
-    "vsearcher_lite.evaluation.commands",  # eval
-    "vsearcher_lite.tools.commands",  # tools
-    "vsearcher_lite.model.commands",  # pretrain
-    "vsearcher_lite.bench",  # bench
-    "vsearcher_lite.notebooks",  # reproduce
-    "vsearcher_lite.reference",  # reference
-)
+# Modules that register subcommands, in the order their commands appear in --help (the package
+# docstring maps each command to its module).
+COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
+    "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
+    "evaluation.commands", "tools.commands", "model.commands", "bench", "notebooks", "reference"))
 
 
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("common options")
-    g.add_argument("--run-dir", default="runs/default", help="folder of this run (default: runs/default)")
-    g.add_argument("--profile", choices=PROFILES, default="cpu", help="compute profile (default: cpu)")
-    g.add_argument("--world", choices=WORLDS, default="sandbox", help="sandbox web or live web (default: sandbox)")
+    g.add_argument("--run-dir", default="runs/default",
+                   help="folder of this run (default: runs/default)")
+    g.add_argument("--profile", choices=PROFILES, default="cpu",
+                   help="compute profile (default: cpu)")
+    g.add_argument("--world", choices=WORLDS, default="sandbox",
+                   help="sandbox web or live web (default: sandbox)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     return common
 
@@ -49,7 +43,8 @@ def common_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vsearcher-lite",
-        description="A runnable reproduction of VSearcher: data synthesis, teacher trajectories, SFT, GRPO, evaluation.",
+        description="A runnable reproduction of VSearcher: data synthesis, teacher trajectories, "
+                    "SFT, GRPO, evaluation.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = common_options()
@@ -70,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vsearcher-lite {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"vsearcher-lite {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        print(f"vsearcher-lite {args.command}: interrupted; rerun the same command to resume",
+              file=sys.stderr)
         return 130
 
 

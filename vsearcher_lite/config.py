@@ -20,7 +20,7 @@ from typing import Any
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.runtime import check_device_name
+from vsearcher_lite.runtime import check_device_name, resolve_device
 
 
 def option(default: Any, text: str, *flags: str, **extra: Any) -> Any:
@@ -119,6 +119,26 @@ RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls"
 #: Settings the evaluation takes from the profile's trajectories stage: a model is evaluated the
 #: way its training data looked.
 FROM_TRAJECTORIES = ("top_k", "wall_clock_s", "max_tokens", "concurrency")
+
+
+class TrainingSettings:
+    """What the training stages' settings dataclasses (SFT and GRPO) share."""
+
+    @property
+    def use_cpu(self) -> bool:
+        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda and no
+        GPU)."""
+        return resolve_device(self.device).type == "cpu"
+
+    def torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["eval_difficulties"] = list(self.eval_difficulties) if self.eval_difficulties else None
+        return d
 
 
 @dataclass

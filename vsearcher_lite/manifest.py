@@ -47,22 +47,9 @@ MANIFEST_FILE = "run_manifest.json"
 MANIFEST_VERSION = 1
 
 #: Libraries whose versions can change a result; missing ones are recorded as ``None``.
-TRACKED_PACKAGES = (
-    "vsearcher-lite",
-    "torch",
-    "transformers",
-    "tokenizers",
-    "trl",
-    "peft",
-    "accelerate",
-    "datasets",
-    "safetensors",
-    "bitsandbytes",
-    "numpy",
-    "pillow",
-    "httpx",
-    "papermill",
-)
+TRACKED_PACKAGES = ("vsearcher-lite", "torch", "transformers", "tokenizers", "trl", "peft",
+                    "accelerate", "datasets", "safetensors", "bitsandbytes", "numpy", "pillow",
+                    "httpx", "papermill")
 
 # Setting names whose values are credentials, whatever their value looks like.
 _SECRET_NAME = re.compile(
@@ -300,17 +287,11 @@ def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None,
     clean = scrub_secrets(jsonable(config or {}))
     found = find_seeds(clean)
     found.update(jsonable(seeds or {}))
-    entry = {
-        "config": clean,
-        "seeds": found,
-        "seconds": round(float(seconds), 3),
-        "finished_at": utc_now(),
-        "packages": package_versions(),
-        "platform": platform.platform(terse=True),
-        "git": git_state(),
-        "command": (redact(" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
-                    if sys.argv and sys.argv[0] else None),
-    }
+    command = (redact(" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+               if sys.argv and sys.argv[0] else None)
+    entry = {"config": clean, "seeds": found, "seconds": round(float(seconds), 3),
+             "finished_at": utc_now(), "packages": package_versions(),
+             "platform": platform.platform(terse=True), "git": git_state(), "command": command}
     if extra:
         entry.update(scrub_secrets(jsonable(extra)))
     return entry

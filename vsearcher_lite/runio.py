@@ -39,20 +39,21 @@ def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
     """``rows`` as CSV text under a header of ``fields``: other keys are left out, missing and
     ``None`` cells are empty.
 
-    >>> csv_text([{"step": 1, "loss": 2.5, "note": "x"}, {"step": 2, "loss": None}], ["step", "loss"])
+    >>> csv_text([{"step": 1, "loss": 2.5, "note": "x"}, {"step": 2}], ["step", "loss"])
     'step,loss\\n1,2.5\\n2,\\n'
     """
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buf, list(fields), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue()
 
 
 def read_number_rows(path: str | os.PathLike) -> list[dict]:
-    """The rows of a CSV file of numbers (a training log): every cell a float, an empty one ``None``."""
+    """The rows of a CSV file of numbers (a training log): every cell a float, an empty one None."""
     with Path(path).open(encoding="utf-8") as fh:
-        return [{k: (float(v) if v not in ("", None) else None) for k, v in row.items()} for row in csv.DictReader(fh)]
+        return [{k: (float(v) if v not in ("", None) else None) for k, v in row.items()}
+                for row in csv.DictReader(fh)]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -95,7 +96,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False)
+    return atomic_write_text(path, text + "\n")
 
 
 def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
@@ -117,8 +119,8 @@ def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
 
 
 def text_lines(text: str) -> list[str]:
-    """``text`` split after each newline (``\r\n`` read as ``\n``), as a text-mode ``readlines`` does:
-    unlike ``str.splitlines`` it does not split inside a JSON string holding U+2028 and the like."""
+    """``text`` split after each newline (``\r\n`` read as ``\n``), as text-mode ``readlines``
+    does: unlike ``str.splitlines`` it does not split inside a JSON string holding U+2028."""
     return io.StringIO(text, newline=None).readlines()
 
 
@@ -147,9 +149,11 @@ def jsonl_records(
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             if torn or not strict:
-                warnings.warn(f"{source}:{number}: skipping an incomplete or malformed line", stacklevel=3)
+                warnings.warn(f"{source}:{number}: skipping an incomplete or malformed line",
+                              stacklevel=3)
                 continue
-            raise InputError(f"{source}:{number}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+            raise InputError(f"{source}:{number}: not valid JSON ({exc.msg}, "
+                             f"column {exc.colno})") from None
         if not isinstance(obj, dict):
             if not strict:
                 continue
@@ -237,34 +241,36 @@ class JsonlLog:
 
 
 def check_same_settings(where: str | os.PathLike, earlier: dict, now: dict) -> None:
-    """Refuse to continue the interrupted run saved at ``where`` with other settings than it was made
-    with: an ``InputError`` naming the first setting that differs, so a resume never mixes two runs.
+    """Refuse to continue the interrupted run saved at ``where`` with other settings than its own:
+    an ``InputError`` naming the first setting that differs, so a resume never mixes two runs.
 
-    >>> check_same_settings("run/sft/trainer", {"lr": 1e-3}, {"lr": 1e-3})
-    >>> check_same_settings("run/sft/trainer", {"lr": 1e-3}, {"lr": 0.1})
+    >>> check_same_settings("run/sft", {"lr": 1e-3}, {"lr": 1e-3})
+    >>> check_same_settings("run/sft", {"lr": 1e-3}, {"lr": 0.1})
     Traceback (most recent call last):
     ...
-    vsearcher_lite.runio.InputError: run/sft/trainer holds an interrupted run with lr=0.001 (now 0.1): rerun with the same settings to resume it, or delete it
+    vsearcher_lite.runio.InputError: run/sft holds an interrupted run with lr=0.001 (now 0.1): ...
     """
-    changed = next((k for k in sorted(set(earlier) | set(now)) if earlier.get(k) != now.get(k)), None)
+    changed = next((k for k in sorted(set(earlier) | set(now)) if earlier.get(k) != now.get(k)),
+                   None)
     if changed:
-        raise InputError(f"{where} holds an interrupted run with {changed}={earlier.get(changed)!r} (now "
-                         f"{now.get(changed)!r}): rerun with the same settings to resume it, or delete it")
+        raise InputError(f"{where} holds an interrupted run with "
+                         f"{changed}={earlier.get(changed)!r} (now {now.get(changed)!r}): rerun "
+                         "with the same settings to resume it, or delete it")
 
 
 FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def check_folder_name(name: Any, what: str, hint: str = "") -> str:
-    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no path);
-    ``hint`` ends the error message (e.g. a suggested name).
+    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no
+    path); ``hint`` ends the error message (e.g. a suggested name).
 
     >>> check_folder_name("sft-v2", "--name")
     'sft-v2'
     """
     if not isinstance(name, str) or not FOLDER_NAME.match(name) or name in (".", ".."):
-        raise InputError(f"{what} {name!r}: use letters, digits, '-', '_' and '.' only, starting with a letter "
-                         f"or digit (it names one folder inside the run){hint}")
+        raise InputError(f"{what} {name!r}: use letters, digits, '-', '_' and '.' only, starting "
+                         f"with a letter or digit (it names one folder inside the run){hint}")
     return name
 
 

@@ -262,15 +262,10 @@ def stored_rollouts(log: JsonlLog, wanted: set[str], identity: dict) -> tuple[di
 # The stage
 
 
-def generate_trajectories(
-    run_dir: str | Path,
-    config: TrajectoryConfig | None = None,
-    *,
-    tasks: list[Task] | None = None,
-    teacher: ChatBackend | None = None,
-    judge: Judge | None = None,
-    toolbox_factory: Callable[[], Any] | None = None,
-) -> dict:
+def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None = None, *,
+                          tasks: list[Task] | None = None, teacher: ChatBackend | None = None,
+                          judge: Judge | None = None,
+                          toolbox_factory: Callable[[], Any] | None = None) -> dict:
     """Run the teacher over the tasks, judge, keep the correct trajectories; returns the metrics."""
     config = config or TrajectoryConfig.for_profile("cpu")
     config.check()
@@ -311,7 +306,8 @@ def generate_trajectories(
     wanted = {job_key(t.id, i): n for n, (t, i) in enumerate(jobs)}
     stored, set_aside = stored_rollouts(log, set(wanted), rd.relative(identity))
     stored = {key: rd.resolve(r) for key, r in stored.items()}
-    todo = [(t, i) for t, i in jobs if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
+    todo = [(t, i) for t, i in jobs
+            if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
     n_retried = sum(1 for t, i in todo if job_key(t.id, i) in stored)
     start = time.perf_counter()
     from tqdm.auto import tqdm

@@ -1,5 +1,7 @@
 """Chat backends: one interface, ``ChatBackend.chat(messages, **sampling) -> str``, for every
-LLM role, with the OpenAI-compatible HTTP backend and the ``make_chat`` factory.
+LLM role, and the ``make_chat`` factory. Modules: ``base`` (the interface, image parts, token
+usage), ``openai`` (OpenAI-compatible HTTP), ``local`` (a ``transformers`` model), ``batched``
+(many concurrent episodes on one model, in lockstep).
 
 Messages use the OpenAI shape; ``content`` is a string or a list of ``{"type": "text", ...}`` and
 ``{"type": "image", "image": <path or URL>}`` parts, which each backend converts for its server

@@ -1,11 +1,10 @@
-"""Many ReAct episodes, one model: chat backends that answer concurrent ``chat`` calls in one batch.
+"""Many ReAct episodes, one model: chat backends that answer concurrent ``chat`` calls in a batch.
 
-GRPO runs P x G episodes per step and the held-out evaluation runs hundreds; one
-``model.generate`` per turn per episode (``chat.local.TransformersChat``) leaves a small model's CPU
-time to per-call overhead; one batch of several prompts takes a fraction of their one-by-one
-time, with token-identical greedy output. The batching lives
-*behind* the ``ChatBackend`` interface, so the episodes still run through the project's own
-loop (``agent.loop.run_episode``: the same prompt, format check, tools and limits as
+GRPO runs P x G episodes per step and the held-out evaluation hundreds; one ``model.generate``
+per turn per episode (``chat.local.TransformersChat``) spends a small model's CPU time on
+per-call overhead, while one batch takes a fraction of the one-by-one time with token-identical
+greedy output. The batching lives *behind* the ``ChatBackend`` interface, so the episodes still
+run through ``agent.loop.run_episode`` (the same prompt, format check, tools and limits as
 everywhere else), one thread per episode:
 
 - every episode thread calls ``chat(messages)`` as usual and waits;
@@ -13,17 +12,16 @@ everywhere else), one thread per episode:
   once (left-padded, ``generate`` stops each row at ``<|im_end|>`` or ``<tool_response>``) and
   hands each thread its own reply.
 
-When is a batch ready? In **lockstep** mode (``with backend.lockstep(n)``, used by GRPO
-rollouts) it is when every episode still running is waiting: episodes advance turn by turn
-together, so batches, their order (sorted by episode key) and the sampling seed are the same on
-every run, and sampling is reproducible. Outside lockstep (the evaluation runner's thread
-pool, which has no "episode finished" signal) a batch is ready when ``max_batch`` requests wait
-or the oldest has waited ``max_wait_s``; greedy decoding does not depend on how rows were grouped
-(up to float rounding in the padded positions).
+When is a batch ready? In **lockstep** mode (``with backend.lockstep(n)``, GRPO rollouts) when
+every episode still running waits: episodes advance turn by turn together, so batches, their
+order (by episode key) and the sampling seed are the same on every run. Outside lockstep (the
+evaluation's thread pool, which has no "episode finished" signal) when ``max_batch`` requests
+wait or the oldest has waited ``max_wait_s``; greedy output does not depend on the grouping (up
+to float rounding in the padded positions).
 
 ``BatchedTransformersChat`` generates with a local Hugging Face model (the cpu engine, and the
-TRL engine without vLLM); ``BatchedVLLMChat`` with the colocated vLLM engine TRL keeps in sync with
-the trained weights (multi_gpu; not exercised on this project's CPU-only CI).
+TRL engine without vLLM); ``BatchedVLLMChat`` with the vLLM engine TRL keeps in sync with the
+trained weights (multi_gpu; not exercised on the CPU-only CI).
 """
 
 from __future__ import annotations
@@ -77,7 +75,7 @@ class BatchStats:
 def options_key(options: dict) -> tuple:
     """The sampling settings that must agree for two requests to share one ``generate`` call.
 
-    >>> options_key({"temperature": 0.8, "top_p": 1.0, "max_tokens": 64, "stop": ["<x>"], "seed": 3})
+    >>> options_key({"temperature": 0.8, "top_p": 1, "max_tokens": 64, "stop": ["<x>"], "seed": 3})
     (0.8, 1.0, 64, ('<x>',), 0)
     """
     stop = options.get("stop")
@@ -89,8 +87,10 @@ def options_key(options: dict) -> tuple:
 def batch_seed(seeds: list[int | None], call: int) -> int | None:
     """One sampling seed for a batch, from its requests' seeds and the backend's call counter.
 
-    >>> batch_seed([None, None], 0) is None, batch_seed([3, 5], 1) == batch_seed([3, 5], 1) != batch_seed([3, 5], 2)
+    >>> batch_seed([None, None], 0) is None, batch_seed([3, 5], 1) == batch_seed([3, 5], 1)
     (True, True)
+    >>> batch_seed([3, 5], 1) != batch_seed([3, 5], 2)
+    True
     """
     given = [s for s in seeds if s is not None]
     if not given:
@@ -103,12 +103,14 @@ class LockstepBatcher(ChatBackend, abc.ABC):
 
     name = "batched"
 
-    def __init__(self, *, max_batch: int = 32, max_wait_s: float = 0.05, lockstep_timeout_s: float = 600.0):
+    def __init__(self, *, max_batch: int = 32, max_wait_s: float = 0.05,
+                 lockstep_timeout_s: float = 600.0):
         self.max_batch = max(1, int(max_batch))
         self.max_wait_s = max_wait_s
         self.lockstep_timeout_s = lockstep_timeout_s
         self.stats = BatchStats()
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "responses_without_usage": 0}
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0,
+                      "responses_without_usage": 0}
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._busy = False
@@ -151,12 +153,13 @@ class LockstepBatcher(ChatBackend, abc.ABC):
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         unknown = set(sampling) - set(SAMPLING_KEYS + LOCAL_SAMPLING_KEYS)
         if unknown:
-            raise ChatError(f"{type(self).__name__} does not support sampling options {sorted(unknown)}")
+            raise ChatError(f"{type(self).__name__} does not support sampling options "
+                            f"{sorted(unknown)}")
         with self._cond:
             self._arrivals += 1
             key = getattr(_thread, "key", None)
-            request = _Request(list(messages), dict(sampling), (0, key) if key is not None else (1, self._arrivals),
-                               time.monotonic())
+            order = (0, key) if key is not None else (1, self._arrivals)
+            request = _Request(list(messages), dict(sampling), order, time.monotonic())
             self._pending.append(request)
             self._cond.notify_all()
         while True:
@@ -174,7 +177,7 @@ class LockstepBatcher(ChatBackend, abc.ABC):
                     self._cond.wait(timeout=self._wait_time())
                 if batch is None:  # done: another thread generated this reply
                     break
-            self._run(batch)  # this thread leads the batch (its own request may or may not be in it)
+            self._run(batch)  # this thread leads the batch (with or without its own request)
         if request.error is not None:
             raise request.error
         return request.result  # type: ignore[return-value]
@@ -184,7 +187,8 @@ class LockstepBatcher(ChatBackend, abc.ABC):
             if len(self._pending) >= self._active:
                 return True
             oldest = min(r.arrived for r in self._pending)
-            return time.monotonic() - oldest > self.lockstep_timeout_s  # a stuck episode must not hang the rest
+            # a stuck episode must not hang the rest
+            return time.monotonic() - oldest > self.lockstep_timeout_s
         if len(self._pending) >= self.max_batch:
             return True
         oldest = min(r.arrived for r in self._pending)
@@ -203,9 +207,10 @@ class LockstepBatcher(ChatBackend, abc.ABC):
                 for i in range(0, len(members), self.max_batch):
                     chunk = members[i:i + self.max_batch]
                     seed = batch_seed([r.options.get("seed") for r in chunk], self.stats.calls)
+                    conversations = [r.messages for r in chunk]
                     try:
-                        texts = self.generate_batch([r.messages for r in chunk], chunk[0].options, seed)
-                    except BaseException as exc:  # each waiting episode gets the error as a policy error
+                        texts = self.generate_batch(conversations, chunk[0].options, seed)
+                    except BaseException as exc:  # each waiting episode gets it as a policy error
                         for r in chunk:
                             r.error = exc
                         continue
@@ -220,18 +225,20 @@ class LockstepBatcher(ChatBackend, abc.ABC):
             with self._cond:
                 for r in batch:
                     if r.result is None and r.error is None:
-                        r.error = ChatError("the batched backend produced no reply for this request")
+                        r.error = ChatError("the batched backend gave no reply to this request")
                     r.done = True
                 self._busy = False
                 self._cond.notify_all()
 
     @abc.abstractmethod
-    def generate_batch(self, conversations: list[list[dict]], options: dict, seed: int | None) -> list[str]:
+    def generate_batch(self, conversations: list[list[dict]], options: dict,
+                       seed: int | None) -> list[str]:
         """One reply per conversation, generated together."""
 
 
 def run_lockstep(backend: LockstepBatcher, jobs: list, run_one, keys: list | None = None) -> list:
-    """Run ``run_one(job)`` for every job on its own thread in lockstep on ``backend``; results in job order.
+    """``run_one(job)`` for every job, each on its own thread, in lockstep on ``backend``; the
+    results in job order.
 
     An exception in one job is re-raised after every thread has finished.
     """
@@ -249,7 +256,8 @@ def run_lockstep(backend: LockstepBatcher, jobs: list, run_one, keys: list | Non
             backend.leave()
 
     with backend.lockstep(len(jobs)):
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True, name=f"episode-{i}") for i in range(len(jobs))]
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True, name=f"episode-{i}")
+                   for i in range(len(jobs))]
         for t in threads:
             t.start()
         for t in threads:
@@ -284,7 +292,7 @@ def single_token_ids(tokenizer, strings) -> tuple[list[int], list[str]]:
 
 
 class BatchedTransformersChat(LockstepBatcher):
-    """A loaded image-text model and its processor behind the batcher (``model.generate``, left padding).
+    """A loaded image-text model and its processor behind the batcher (left-padded ``generate``).
 
     Decoding matches ``chat.local.TransformersChat``: greedy at temperature 0, else sampling with
     ``top_p`` and no top-k; stop strings end a row and are cut from its text; special tokens are
@@ -293,12 +301,12 @@ class BatchedTransformersChat(LockstepBatcher):
 
     name = "transformers-batched"
 
-    def __init__(self, model, processor, *, max_new_tokens: int = 512, static_cache: bool | None = None, **kwargs: Any):
+    def __init__(self, model, processor, *, max_new_tokens: int = 512,
+                 static_cache: bool | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         # On CPU a preallocated cache: decoding a small model there is bound by memory traffic, and
-        # the default cache copies every key and value at every step (the static one roughly halves
-        # a decode step at 16 rows x 1,000 tokens, token-identical greedy output). Not on a GPU by
-        # default: it allocates prompt + max_new_tokens positions for every row up front.
+        # the default cache copies every key and value at every step. Not on a GPU by default: it
+        # allocates prompt + max_new_tokens positions for every row up front.
         if static_cache is None:
             static_cache = next(model.parameters()).device.type == "cpu"
         self.static_cache = static_cache
@@ -308,7 +316,8 @@ class BatchedTransformersChat(LockstepBatcher):
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.max_new_tokens = max_new_tokens
-        self.model_id = getattr(getattr(model, "config", None), "_name_or_path", type(model).__name__)
+        config = getattr(model, "config", None)
+        self.model_id = getattr(config, "_name_or_path", type(model).__name__)
 
     def __repr__(self) -> str:
         return f"BatchedTransformersChat({self.model_id!r}, max_batch={self.max_batch})"
@@ -317,10 +326,11 @@ class BatchedTransformersChat(LockstepBatcher):
         """The left-padded batch for ``generate`` (images loaded and processed)."""
         converted = [[processor_message(m) for m in conv] for conv in conversations]
         return self.processor.apply_chat_template(
-            converted, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt",
-            processor_kwargs={"padding": True, "padding_side": "left"})
+            converted, add_generation_prompt=True, tokenize=True, return_dict=True,
+            return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
 
-    def generate_batch(self, conversations: list[list[dict]], options: dict, seed: int | None) -> list[str]:
+    def generate_batch(self, conversations: list[list[dict]], options: dict,
+                       seed: int | None) -> list[str]:
         import torch
 
         inputs = self.encode(conversations)
@@ -331,12 +341,15 @@ class BatchedTransformersChat(LockstepBatcher):
         stop_ids, stop_strings = single_token_ids(self.tokenizer, stops)
         eos = self.model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-        kwargs: dict[str, Any] = {"max_new_tokens": int(options.get("max_tokens") or self.max_new_tokens),
-                                  "eos_token_id": sorted(set(eos + stop_ids)), "pad_token_id": pad}
+        pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else (eos[0] if eos else 0)
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": int(options.get("max_tokens") or self.max_new_tokens),
+            "eos_token_id": sorted(set(eos + stop_ids)), "pad_token_id": pad}
         temperature = float(options.get("temperature") or 0.0)
         if temperature > 0:
-            kwargs.update(do_sample=True, temperature=temperature, top_p=float(options.get("top_p") or 1.0), top_k=0)
+            top_p = float(options.get("top_p") or 1.0)
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if stop_strings:
@@ -358,14 +371,9 @@ class BatchedTransformersChat(LockstepBatcher):
         new = output[:, prompt_length:]
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         ends = set(eos + stop_ids)
-        n_new = 0
-        for row in new.tolist():
-            n = len(row)
-            for i, t in enumerate(row):
-                if t in ends:
-                    n = i + 1
-                    break
-            n_new += n
+        # a row's tokens up to and including its first end token
+        n_new = sum(next((i + 1 for i, t in enumerate(row) if t in ends), len(row))
+                    for row in new.tolist())
         self.usage["requests"] += len(conversations)
         self.usage["prompt_tokens"] += int(inputs["attention_mask"].sum())
         self.usage["completion_tokens"] += n_new
@@ -377,7 +385,7 @@ class BatchedTransformersChat(LockstepBatcher):
 
 
 class BatchedVLLMChat(LockstepBatcher):
-    """Generation through TRL's colocated vLLM engine (``trainer.vllm_generation``, tensor parallel 1).
+    """Generation through TRL's colocated vLLM engine (``trainer.vllm_generation``, TP 1).
 
     TRL pushes the trained weights into that engine before each rollout; the sampling settings are
     TRL's (``temperature``, ``top_p``, ``max_completion_length`` as the per-turn budget,
@@ -393,14 +401,15 @@ class BatchedVLLMChat(LockstepBatcher):
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
 
-    def generate_batch(self, conversations: list[list[dict]], options: dict, seed: int | None) -> list[str]:
+    def generate_batch(self, conversations: list[list[dict]], options: dict,
+                       seed: int | None) -> list[str]:
         if options.get("repeat_guard"):
-            raise ChatError("repeat_guard is not applied by the vLLM engine; set it to 0 for vLLM generation")
+            raise ChatError("the vLLM engine does not apply repeat_guard; set it to 0 for vLLM")
         prompt_ids, images = [], []
         for conv in conversations:
             converted = [processor_message(m) for m in conv]
-            encoded = self.processor.apply_chat_template(converted, add_generation_prompt=True, tokenize=True,
-                                                         return_dict=True)
+            encoded = self.processor.apply_chat_template(converted, add_generation_prompt=True,
+                                                         tokenize=True, return_dict=True)
             ids = encoded["input_ids"]
             prompt_ids.append(list(ids[0] if ids and isinstance(ids[0], list) else ids))
             pics = [p["image"] for m in converted for p in m["content"] if p.get("type") == "image"]

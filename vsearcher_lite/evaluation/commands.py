@@ -1,11 +1,11 @@
 """CLI: ``vsearcher-lite eval`` (notebook 08's library calls, from a shell).
 
-    vsearcher-lite eval --run-dir R                                  # teacher on R's exam + held-out tasks
+    vsearcher-lite eval --run-dir R                       # teacher on R's exam + held-out tasks
     vsearcher-lite eval --run-dir R --policy transformers:R/sft/model --name sft
-    vsearcher-lite eval --run-dir R --policy direct                  # the no-tools ablation of the base model
-    vsearcher-lite eval --benchmark mmsearchexam.jsonl --check       # validate a file, run nothing
-    vsearcher-lite eval --run-dir R --compare                         # notebook 08: base/SFT/RL/teacher/direct table
-    vsearcher-lite eval --world live --benchmark mmsearchexam.jsonl --policy openai:MODEL@URL --judge llm
+    vsearcher-lite eval --run-dir R --policy direct       # the base model without tools
+    vsearcher-lite eval --benchmark exam.jsonl --check    # validate a file, run nothing
+    vsearcher-lite eval --run-dir R --compare             # notebook 08: base/SFT/RL/teacher/direct
+    vsearcher-lite eval --world live --benchmark exam.jsonl --policy openai:MODEL@URL --judge llm
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ CLI_OPTIONS = ("judge", "concurrency", "batch", "prompt_variant", "top_k", "max_
 
 
 # What a run folder holds once any stage has run in it (``--compare`` refuses a folder with none).
-RUN_CONTENTS = ("run_manifest.json", "world", "seeds", "inject-text", "inject-image", "filter", "trajectories",
-                "sft", "grpo", "eval", "comparison")
+RUN_CONTENTS = ("run_manifest.json", "world", "seeds", "inject-text", "inject-image", "filter",
+                "trajectories", "sft", "grpo", "eval", "comparison")
 
 
 def register(subparsers, common) -> None:
@@ -33,63 +33,66 @@ def register(subparsers, common) -> None:
         parents=[common],
         help="evaluate a policy on a benchmark: Pass@1 and its breakdowns (notebook 08)",
         description=(
-            "Run a policy through the ReAct loop on every task of a benchmark, judge each answer, and write "
-            "RUN_DIR/eval/<name>/ (results.jsonl, results.csv, metrics.json) and the comparison table "
-            "RUN_DIR/eval/metrics.json. Resumable: a rerun skips the tasks already done. With --check, only "
-            "validate the benchmark file and print its numbers."
+            "Run a policy through the ReAct loop on every task of a benchmark, judge each answer, "
+            "and write RUN_DIR/eval/<name>/ (results.jsonl, results.csv, metrics.json) and the "
+            "comparison table RUN_DIR/eval/metrics.json. Resumable: a rerun skips the tasks "
+            "already done. With --check, only validate the benchmark file and print its numbers."
         ),
     )
     b = p.add_argument_group("benchmark")
     b.add_argument("--benchmark", default=None, metavar="FILE",
-                   help="a benchmark file (.jsonl/.json/.parquet); default: RUN_DIR/filter/exam.jsonl + heldout.jsonl")
+                   help="a .jsonl/.json/.parquet file (default: the run's exam + held-out tasks)")
     b.add_argument("--format", default=None,
-                   help="mmsearchexam, browsecomp-vl, mmsearch, simplevqa or task (default: detected from the fields)")
-    b.add_argument("--check", action="store_true", help="validate the benchmark and print its numbers; run nothing")
+                   help="mmsearchexam, browsecomp-vl, mmsearch, simplevqa, task (default: guessed)")
+    b.add_argument("--check", action="store_true", help="validate the file, print its numbers")
     b.add_argument("--limit", type=positive, default=None, help="use only the first N rows")
-    b.add_argument("--sample", type=positive, default=None, help="a random sample of N rows (seeded by --seed)")
-    b.add_argument("--images-only", action="store_true", help="leave out rows without an image (MMSearch: paper A.5)")
-    b.add_argument("--language", default=None, help="keep rows of one language (SimpleVQA: EN, as in the paper)")
+    b.add_argument("--sample", type=positive, default=None, help="N random rows (seeded by --seed)")
+    b.add_argument("--images-only", action="store_true", help="only rows with an image (paper A.5)")
+    b.add_argument("--language", default=None, help="keep rows of one language (SimpleVQA: EN)")
     b.add_argument("--images", choices=("download", "url"), default=None,
-                   help="download images into the cache (default) or pass URLs to the tools (live image search needs URLs)")
-    b.add_argument("--image-dir", default=None, help="image cache folder (default: RUN_DIR/eval/images)")
-    b.add_argument("--skip-bad-images", action="store_true", help="leave out rows whose image cannot be fetched")
+                   help="download images (default) or pass URLs (live image search needs URLs)")
+    b.add_argument("--image-dir", default=None, help="image cache (default: RUN_DIR/eval/images)")
+    b.add_argument("--skip-bad-images", action="store_true", help="leave out unfetchable images")
     r = p.add_argument_group("run")
     r.add_argument("--policy", default=None,
-                   help="teacher, base, direct[:<spec>], or a chat spec: openai:MODEL@URL, transformers:PATH, a checkpoint folder "
-                        "(default: teacher in the sandbox)")
-    r.add_argument("--name", default=None, help="eval name: the folder under RUN_DIR/eval/ and the table key (default: from the policy)")
+                   help="teacher, base, direct[:<spec>], a checkpoint folder, openai:MODEL@URL or "
+                        "transformers:PATH (default: teacher in the sandbox)")
+    r.add_argument("--name", default=None,
+                   help="the folder under RUN_DIR/eval/ and the table key (default: from --policy)")
     add_config_options(r, EvalConfig, CLI_OPTIONS)
-    r.add_argument("--no-cache", action="store_true", help="do not read or write the run's tool cache")
+    r.add_argument("--no-cache", action="store_true", help="do not use the run's tool cache")
     add_device_option(r)
-    r.add_argument("--fresh", action="store_true", help="discard earlier results under this name and start over")
+    r.add_argument("--fresh", action="store_true", help="discard earlier results under this name")
     c = p.add_argument_group("comparison (notebook 08)")
     c.add_argument("--compare", action="store_true",
-                   help="evaluate base, SFT, RL, the teacher and the no-tools ablation on the run's exam and held-out "
-                        "tasks and write RUN_DIR/comparison/ (table 1 and figure 4 of this run)")
-    c.add_argument("--exam-tasks", type=positive, default=None, help="with --compare: the first N exam tasks (default: all)")
+                   help="base, SFT, RL, teacher and no-tools on the run's exam and held-out tasks, "
+                        "into RUN_DIR/comparison/ (table 1 and figure 4 of this run)")
+    c.add_argument("--exam-tasks", type=positive, help="with --compare: the first N exam tasks")
     c.add_argument("--heldout-tasks", type=positive, default=None,
-                   help="with --compare: N held-out tasks, round-robin over the levels (default: cpu 30, the SFT stage's; else all)")
+                   help="with --compare: N held-out tasks, round-robin over the levels "
+                        "(default: cpu 30, the SFT stage's; else all)")
     p.set_defaults(func=run_eval_command)
 
 
 def compare_command(args) -> int:
-    from vsearcher_lite.evaluation.comparison import TABLE_GROUPS, ComparisonConfig, run_comparison, table_rows
+    from vsearcher_lite.evaluation import comparison
 
     if args.benchmark or args.policy:
-        raise InputError("--compare uses the run's own exam and held-out tasks and its fixed policies; "
-                         "leave out --benchmark and --policy")
+        raise InputError("--compare uses the run's own exam and held-out tasks and its fixed "
+                         "policies; leave out --benchmark and --policy")
     run = Path(args.run_dir)
     if not run.is_dir() or not any((run / name).exists() for name in RUN_CONTENTS):
-        raise InputError(f"{run}: not a run folder (no world, tasks or models in it); --compare compares the models "
-                         "of an existing run: check --run-dir")
-    config = ComparisonConfig.for_profile(args.profile, world=args.world, seed=args.seed,
-                                          exam_max_tasks=args.exam_tasks, heldout_max_tasks=args.heldout_tasks,
-                                          judge=args.judge, concurrency=args.concurrency,
-                                          eval_overrides={"device": args.device} if args.device else None)
-    metrics = run_comparison(args.run_dir, config)
-    print("policy    " + " ".join(f"{g:>8s}" for g in TABLE_GROUPS))
-    for row in table_rows(metrics):
-        cells = " ".join(f"{row[g]:8.3f}" if row[g] is not None else f"{'-':>8s}" for g in TABLE_GROUPS)
+        raise InputError(f"{run}: not a run folder (no world, tasks or models in it); --compare "
+                         "compares the models of an existing run: check --run-dir")
+    config = comparison.ComparisonConfig.for_profile(
+        args.profile, world=args.world, seed=args.seed, exam_max_tasks=args.exam_tasks,
+        heldout_max_tasks=args.heldout_tasks, judge=args.judge, concurrency=args.concurrency,
+        eval_overrides={"device": args.device} if args.device else None)
+    metrics = comparison.run_comparison(args.run_dir, config)
+    groups = comparison.TABLE_GROUPS
+    print("policy    " + " ".join(f"{g:>8s}" for g in groups))
+    for row in comparison.table_rows(metrics):
+        cells = " ".join(f"{row[g]:8.3f}" if row[g] is not None else f"{'-':>8s}" for g in groups)
         print(f"{row['policy']:9s} {cells}")
     for name, reason in metrics["missing"].items():
         print(f"[eval] {name}: {reason}")
@@ -111,15 +114,16 @@ def check_command(args) -> int:
         files, fmt = sandbox_eval_files(args.run_dir), "task"
         missing = [f for f in files if not f.exists()]
         if missing:
-            raise InputError(f"{missing[0]} does not exist: run `vsearcher-lite filter --run-dir {args.run_dir}` first, "
-                             "or give --benchmark FILE")
+            raise InputError(f"{missing[0]} does not exist: run `vsearcher-lite filter --run-dir "
+                             f"{args.run_dir}` first, or give --benchmark FILE")
     for f in files:
         if not args.benchmark and not f.read_text(encoding="utf-8").strip():
             print(f"{f}: format task: 0 rows (the filter kept no task of this split)")
             continue
         report = check_benchmark(f, fmt, **_selection(args))
         groups = ", ".join(f"{k} {v}" for k, v in report["groups"].items())
-        print(f"{f}: format {report['format']}: {report['n_rows']} rows, {report['n_with_images']} with images, "
+        print(f"{f}: format {report['format']}: {report['n_rows']} rows, "
+              f"{report['n_with_images']} with images, "
               f"{report['n_distinct_images']} distinct images")
         print(f"  answers: {report['n_distinct_answers']} distinct; groups: {groups}; "
               f"longest question: {report['max_question_chars']} characters")
@@ -131,12 +135,12 @@ def run_eval_command(args) -> int:
         return check_command(args)
     if args.compare:
         return compare_command(args)
-    from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks, load_benchmark_report
+    from vsearcher_lite.evaluation import benchmarks
     from vsearcher_lite.evaluation.evaluate import evaluate, policy_label
 
     if args.policy is not None and not args.policy.strip():
-        raise InputError("--policy is empty: give teacher, base, direct, a checkpoint folder, transformers:PATH "
-                         "or openai:MODEL@URL")
+        raise InputError("--policy is empty: give teacher, base, direct, a checkpoint folder, "
+                         "transformers:PATH or openai:MODEL@URL")
     policy = args.policy or ("teacher" if args.world == "sandbox" else None)
     if policy is None:
         raise InputError("--world live needs --policy (e.g. openai:<model>@<base_url>)")
@@ -147,7 +151,7 @@ def run_eval_command(args) -> int:
     if args.world == "live":
         config.today = None  # the live web has a calendar
     if args.benchmark:
-        report = load_benchmark_report(
+        report = benchmarks.load_benchmark_report(
             args.benchmark, args.format,
             image_dir=args.image_dir or Path(args.run_dir) / "eval" / "images",
             image_mode=args.images or "download", skip_bad_images=args.skip_bad_images,
@@ -158,23 +162,26 @@ def run_eval_command(args) -> int:
             print(f"[eval] skipped: {problem}")
         default_name = f"{policy_label(policy)}-{Path(args.benchmark).stem}"
     else:
-        tasks = ensure_sandbox_eval_tasks(args.run_dir, profile=args.profile, seed=args.seed, world=args.world,
-                                          progress=config.progress)
+        tasks = benchmarks.ensure_sandbox_eval_tasks(args.run_dir, profile=args.profile,
+                                                     seed=args.seed, world=args.world,
+                                                     progress=config.progress)
         if args.limit:
             tasks = tasks[: args.limit]
         benchmark, default_name = "sandbox exam + held-out", None
-    m = evaluate(args.run_dir, tasks, policy, config=config, name=args.name or default_name, benchmark=benchmark,
-                 fresh=args.fresh)
+    m = evaluate(args.run_dir, tasks, policy, config=config, name=args.name or default_name,
+                 benchmark=benchmark, fresh=args.fresh)
     levels = ", ".join(f"{k} {v}" for k, v in m["accuracy_by_difficulty"].items())
     calls = ", ".join(f"{k} {v}" for k, v in m["mean_tool_calls_by_type"].items())
     ends = ", ".join(f"{k} {v}" for k, v in m["terminations"].items() if v)
-    print(f"[eval] {m['name']}: Pass@1 {m['pass_at_1']} ({m['n_correct']}/{m['n_tasks']}); by difficulty: {levels}")
-    print(f"[eval] mean tool calls {m['mean_tool_calls']} ({calls}); format-valid {m['format_valid_rate']}; "
-          f"endings: {ends}")
+    print(f"[eval] {m['name']}: Pass@1 {m['pass_at_1']} ({m['n_correct']}/{m['n_tasks']}); "
+          f"by difficulty: {levels}")
+    print(f"[eval] mean tool calls {m['mean_tool_calls']} ({calls}); "
+          f"format-valid {m['format_valid_rate']}; endings: {ends}")
     if m["format_errors"]:
         print("[eval] format errors (first failing turn): "
               + ", ".join(f"{code} {n}" for code, n in m["format_errors"].items()))
     print(f"[eval] {m['evaluated_this_run']} episode(s) run in {m['seconds']} s; "
           f"{m['wall_seconds_per_task']} s of wall time per task run")
-    print(f"[eval] wrote {Path(args.run_dir) / 'eval' / m['name']} and {Path(args.run_dir) / 'eval' / 'metrics.json'}")
+    eval_root = Path(args.run_dir) / "eval"
+    print(f"[eval] wrote {eval_root / m['name']} and {eval_root / 'metrics.json'}")
     return 0

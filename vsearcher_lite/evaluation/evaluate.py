@@ -1,13 +1,11 @@
-"""Stage `eval`: any policy through the ReAct loop on a benchmark, judged (paper 2.4, 3.2, 4; fig. 4).
+"""Stage `eval`: any policy through the ReAct loop on a benchmark, judged (paper 2.4, 3.2, 4).
 
-``EvalConfig`` holds an evaluation's settings. ``evaluate(run_dir, tasks, policy, *, judge,
-toolbox, concurrency, name) -> metrics`` is the runner the eval command, the SFT and GRPO stages
-and the comparison call: one episode per task (``agent.loop.run_episode``: the same system
-prompt, tools and strict format check as the teacher, SFT and GRPO), the final answer judged,
-Pass@1 and its breakdowns reported (``metrics``). Policies are named by specs (``policies``);
-stored results are reused only under the same identity (``identity``). Those modules sit below
-this one and import nothing from the stages, so the training stages call the runner without
-importing upward.
+``evaluate(run_dir, tasks, policy, ...) -> metrics`` (settings: ``EvalConfig``) is the runner of
+the eval command, the SFT and GRPO stages and the comparison: one episode per task through
+``agent.loop.run_episode`` (the teacher's, SFT's and GRPO's prompt, tools and format check), the
+answer judged, Pass@1 and its breakdowns reported (``metrics``). Policies are named by specs
+(``policies``); stored results are reused only under the same identity (``identity``); none of
+these imports a stage, so the training stages can call the runner.
 
 Two times are recorded. ``seconds_per_task`` is each episode's latency, from its start to its
 judged answer; episodes run concurrently (a batched model answers 16 at a time), so it includes
@@ -52,12 +50,6 @@ from vsearcher_lite.evaluation.identity import (
     run_identity,
     stored_identity,
 )
-from vsearcher_lite.manifest import (
-    scrub_secrets,
-    update_json_file,
-    utc_now,
-    write_manifest,
-)
 from vsearcher_lite.evaluation.metrics import (
     comparison_csv,
     eval_metrics,
@@ -67,6 +59,7 @@ from vsearcher_lite.evaluation.metrics import (
     wall_time,
 )
 from vsearcher_lite.evaluation.policies import Policy, make_policy, policy_label, slug
+from vsearcher_lite.manifest import scrub_secrets, update_json_file, utc_now, write_manifest
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
     InputError,
@@ -98,7 +91,7 @@ def eval_dir(run_dir: str | Path, name: str) -> Path:
 
 
 def check_name(name: str) -> str:
-    """An eval name is a folder name: letters, digits, ``.``, ``_`` and ``-`` (``runio.check_folder_name``).
+    """An eval name is a folder name: letters, digits, ``.``, ``_`` and ``-``.
 
     >>> check_name("sft-v2")
     'sft-v2'
@@ -107,7 +100,7 @@ def check_name(name: str) -> str:
 
 
 def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
-    """A judge from an object or a spec; ``"llm"`` alone means the chat endpoint set in the environment."""
+    """A judge from an object or a spec; ``"llm"`` alone means the environment's chat endpoint."""
     spec = config.judge if judge is None else judge
     if spec == "llm":
         spec = "llm:openai"
@@ -115,11 +108,13 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
         return make_judge(spec)
     except ValueError as exc:
         if isinstance(spec, str) and spec.startswith("llm"):
-            raise InputError(f"the LLM judge ({spec!r}; --judge match is the offline one): {exc}") from None
+            raise InputError(f"the LLM judge ({spec!r}; --judge match is the offline one): "
+                             f"{exc}") from None
         raise InputError(str(exc)) from None
 
 
-def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task], identity: dict) -> int:
+def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task],
+                  identity: dict) -> int:
     """Copy into ``eval/<name>`` the results ``eval/<source>`` already holds for ``tasks``, when
     ``source`` was produced with the same identity (``run_identity``); the number copied.
 
@@ -129,7 +124,7 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
     """
     identity = stored_identity(identity, run_dir)
     src = eval_dir(run_dir, source)
-    if source == name or not (src / "config.json").is_file() or not (src / "results.jsonl").is_file():
+    if source == name or not all((src / f).is_file() for f in ("config.json", "results.jsonl")):
         return 0
     if changed_settings(read_json(src / "config.json"), identity, run_dir):
         return 0
@@ -153,7 +148,7 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
 
 
 def update_summary(run_dir: str | Path, name: str, metrics: dict) -> dict:
-    """Put this evaluation into ``RUN_DIR/eval/metrics.json`` (merge-safe) and rewrite ``table.csv``."""
+    """Put this evaluation into ``eval/metrics.json`` (merge-safe) and rewrite ``table.csv``."""
     stage = RunDir(run_dir).stage(STAGE)
 
     def put(summary: dict) -> None:
@@ -170,14 +165,15 @@ def read_summary(run_dir: str | Path) -> dict:
     return read_json(path) if path.exists() else {}
 
 
-def toolbox_source(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tuple[Callable[[], Any], list]:
+def toolbox_source(toolbox: Any, run_dir: str | Path,
+                   config: EvalConfig) -> tuple[Callable[[], Any], list]:
     """``(get, made)``: ``get()`` gives the calling thread the toolbox its episodes use.
 
     ``toolbox`` is a toolbox (shared by every thread), ``None`` for the run's own
     (``tools.factory.make_toolbox``), built once on first use and shared by every thread (a
-    toolbox is thread-safe, and building one per thread re-read the world's image features in
-    each), or a function that builds one, called once per thread (for a toolbox that must not be
-    shared). ``made`` lists the toolboxes handed out (for their cache statistics).
+    toolbox is thread-safe and costly to build), or a function that builds one, called once per
+    thread (for a toolbox that must not be shared). ``made`` lists the toolboxes handed out (for
+    their cache statistics).
     """
     made: list[Any] = []
     lock = threading.Lock()
@@ -189,8 +185,9 @@ def toolbox_source(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tup
             if not made:
                 with lock:
                     if not made:
-                        made.append(make_toolbox(run_dir, world=config.world, cache_mode=config.cache_mode,
-                                                 top_k=config.top_k, observations=config.prompt_variant))
+                        made.append(make_toolbox(
+                            run_dir, world=config.world, cache_mode=config.cache_mode,
+                            top_k=config.top_k, observations=config.prompt_variant))
             return made[0]
 
         return get_shared, made
@@ -208,10 +205,10 @@ def toolbox_source(toolbox: Any, run_dir: str | Path, config: EvalConfig) -> tup
     return get_own, made
 
 
-def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLog, concurrency: int, *,
-                progress: bool = True, desc: str = "eval") -> list[dict]:
-    """Run ``run_task`` over ``todo`` on ``concurrency`` threads, appending each record to ``log`` as it
-    finishes (so an interrupted run keeps everything finished); the records, in finishing order."""
+def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLog,
+                concurrency: int, *, progress: bool = True, desc: str = "eval") -> list[dict]:
+    """Run ``run_task`` over ``todo`` on ``concurrency`` threads, appending each record to ``log``
+    as it finishes (an interrupted run keeps everything finished); the records, in that order."""
     from tqdm.auto import tqdm
 
     records = []
@@ -229,27 +226,18 @@ def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLo
     return records
 
 
-def evaluate(
-    run_dir: str | Path,
-    tasks: list[Task],
-    policy: str | ChatBackend | Policy,
-    *,
-    judge: Judge | str | None = None,
-    toolbox: Any = None,
-    concurrency: int | None = None,
-    name: str | None = None,
-    config: EvalConfig | None = None,
-    benchmark: str = "",
-    fresh: bool = False,
-) -> dict:
-    """Evaluate ``policy`` on ``tasks``; writes the outputs listed in the module docstring, returns the metrics.
+def evaluate(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend | Policy, *,
+             judge: Judge | str | None = None, toolbox: Any = None,
+             concurrency: int | None = None, name: str | None = None,
+             config: EvalConfig | None = None, benchmark: str = "", fresh: bool = False) -> dict:
+    """Evaluate ``policy`` on ``tasks``: writes the module docstring's outputs, returns the metrics.
 
     ``policy``: a spec for ``make_policy``, a ``ChatBackend`` (one for every task) or a ``Policy``.
     ``judge``: a ``Judge`` or a spec (default ``config.judge``). ``toolbox``: a toolbox, a
     function that builds one (called once per worker thread), or ``None`` for the run's own
     (``tools.factory.make_toolbox``: the run's world and tool cache, one toolbox shared by the
-    worker threads). ``name``: the folder under
-    ``RUN_DIR/eval/`` and the key in the summary (default: the policy's name).
+    worker threads). ``name``: the folder under ``RUN_DIR/eval/`` and the key in the summary
+    (default: the policy's name).
     """
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
@@ -279,49 +267,47 @@ def evaluate(
     def run_task(task: Task) -> dict:
         start = time.perf_counter()
         traj = run_episode(policy.for_task(task), thread_toolbox(), task, limits=limits,
-                           sampling=config.sampling(task.id), today=config.today, variant=config.prompt_variant)
+                           sampling=config.sampling(task.id), today=config.today,
+                           variant=config.prompt_variant)
         verdict = judge_obj.judge(task.question, task.answer, traj.prediction, task.aliases)
-        return run.relative(result_record(task, traj, verdict, policy, time.perf_counter() - start,
+        seconds = time.perf_counter() - start
+        return run.relative(result_record(task, traj, verdict, policy, seconds,
                                           config.keep_trajectories))
 
     log = JsonlLog(out / "results.jsonl", key="id")
     done = previous_results(log, tasks)
     todo = [t for t in tasks if t.id not in done]
     start = time.perf_counter()
-    threads = max(config.concurrency, policy.batch)  # a batcher needs its batch's episodes running at once
-    for record in run_pending(todo, run_task, log, threads, progress=config.progress, desc=f"eval {name}"):
+    threads = max(config.concurrency, policy.batch)  # a batcher needs its whole batch running
+    for record in run_pending(todo, run_task, log, threads, progress=config.progress,
+                              desc=f"eval {name}"):
         done[record["id"]] = record
     elapsed = time.perf_counter() - start
-    previous = read_json(out / "metrics.json") if not todo and (out / "metrics.json").is_file() else {}
+    stored = out / "metrics.json"
+    previous = read_json(stored) if not todo and stored.is_file() else {}
 
     records = [done[t.id] for t in tasks]
     atomic_write_text(out / "results.csv", results_csv(records))
     metrics = eval_metrics(records)
     metrics.update(
-        name=name,
-        policy=policy.name,
-        policy_spec=identity["policy_spec"],
-        tools=policy.tools,
-        benchmark=redact(benchmark),
-        judge=identity["judge"],
-        judge_failures=getattr(judge_obj, "failures", 0),
-        evaluated_this_run=len(todo),
-        seconds=round(elapsed, 3),
-        **wall_time(elapsed, len(todo), previous),
-        settings=scrub_secrets(config.to_dict()),
-        updated_at=utc_now(),
-    )
+        name=name, policy=policy.name, policy_spec=identity["policy_spec"], tools=policy.tools,
+        benchmark=redact(benchmark), judge=identity["judge"],
+        judge_failures=getattr(judge_obj, "failures", 0), evaluated_this_run=len(todo),
+        seconds=round(elapsed, 3), **wall_time(elapsed, len(todo), previous),
+        settings=scrub_secrets(config.to_dict()), updated_at=utc_now())
     caches = [getattr(b, "cache", None) for b in made]
     caches = [c for c in caches if c is not None]
     if caches:
-        metrics["tool_cache"] = {"hits": sum(c.hits for c in caches), "misses": sum(c.misses for c in caches)}
+        metrics["tool_cache"] = {"hits": sum(c.hits for c in caches),
+                                 "misses": sum(c.misses for c in caches)}
     if policy.shared is not None and usage_of(policy.shared):
         metrics["policy_usage"] = usage_of(policy.shared)
     metrics = run.relative(metrics)
     atomic_write_json(out / "metrics.json", metrics)
     update_summary(run_dir, name, metrics)
-    write_manifest(run_dir, f"{STAGE}/{name}", {**identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
-                                                 "settings": config.to_dict()}, elapsed)
+    write_manifest(run_dir, f"{STAGE}/{name}", {
+        **identity, "seed": config.seed, "benchmark": benchmark, "n_tasks": len(tasks),
+        "settings": config.to_dict()}, elapsed)
     return metrics
 
 

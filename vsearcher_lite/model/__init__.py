@@ -2,6 +2,7 @@
 
 Modules: ``tokenizer``, ``tiny`` (config, processor, build, save, load), ``worlds`` and
 ``corpus`` (the pretraining documents), ``packing`` (rows and losses), ``pretrain`` (the
-stage), ``probes`` and ``card``. Importing ``tiny`` registers the image-only processor with
-``AutoProcessor``; this package itself imports nothing heavy (the CLI imports it).
+stage), ``probes``, ``card`` and ``commands`` (``vsearcher-lite pretrain``). Importing ``tiny``
+registers the image-only processor with ``AutoProcessor``; this package itself imports nothing
+heavy (the CLI imports it).
 """

@@ -2,17 +2,18 @@
 
 ``GRPOConfig.for_profile(profile, **overrides)`` applies the profile's ``[grpo]`` table
 (``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The cpu engine
-is the project's own loop (``trainer.py``); ``trl`` is TRL's ``GRPOTrainer`` (``trl_engine.py``).
+is the project's own loop (``cpu_engine``); ``trl`` is TRL's ``GRPOTrainer`` (``trl_engine``).
 The held-out evaluation (``eval``) is the SFT stage's, so its results can be reused.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vsearcher_lite.config import (
     EvalConfig,
+    TrainingSettings,
     check_at_least_one,
     check_choices,
     check_positive,
@@ -26,14 +27,8 @@ from vsearcher_lite.config import (
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
-from vsearcher_lite.runtime import check_device_name, resolve_device
-from vsearcher_lite.training.config import (
-    DTYPES,
-    LORA_TARGET_REGEX,
-    METHODS,
-    PAPER_BASE,
-    SFTConfig,
-)
+from vsearcher_lite.runtime import check_device_name
+from vsearcher_lite.training.config import DTYPES, LORA_TARGET_REGEX, METHODS, PAPER_BASE, SFTConfig
 
 ENGINES = ("cpu", "trl")
 CURRICULA = ("mix", "variance", "prescreen")
@@ -51,7 +46,7 @@ CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", 
 
 
 @dataclass
-class GRPOConfig:
+class GRPOConfig(TrainingSettings):
     """Everything ``run_grpo`` needs besides the run folder; the defaults are the paper's.
 
     ``prompts_per_step`` (P) tasks are drawn per step and each is rolled out ``generations`` (G)
@@ -206,17 +201,6 @@ class GRPOConfig:
         check_folder_name(self.name, "name")
         stage_eval_config(self)
 
-    def torch_dtype(self):
-        import torch
-
-        return getattr(torch, self.dtype)
-
-    @property
-    def use_cpu(self) -> bool:
-        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda and no
-        GPU)."""
-        return resolve_device(self.device).type == "cpu"
-
     @property
     def base(self) -> str | None:
         """The model folder to load (``training.sft.load_model`` reads ``config.base``)."""
@@ -231,11 +215,6 @@ class GRPOConfig:
         ``eval_batch`` episodes at once and no per-episode wall clock (batched episodes wait for
         each other, which is not the policy's doing)."""
         return replace(stage_eval_config(self), wall_clock_s=1e9, concurrency=self.eval_batch)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["eval_difficulties"] = list(self.eval_difficulties) if self.eval_difficulties else None
-        return d
 
 
 #: The paper's GRPO settings (A.4), by field: what notebook 07 compares a run's settings with.

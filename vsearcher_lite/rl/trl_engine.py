@@ -1,42 +1,39 @@
 """The TRL engine: ``trl.GRPOTrainer`` driven by this project's rollouts (the GPU profiles).
 
 ``run_grpo_trl(run_dir, config) -> metrics`` writes the same files as the cpu engine
-(``RUN_DIR/grpo/{checkpoint, steps.csv, rollouts.jsonl, metrics.json}``, ``RUN_DIR/eval/{sft,rl}``).
+(``grpo/{checkpoint, steps.csv, rollouts.jsonl, metrics.json}``, ``eval/{sft,rl}``).
 
 How the pieces meet (TRL 1.16):
 
 - **The dataset** holds one row per task draw (``TaskSampler``, the difficulty mix), in order
-  (``shuffle_dataset=False``): ``prompt`` is the system prompt and the question exactly as
-  ``agent.protocol.initial_messages`` writes them, ``images`` the question image, ``task_id`` the
-  task. TRL repeats each row G times.
-- **``rollout_func(prompts, trainer)``** (``make_rollout_func``) runs one episode per row through
-  ``agent.loop.run_episode`` in lockstep on a batched backend over the trainer's model
-  (``BatchedTransformersChat``; with ``use_vllm``, TRL's colocated vLLM engine), judges and
-  re-renders them (``rollout.rollout_groups``, the cpu engine's code), and returns
-  ``prompt_ids`` / ``completion_ids`` (the re-rendered trajectory split where the first assistant
-  turn starts), ``env_mask`` (1 on policy tokens; 0 on tool responses; all 0 for a trajectory
-  excluded by A.4 or whose fatal step is its first; 0 from the fatal step on with
-  ``fatal_aware``), the reward, the fatal flag and the images tool calls returned.
-  ``prompt_ids`` must equal TRL's own rendering of the dataset prompt (TRL rebuilds the prompt's
-  pixel values from it): the rollout checks it and stops with a clear error otherwise.
-- **The reward function** returns the reward the rollout computed (``objective.trajectory_reward``).
-  TRL normalises it per group (unbiased std, eps 1e-4, ``scale_rewards="group"``) and aggregates
-  the loss per token over the batch (``loss_type="dapo"``) or per sequence (``"grpo"``).
+  (``shuffle_dataset=False``): ``prompt`` the system prompt and question exactly as
+  ``agent.protocol.initial_messages`` writes them, ``images`` the question image, ``task_id``.
+  TRL repeats each row G times.
+- **``rollout_func(prompts, trainer)``** (``make_rollout_func``) runs one episode per row in
+  lockstep on a batched backend over the trainer's model (``BatchedTransformersChat``; with
+  ``use_vllm``, TRL's colocated vLLM engine), judges and re-renders them with the cpu engine's
+  ``rollout.rollout_groups``, and returns ``prompt_ids`` / ``completion_ids`` (split where the
+  first assistant turn starts), ``env_mask`` (1 on policy tokens; 0 on tool responses, on a
+  trajectory excluded by A.4 and, with ``fatal_aware``, from the fatal step on), the reward, the
+  fatal flag and the tool images. ``prompt_ids`` must equal TRL's own rendering of the prompt
+  (TRL rebuilds the pixel values from it); the rollout stops with a clear error otherwise.
+- **The reward function** returns the rollout's reward (``objective.trajectory_reward``); TRL
+  normalises it per group (unbiased std, eps 1e-4, ``scale_rewards="group"``) and aggregates the
+  loss per token over the batch (``loss_type="dapo"``) or per sequence (``"grpo"``).
 
-**The one subclass, ``VSearcherGRPOTrainer``**, for what TRL cannot express:
+**The one subclass, ``VSearcherGRPOTrainer``**, does what TRL cannot express:
 
-1. it hands the batch's rows to the rollout function (``rollout_func`` only receives the prompts,
-   and the task behind a prompt is in the row's ``task_id``);
-2. image search returns images inside the completion; TRL's rollout_func path only carries the
-   dataset prompt's images, so the subclass adds the tool images to each sample's images and lets
-   TRL's own tool-image path (``self.tools`` set for the duration of one batch) build the pixel
-   values and ``mm_token_type_ids`` of the whole sequence;
+1. it hands the batch's rows to the rollout function (which only receives the prompts; the task
+   is in the row's ``task_id``);
+2. image search returns images inside the completion, and TRL's rollout_func path carries only the
+   prompt's: the subclass adds the tool images to each sample's and lets TRL's tool-image path
+   (``self.tools`` set for one batch) build the pixel values and ``mm_token_type_ids``;
 3. the fatal-aware one-sided clamp: after TRL's group normalisation, a fatal trajectory's
    advantage becomes ``max(A, 0)`` (``objective.clamp_fatal_advantage``).
 
-Differences from the cpu engine: zero-variance groups are not dropped (their advantage is 0, so
-they add no policy gradient, but their tokens count in the per-token normaliser and in the KL),
-and the entropy TRL logs is over the trained tokens only.
+Differences from the cpu engine: zero-variance groups are not dropped (advantage 0, so no policy
+gradient, but their tokens count in the per-token normaliser and the KL), and the entropy TRL
+logs is over the trained tokens only.
 """
 
 from __future__ import annotations
@@ -84,13 +81,16 @@ _TOOL_IMAGES_MARKER = "tool images in completions"
 
 
 def prompt_row(task, prompt_variant: str, today: str | None) -> dict:
-    """One dataset row: the episode's first two messages in TRL's list-of-parts shape, the image path
-    and the task id."""
+    """One dataset row: the episode's first two messages in TRL's list-of-parts shape, the image
+    path and the task id."""
     messages = initial_messages(task.question, task.image_path, today=today, variant=prompt_variant)
-    parts = [{"role": m["role"], "content": [{"type": "image"} if p.get("type") == "image" else
-                                              {"type": "text", "text": p.get("text")} for p in
-                                              (m["content"] if isinstance(m["content"], list) else
-                                               [{"type": "text", "text": m["content"]}])]} for m in messages]
+    parts = []
+    for m in messages:
+        c = m["content"]
+        c = c if isinstance(c, list) else [{"type": "text", "text": c}]
+        parts.append({"role": m["role"], "content": [
+            {"type": "image"} if p.get("type") == "image" else dict(type="text", text=p.get("text"))
+            for p in c]})
     return {"prompt": with_string_parts({"messages": parts})["messages"],
             "images": [str(Path(task.image_path).resolve())] if task.image_path else [],
             "task_id": task.id}
@@ -103,14 +103,16 @@ def build_dataset(rows: list[dict]):
     return ds.cast_column("images", datasets.Sequence(datasets.Image()))
 
 
-def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int, end_id: int) -> tuple[list, list, list]:
-    """``(prompt_ids, completion_ids, env_mask)`` of one rendered trajectory: the prompt ends where the
-    first assistant turn starts; the template's newline after the last ``<|im_end|>`` is dropped.
+def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int,
+                            end_id: int) -> tuple[list, list, list]:
+    """``(prompt_ids, completion_ids, env_mask)`` of one rendered trajectory: the prompt ends where
+    the first assistant turn starts; the template's newline after the last ``<|im_end|>`` goes.
 
     >>> split_prompt_completion([1, 2, 7, 2, 9], [0, 0, 1, 1, 0], 2, end_id=2)
     ([1, 2], [7, 2], [1, 1])
     """
-    prompt, completion, env = list(ids[:prompt_tokens]), list(ids[prompt_tokens:]), list(mask[prompt_tokens:])
+    prompt, completion, env = ids[:prompt_tokens], ids[prompt_tokens:], mask[prompt_tokens:]
+    prompt, completion, env = list(prompt), list(completion), list(env)
     if len(completion) >= 2 and completion[-2] == end_id and completion[-1] != end_id:
         completion, env = completion[:-1], env[:-1]
     return prompt, completion, env
@@ -120,7 +122,8 @@ def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int,
 # The rollout function
 
 
-def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_rows: list, rollout_log: JsonlLog | None):
+def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_rows: list,
+                      rollout_log: JsonlLog | None):
     """``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` (see the module docstring)."""
     tasks = {t.id: t for t in train_tasks(run_dir, config)}
     settings = rollout_settings(config)
@@ -134,54 +137,62 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
 
         rows = getattr(trainer, "_rollout_rows", None)
         if rows is None or len(rows) != len(prompts):
-            raise RuntimeError("rollout_func needs VSearcherGRPOTrainer (it passes the batch's rows)")
+            raise RuntimeError("rollout_func needs VSearcherGRPOTrainer (it passes the rows)")
         batch_tasks = [tasks[r["task_id"]] for r in rows]
         t0 = time.perf_counter()
+        gather = trainer.args.ds3_gather_for_generation
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation) as model:
+                                         gather_deepspeed3_params=gather) as model:
             batch = min(len(prompts), config.rollout_batch or len(prompts))
             if trainer.use_vllm:
                 backend = BatchedVLLMChat(trainer.vllm_generation, processor, max_batch=batch)
             else:
-                backend = BatchedTransformersChat(model, processor, max_batch=batch, max_new_tokens=config.max_tokens)
+                backend = BatchedTransformersChat(model, processor, max_batch=batch,
+                                                  max_new_tokens=config.max_tokens)
             # one episode per row: TRL already repeated each task G times; number the repeats
             seen: dict[str, int] = {}
             first = []
             for t in batch_tasks:
                 first.append(seen.get(t.id, 0))
                 seen[t.id] = first[-1] + 1
-            groups = rollout_groups(backend, toolbox, batch_tasks, 1, settings, judge, encoder, step=state["call"],
-                                    first_sample=first)
+            groups = rollout_groups(backend, toolbox, batch_tasks, 1, settings, judge, encoder,
+                                    step=state["call"], first_sample=first)
         samples = [g[0] for g in groups]
-        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": None, "env_mask": [],
-                               "reward": [], "fatal": [], "tool_images": []}
+        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": None,
+                               "env_mask": [], "reward": [], "fatal": [], "tool_images": []}
         for sample, prompt in zip(samples, prompts):
             enc = sample.encoded
             expected = trl_prompt_ids(processor, prompt)
             if enc.input_ids[: enc.prompt_tokens] != expected:
-                raise InputError("the rendered trajectory does not start with TRL's rendering of the dataset prompt "
-                                 f"(task {sample.task_id}); the chat template must be prefix-preserving")
+                raise InputError(f"task {sample.task_id}: the rendered trajectory does not start "
+                                 "with TRL's rendering of the dataset prompt; the chat template "
+                                 "must be prefix-preserving")
             fatal = sample.fatal if config.fatal_aware else None
-            mask = loss_mask(enc.policy_mask, excluded=sample.excluded, fatal=fatal, fatal_aware=config.fatal_aware)
+            mask = loss_mask(enc.policy_mask, excluded=sample.excluded, fatal=fatal,
+                             fatal_aware=config.fatal_aware)
             sample.loss_mask, sample.in_loss = mask, any(mask)
-            p, c, env = split_prompt_completion(enc.input_ids, mask, enc.prompt_tokens, encoder.end_id)
+            p, c, env = split_prompt_completion(enc.input_ids, mask, enc.prompt_tokens,
+                                                encoder.end_id)
             out["prompt_ids"].append(p)
             out["completion_ids"].append(c)
             out["env_mask"].append(env)
             out["reward"].append(sample.reward)
             out["fatal"].append(fatal is not None)
-            out["tool_images"].append(tool_images(sample.example, 1 if tasks[sample.task_id].image_path else 0))
+            n_prompt_images = 1 if tasks[sample.task_id].image_path else 0
+            out["tool_images"].append(tool_images(sample.example, n_prompt_images))
         seconds = time.perf_counter() - t0
         by_task: dict[str, list] = {}  # the groups this process rolled out
         for sample in samples:
             by_task.setdefault(sample.task_id, []).append(sample)
         flat = sum(1 for group in by_task.values() if not has_signal(group))
-        row = step_row(state["call"], samples, {"zero_variance_groups": flat, "groups": len(by_task)},
-                       {"entropy": None}, {}, {"rollout_seconds": seconds}, config.learning_rate)
+        counts = {"zero_variance_groups": flat, "groups": len(by_task)}
+        row = step_row(state["call"], samples, counts, {"entropy": None}, {},
+                       {"rollout_seconds": seconds}, config.learning_rate)
         log_rows.append(row)
         if rollout_log is not None:
+            rank = trainer.accelerator.process_index
             for s in samples:
-                rollout_log.append({"id": f"{state['call']}:{trainer.accelerator.process_index}:{s.task_id}:{s.sample_index}",
+                rollout_log.append({"id": f"{state['call']}:{rank}:{s.task_id}:{s.sample_index}",
                                     "step": state["call"], **s.summary()})
         state["call"] += 1
         return out
@@ -190,11 +201,12 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
 
 
 def trl_prompt_ids(processor, prompt: list[dict]) -> list[int]:
-    """The token ids TRL renders for a dataset prompt (images filled in), with the generation prompt."""
+    """The token ids TRL renders for a dataset prompt (images filled in, generation prompt on)."""
     from trl.data_utils import apply_chat_template
 
     text = apply_chat_template({"prompt": prompt}, processor)["prompt"]
-    images = [p["image"] for m in prompt for p in (m["content"] if isinstance(m["content"], list) else [])
+    parts = [p for m in prompt if isinstance(m["content"], list) for p in m["content"]]
+    images = [p["image"] for p in parts
               if isinstance(p, dict) and p.get("type") == "image" and p.get("image") is not None]
     encoded = processor(images=images or None, text=[text], return_tensors=None)
     return [int(i) for i in encoded["input_ids"][0]]
@@ -202,7 +214,9 @@ def trl_prompt_ids(processor, prompt: list[dict]) -> list[int]:
 
 def tool_images(example: dict, n_prompt_images: int) -> list:
     """The PIL images of an example after the prompt's own: the ones tool calls returned."""
-    return load_example(example)["images"][n_prompt_images:] if len(example["images"]) > n_prompt_images else []
+    if len(example["images"]) <= n_prompt_images:
+        return []
+    return load_example(example)["images"][n_prompt_images:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +224,7 @@ def tool_images(example: dict, n_prompt_images: int) -> list:
 
 
 def trainer_class():
-    """``VSearcherGRPOTrainer``: ``GRPOTrainer`` plus the three additions of the module docstring."""
+    """``VSearcherGRPOTrainer``: ``GRPOTrainer`` plus the module docstring's three additions."""
     import torch
     from trl import GRPOTrainer
 
@@ -229,11 +243,11 @@ def trainer_class():
                 self.tools = saved_tools
                 self._rollout_rows = None
             if self.fatal_aware:  # (3) one-sided clamp after TRL's group normalisation
-                fatal = torch.tensor([bool(x.get("fatal", False)) for x in inputs], device=output["advantages"].device)
-                clamped = torch.tensor([clamp_fatal_advantage(float(a), bool(f)) for a, f in
-                                        zip(output["advantages"].tolist(), fatal.tolist())],
-                                       dtype=output["advantages"].dtype, device=output["advantages"].device)
-                output["advantages"] = clamped
+                adv = output["advantages"]
+                fatal = [bool(x.get("fatal", False)) for x in inputs]
+                output["advantages"] = torch.tensor(
+                    [clamp_fatal_advantage(float(a), f) for a, f in zip(adv.tolist(), fatal)],
+                    dtype=adv.dtype, device=adv.device)
             return output
 
         def _generate(self, prompts):
@@ -242,18 +256,21 @@ def trainer_class():
             extra_tool_images = extra_fields.pop("tool_images", None)
             if extra_tool_images and any(extra_tool_images):  # (2) tool images in the completions
                 prompt_images = [[p["image"] for m in prompt if isinstance(m.get("content"), list)
-                                  for p in m["content"] if isinstance(p, dict) and p.get("type") == "image"]
+                                  for p in m["content"]
+                                  if isinstance(p, dict) and p.get("type") == "image"]
                                  for prompt in prompts]
                 images = [pi + ti for pi, ti in zip(prompt_images, extra_tool_images)]
                 tool_images_ = extra_tool_images
-                self.tools = [_TOOL_IMAGES_MARKER]  # TRL's tool-image forward path; restored after this batch
-            return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images_
+                # TRL's tool-image forward path; restored after this batch
+                self.tools = [_TOOL_IMAGES_MARKER]
+            return (prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields,
+                    images, tool_images_)
 
     return VSearcherGRPOTrainer
 
 
 def judged_reward(prompts, completions, reward, **kwargs) -> list[float]:
-    """The reward the rollout computed from the judge (paper eq. 6; see ``objective.trajectory_reward``)."""
+    """The reward the rollout got from the judge (paper eq. 6, ``objective.trajectory_reward``)."""
     return [float(r) for r in reward]
 
 
@@ -268,31 +285,36 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
     per_step = config.prompts_per_step * config.generations
     per_device = min(config.micro_batch_size, per_step)
     if per_step % (per_device * world_size):
-        raise InputError(f"P x G = {per_step} trajectories per step must split into micro-batches of {per_device} "
-                         f"on {world_size} process(es); change --prompts, --generations or micro_batch_size")
+        raise InputError(f"P x G = {per_step} trajectories per step must split into micro-batches "
+                         f"of {per_device} on {world_size} process(es); change --prompts, "
+                         "--generations or micro_batch_size")
     accumulation = per_step // (per_device * world_size)
-    bf16 = config.dtype == "bfloat16" and not config.use_cpu
+    c = config
     kwargs: dict[str, Any] = dict(
-        output_dir=str(output_dir), per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
-        steps_per_generation=accumulation, num_generations=config.generations, max_steps=config.max_steps or 1,
-        learning_rate=config.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
-        adam_beta1=config.adam_beta1, adam_beta2=config.adam_beta2, weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm, beta=config.beta, epsilon=config.clip_low, epsilon_high=config.clip_high,
-        num_iterations=config.mu, loss_type="dapo" if config.aggregation == "token" else "grpo",
-        scale_rewards="group" if config.scale_rewards else "none", temperature=config.temperature, top_p=config.top_p,
-        max_completion_length=config.max_tokens, shuffle_dataset=False, remove_unused_columns=False,
-        activation_checkpointing=config.gradient_checkpointing, use_cpu=config.use_cpu, bf16=bf16,
-        logging_steps=1, save_strategy="no", report_to=config.report_to or "none", seed=config.seed,
-        data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=not config.progress, log_completions=False,
+        output_dir=str(output_dir), per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
+        num_generations=c.generations, max_steps=c.max_steps or 1,
+        learning_rate=c.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
+        adam_beta1=c.adam_beta1, adam_beta2=c.adam_beta2, weight_decay=c.weight_decay,
+        max_grad_norm=c.max_grad_norm, beta=c.beta, epsilon=c.clip_low, epsilon_high=c.clip_high,
+        num_iterations=c.mu, loss_type="dapo" if c.aggregation == "token" else "grpo",
+        scale_rewards="group" if c.scale_rewards else "none", temperature=c.temperature,
+        top_p=c.top_p, max_completion_length=c.max_tokens, shuffle_dataset=False,
+        remove_unused_columns=False, activation_checkpointing=c.gradient_checkpointing,
+        use_cpu=c.use_cpu, bf16=c.dtype == "bfloat16" and not c.use_cpu, logging_steps=1,
+        save_strategy="no", report_to=c.report_to or "none", seed=c.seed, data_seed=c.seed,
+        dataloader_num_workers=0, disable_tqdm=not c.progress, log_completions=False,
     )
-    if config.use_vllm:
-        kwargs.update(use_vllm=True, vllm_mode=config.vllm_mode, vllm_importance_sampling_correction=False,
+    if c.use_vllm:
+        kwargs.update(use_vllm=True, vllm_mode=c.vllm_mode,
+                      vllm_importance_sampling_correction=False,
                       generation_kwargs={"stop": ["<tool_response>"]})
     return TRLGRPOConfig(**kwargs)
 
 
-def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str], None] = print) -> dict:
-    """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the same saving and evaluation as the cpu engine."""
+def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
+                 log: Callable[[str], None] = print) -> dict:
+    """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the cpu engine's saving and evaluation."""
     import torch
     from transformers import TrainerCallback
 
@@ -308,9 +330,11 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     check_pool_unseen(run_dir, tasks, config, log)
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum="mix")
     if config.curriculum != "mix":
-        log("[grpo] the trl engine draws tasks by the difficulty mix; curriculum='variance' is a cpu-engine option")
+        log("[grpo] the trl engine draws tasks by the difficulty mix; "
+            "curriculum='variance' is a cpu-engine option")
     if config.dynamic_sampling:
-        log("[grpo] the trl engine trains on the groups as drawn; dynamic sampling is a cpu-engine option")
+        log("[grpo] the trl engine trains on the groups as drawn; "
+            "dynamic sampling is a cpu-engine option")
     n_steps = config.max_steps or 1
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, prompt_variant_for(config.profile), today)
@@ -329,7 +353,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
     budget_s = config.minutes * 60 if config.minutes else None
 
     class StepLog(TrainerCallback):
-        """One ``steps.csv`` row per optimizer step: the rollout's numbers plus TRL's logged ones."""
+        """One ``steps.csv`` row per optimizer step: the rollout's numbers and TRL's logs."""
 
         def __init__(self):
             self.start = time.perf_counter()
@@ -346,35 +370,42 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *, log: Callable[[str]
             if "loss" not in logs or not log_rows:
                 return
             row = dict(log_rows[-1])
-            row.update(step=state.global_step - 1, seconds=round(time.perf_counter() - self.start, 2),
-                       reward=logs.get("reward", row.get("reward")), entropy=logs.get("entropy"), kl=logs.get("kl"),
-                       clip_fraction=logs.get("clip_ratio/region_mean"), grad_norm=logs.get("grad_norm"),
-                       policy_loss=logs.get("loss"), learning_rate=logs.get("learning_rate"))
-            if logs.get("frac_reward_zero_std") is not None:  # TRL logs the share of samples in zero-std groups
-                row["zero_variance_groups"] = int(round(float(logs["frac_reward_zero_std"]) * row["groups"]))
+            seconds = round(time.perf_counter() - self.start, 2)
+            row.update(step=state.global_step - 1, seconds=seconds,
+                       reward=logs.get("reward", row.get("reward")), entropy=logs.get("entropy"),
+                       kl=logs.get("kl"), clip_fraction=logs.get("clip_ratio/region_mean"),
+                       grad_norm=logs.get("grad_norm"), policy_loss=logs.get("loss"),
+                       learning_rate=logs.get("learning_rate"))
+            flat_share = logs.get("frac_reward_zero_std")  # share of samples in zero-std groups
+            if flat_share is not None:
+                row["zero_variance_groups"] = int(round(float(flat_share) * row["groups"]))
             self.rows.append(row)
             atomic_write_text(out / "steps.csv", steps_csv(self.rows))
 
     step_log = StepLog()
     VSearcherGRPOTrainer = trainer_class()
     trainer = VSearcherGRPOTrainer(
-        model=model, reward_funcs=[judged_reward], args=trl_args(config, out / "trainer", world_size),
+        model=model, reward_funcs=[judged_reward],
+        args=trl_args(config, out / "trainer", world_size),
         train_dataset=dataset, processing_class=processor, rollout_func=rollout_func,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
         callbacks=[step_log], fatal_aware=config.fatal_aware)
-    log(f"[grpo] trl engine: {len(tasks)} training tasks, start {init_path}; P={config.prompts_per_step} x "
-        f"G={config.generations}, method {config.method}, lr {config.learning_rate:g}, beta {config.beta:g}")
+    log(f"[grpo] trl engine: {len(tasks)} training tasks, start {init_path}; "
+        f"P={config.prompts_per_step} x G={config.generations}, method {config.method}, "
+        f"lr {config.learning_rate:g}, beta {config.beta:g}")
     t0 = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - t0
     checkpoint = out / "checkpoint"
     save_checkpoint(trainer, processor, checkpoint, config)
     metrics: dict[str, Any] = training_summary(step_log.rows, [])
-    metrics["excluded_share"] = (sum(r.get("excluded_share") or 0 for r in step_log.rows) / len(step_log.rows)
-                                 if step_log.rows else None)
+    rows_ = step_log.rows
+    metrics["excluded_share"] = (sum(r.get("excluded_share") or 0 for r in rows_) / len(rows_)
+                                 if rows_ else None)
     metrics.update(stopped_by=step_log.stopped_by, train_seconds=round(train_seconds, 2),
-                   seconds_per_step=round(train_seconds / max(len(step_log.rows), 1), 3), init=str(init_path),
-                   checkpoint=str(checkpoint), n_train_tasks=len(tasks), engine="trl")
+                   seconds_per_step=round(train_seconds / max(len(rows_), 1), 3),
+                   init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
+                   engine="trl")
     if not trainer.is_world_process_zero():
         return metrics
     shutil.rmtree(out / "trainer", ignore_errors=True)

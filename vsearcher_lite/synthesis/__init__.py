@@ -11,6 +11,7 @@ Stage -> library function (the CLI and notebooks 01-04 call it) -> outputs in ``
 Each stage also writes its ``metrics.json``. Roles: ``writer.Writer`` with ``writer.RuleWriter``
 (sandbox) and ``llm_writer.LLMWriter`` (any chat backend); the filters in ``filters``.
 ``synthesizer`` builds one task, ``runner`` runs many; ``describe`` holds the fact index and the
-wording, ``chain`` re-solves a finished question, ``plots`` the notebooks' figures, ``task`` the
-task record.
+wording, ``text`` the string helpers, ``chain`` re-solves a finished question, ``sources`` reads
+the sandbox or the live web, ``images`` fetches live pictures, ``plots`` the notebooks' figures,
+``task`` the task record, ``bench`` the ``bench`` section, ``commands`` the four subcommands.
 """

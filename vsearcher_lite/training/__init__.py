@@ -1,13 +1,20 @@
-"""Training stages: supervised fine-tuning on teacher trajectories (``sft``)."""
+"""Stage `sft`: supervised fine-tuning on the teacher trajectories (paper 2.2, A.3).
+
+``sft`` (the stage, ``run_sft``), ``config`` (``SFTConfig``), ``data`` (the trajectories as a
+TRL dataset, the trained tokens), ``sft_trainer`` (TRL's trainer with the weighted loss and the
+time-aware schedule), ``checkpoint`` (load, freeze, LoRA, save; GRPO uses it too), ``heldout``
+(the held-out tasks both training stages evaluate on), ``plots`` (notebook 06), ``commands``
+(``vsearcher-lite sft``).
+"""
 
 import logging
 
 from vsearcher_lite.training.config import SFTConfig
 
-# TRL imports bitsandbytes, which on a CPU with AVX512-BF16 tries to fetch a 4-bit matmul kernel from
-# the Hub and logs "Failed to load CPU gemm_4bit_forward from kernels-community" when it cannot. Only
-# QLoRA on a CPU would use that kernel (never the cpu profile, which trains in fp32), so the message
-# is noise here; errors from that module still show.
+# TRL imports bitsandbytes, which on a CPU with AVX512-BF16 tries to fetch a 4-bit matmul kernel
+# from the Hub and logs "Failed to load CPU gemm_4bit_forward" when it cannot. Only QLoRA on a CPU
+# would use that kernel (never the cpu profile, which trains in fp32), so the message is noise
+# here; errors from that module still show.
 logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 __all__ = ["SFTConfig"]

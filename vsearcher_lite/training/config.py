@@ -8,11 +8,12 @@ comparison. A profile is a recipe, not a place: every profile trains on ``device
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vsearcher_lite.config import (
     EvalConfig,
+    TrainingSettings,
     check_at_least_one,
     check_choices,
     check_positive,
@@ -26,7 +27,7 @@ from vsearcher_lite.config import (
 )
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import check_folder_name
-from vsearcher_lite.runtime import check_device_name, resolve_device
+from vsearcher_lite.runtime import check_device_name
 
 # the shared helpers the notebooks import from here, too
 __all__ = ["PAPER_SFT", "SFTConfig", "paper_differences", "settings_html"]
@@ -47,7 +48,7 @@ CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(TrainingSettings):
     """Everything ``run_sft`` needs besides the run folder; the defaults are the paper's.
 
     ``answer_weight``: the loss weight of answer-bearing assistant tokens (inside
@@ -79,7 +80,7 @@ class SFTConfig:
     max_grad_norm: float = 1.0
     gradient_checkpointing: bool = True
     freeze_vision: bool = True  # vision tower and projector (paper: frozen)
-    # the two measured additions of the cpu recipe
+    # the cpu recipe's two additions for a tiny model
     answer_weight: float = option(1.0, "loss weight of answer-bearing assistant tokens (1 = plain "
                                   "loss; cpu default 10; GPU profiles 1)")
     copy_weight: float = option(1.0, "loss weight of assistant tokens that copy the context: "
@@ -149,28 +150,12 @@ class SFTConfig:
         check_folder_name(self.name, "name")
         stage_eval_config(self)
 
-    @property
-    def use_cpu(self) -> bool:
-        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda and no
-        GPU)."""
-        return resolve_device(self.device).type == "cpu"
-
     def eval_config(self, **overrides: Any) -> EvalConfig:
         """The held-out evaluation settings of this stage (``eval`` with the stage's seed, world and
         device). Base and SFT model are evaluated with them; GRPO and notebook 08's comparison use
         the same, so that the results stored under ``RUN_DIR/eval/`` can be reused. ``None``
         overrides are ignored."""
         return stage_eval_config(self, **overrides)
-
-    def torch_dtype(self):
-        import torch
-
-        return getattr(torch, self.dtype)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["eval_difficulties"] = list(self.eval_difficulties) if self.eval_difficulties else None
-        return d
 
 
 #: The paper's SFT settings (section 3.1, appendix A.3), by field: what notebook 06 compares a

@@ -3,32 +3,22 @@
 ``run_sft(run_dir, config) -> metrics`` trains the base model with TRL's ``SFTTrainer`` on the
 multi-turn trajectories of ``RUN_DIR/trajectories/export/sft_trl.jsonl`` with the loss on the
 assistant turns only (system, question, image and tool-response tokens masked; ``data.py``),
-saves the model into ``RUN_DIR/sft/checkpoint`` (``save_pretrained``, written atomically), and
-then runs the base model and the SFT model through the same ReAct loop on the same held-out
-tasks with the same greedy settings (``evaluation.evaluate``): the first two bars of the
-paper's figure 4.
+saves it into ``RUN_DIR/sft/checkpoint`` (atomically), then runs the base and the SFT model
+through the same ReAct loop on the same held-out tasks with the same greedy settings
+(``evaluation.evaluate``): the first two bars of the paper's figure 4.
 
 Outputs in ``RUN_DIR/sft/``: ``checkpoint/`` (model, processor, tokenizer, generation config),
 ``adapter/`` (LoRA / QLoRA only), ``loss.csv`` (one row per logged step), ``metrics.json``
 (``train_loss_first``, ``train_loss_last``, ``heldout_format_valid_rate``, ``heldout_accuracy``,
-``base_format_valid_rate``, ``base_accuracy``, tool calls, ``steps``, ``seconds`` and the settings).
-The evaluations themselves are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
+``base_format_valid_rate``, ``base_accuracy``, tool calls, ``steps``, ``seconds``, the
+settings). The evaluations themselves are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
 
-Deviations from the paper (section 2.2 and the released LLaMA-Factory config):
-
-- cpu profile: a 5M-parameter tiny Qwen3-VL pretrained by this project instead of
-  Qwen3-VL-8B-Thinking; fp32 full fine-tuning (lr 1e-3, batch 1) inside a 2.8-minute budget for
-  the whole stage (``total_minutes``: the base model is evaluated first and training gets what the
-  two evaluations leave; a machine too slow for 200 steps in that time trains on to 200, ``min_steps``)
-  instead of 5 epochs at lr 1e-5; the compact system prompt and top-3
-  results its trajectories were made with; trajectories over 2,048 tokens dropped; and two
-  additions for a model this small, as options: the new markup tokens' embeddings started from
-  plain-text cues (``init_markup_embeddings``, on in the preset) and answer-bearing tokens
-  weighted in the assistant loss (``answer_weight``, x10 in the preset).
-- single_gpu: LoRA / QLoRA instead of full fine-tuning (one GPU does not hold an 8B model's
-  optimizer state).
-- multi_gpu: the paper's settings; TRL + accelerate (FSDP or DeepSpeed ZeRO-3) instead of
-  LLaMA-Factory.
+Deviations from the paper are the profiles' (``profiles/<profile>.toml``, each with its reason).
+On cpu: a 5M-parameter tiny Qwen3-VL instead of Qwen3-VL-8B-Thinking, fp32 full fine-tuning at
+lr 1e-3 within a budget for the whole stage (``total_minutes``: the base is evaluated first and
+training gets what the two evaluations leave, at least ``min_steps``), and two options for a
+model this small (``init_markup_embeddings``, ``answer_weight``). single_gpu: LoRA / QLoRA.
+multi_gpu: the paper's settings, with TRL + accelerate instead of LLaMA-Factory.
 """
 
 from __future__ import annotations
@@ -78,10 +68,9 @@ from vsearcher_lite.training.sft_trainer import (
 )
 
 STAGE = "sft"
-SAVE_MARGIN_S = 5.0  # saving the checkpoint and the loss log (tiny model: about a second)
-# The SFT model's held-out evaluation takes about this many times the base model's on the same tasks
-# (it makes tool calls and writes whole turns; the base stops at its first malformed turn); measured
-# at batch 16 on the cpu preset's held-out tasks (docs/results.md).
+SAVE_MARGIN_S = 5.0  # time kept back for saving the checkpoint and the loss log
+# The SFT model's held-out evaluation takes about this many times the base model's on the same
+# tasks (it makes tool calls and writes whole turns; the base stops at its first malformed turn).
 SFT_EVAL_FACTOR = 7.0
 
 
@@ -104,20 +93,23 @@ def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
 
 
 def train_file(run_dir: str | Path, config: SFTConfig) -> Path:
-    return Path(config.train_file) if config.train_file else Path(run_dir) / "trajectories" / "export" / "sft_trl.jsonl"
+    default = Path(run_dir) / "trajectories" / "export" / "sft_trl.jsonl"
+    return Path(config.train_file) if config.train_file else default
 
 
 def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
-    """The SFT data file; the trajectories stage is run with its profile defaults when it is missing."""
+    """The SFT data file; when it is missing, the trajectories stage runs with its profile's
+    defaults, so ``sft`` works on a fresh run folder."""
     path = train_file(run_dir, config)
     if not path.exists():
         if config.train_file:
             raise InputError(f"{path}: SFT data not found")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` before a multi-process launch")
+            raise InputError(f"{path}: SFT data not found; run `vsearcher-lite trajectories` "
+                             "before a multi-process launch")
         generate_trajectories(run_dir, TrajectoryConfig.for_profile(
-            config.profile, seed=config.seed, world=config.world, samples_per_task=config.samples_per_task,
-            progress=config.progress))
+            config.profile, seed=config.seed, world=config.world,
+            samples_per_task=config.samples_per_task, progress=config.progress))
     return path
 
 
@@ -133,9 +125,9 @@ def prepare_model(model, processor, config: SFTConfig) -> dict:
 
         try:
             info["markup_init"] = sorted(init_unseen_token_embeddings(model, processor.tokenizer))
-        except KeyError as exc:  # a real Qwen tokenizer lacks some tags as single tokens: nothing to start
-            raise InputError(f"init_markup_embeddings needs the tiny tokenizer's markup tokens ({exc}); "
-                             "turn it off for this base") from None
+        except KeyError as exc:  # a real Qwen tokenizer lacks some tags as single tokens
+            raise InputError("init_markup_embeddings needs the tiny tokenizer's markup tokens "
+                             f"({exc}); turn it off for this base") from None
     if config.freeze_vision and config.method == "full":
         info["frozen_vision_parameters"] = freeze_vision(model)
     return info
@@ -145,7 +137,7 @@ def prepare_model(model, processor, config: SFTConfig) -> dict:
 # Resuming
 
 
-RESUME_FREE = ("progress", "threads", "report_to", "device")  # settings that do not change what is trained
+RESUME_FREE = ("progress", "threads", "report_to", "device")  # they do not change what is trained
 
 
 def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
@@ -167,10 +159,13 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
         atomic_write_json(settings_path, settings)
-    saved = sorted((p for p in work_dir.glob("checkpoint-*") if (p / "trainer_state.json").exists()),
-                   key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    def step_of(p: Path) -> int:
+        return int(p.name.rsplit("-", 1)[1])
+
+    saved = sorted((p for p in work_dir.glob("checkpoint-*")
+                    if (p / "trainer_state.json").exists()), key=step_of)
     rows_path = work_dir / "loss_rows.jsonl"
-    step = int(saved[-1].name.rsplit("-", 1)[1]) if saved else 0
+    step = step_of(saved[-1]) if saved else 0
     rows = [r for r in JsonlLog(rows_path, key="step").records() if r["step"] <= step]
     write_jsonl(rows_path, rows)  # rows logged after the last checkpoint are trained again
     if saved:
@@ -182,14 +177,17 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
 # The stage
 
 
-def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig, log: Callable[[str], None]) -> dict:
+def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig,
+                   log: Callable[[str], None]) -> dict:
     """One model (``base`` or the SFT checkpoint) on the held-out tasks, with the greedy settings
     both share (``SFTConfig.eval_config``); its metrics, with ``seconds``."""
     tasks = heldout_tasks(run_dir, config)
     t0 = time.perf_counter()
-    metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval_config(), benchmark="heldout", fresh=True)
+    metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval_config(),
+                       benchmark="heldout", fresh=True)
     log(f"[sft] eval {name}: accuracy {metrics.get('pass_at_1')}, format-valid "
-        f"{metrics.get('format_valid_rate')} on {len(tasks)} held-out tasks ({time.perf_counter() - t0:.0f} s)")
+        f"{metrics.get('format_valid_rate')} on {len(tasks)} held-out tasks "
+        f"({time.perf_counter() - t0:.0f} s)")
     return metrics
 
 
@@ -198,17 +196,13 @@ def base_spec(config: SFTConfig) -> str:
 
 
 def _eval_summary(prefix: str, m: dict) -> dict:
-    return {
-        f"{prefix}_accuracy": m.get("pass_at_1"),
-        f"{prefix}_format_valid_rate": m.get("format_valid_rate"),
-        f"{prefix}_mean_tool_calls": m.get("mean_tool_calls"),
-        f"{prefix}_accuracy_by_difficulty": m.get("accuracy_by_difficulty"),
-        f"{prefix}_terminations": m.get("terminations"),
-        f"{prefix}_format_errors": m.get("format_errors"),
-    }
+    same = ("format_valid_rate", "mean_tool_calls", "accuracy_by_difficulty", "terminations",
+            "format_errors")
+    return {f"{prefix}_accuracy": m.get("pass_at_1"), **{f"{prefix}_{k}": m.get(k) for k in same}}
 
 
-def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callable[[str], None] = print) -> dict:
+def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
+            log: Callable[[str], None] = print) -> dict:
     """Train, save, evaluate; returns the metrics (also written to ``RUN_DIR/sft/metrics.json``)."""
     import torch
 
@@ -230,22 +224,25 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         n_dropped = len(records) - len(kept)
         records = kept
         if not records:
-            raise InputError(f"{data_path}: every trajectory is longer than max_length={config.max_length} tokens")
+            raise InputError(f"{data_path}: every trajectory is longer than "
+                             f"max_length={config.max_length} tokens")
     dataset = to_dataset(records)
     collator = make_collator(processor)
-    out = rd.stage(config.name)  # made once the data and the model have loaded: a bad input leaves no folder
-    log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than {config.max_length} tokens dropped); "
-        f"method {config.method}, {config.dtype}, {threads} thread(s)")
+    out = rd.stage(config.name)  # made once data and model have loaded: bad input leaves no folder
+    log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than "
+        f"{config.max_length} tokens dropped); method {config.method}, {config.dtype}, "
+        f"{threads} thread(s)")
 
-    # With a whole-command budget (cpu), the base model is evaluated first: the SFT model's evaluation,
-    # still to come, is estimated from it, and training gets the rest.
+    # With a whole-command budget (cpu), the base model is evaluated first: the SFT model's
+    # evaluation, still to come, is estimated from it, and training gets the rest.
     evals: dict[str, dict] = {}
     eval_estimate_s = 0.0
     if config.total_minutes and config.evaluate and config.eval_base:
         evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
         eval_estimate_s = SFT_EVAL_FACTOR * float(evals["base"].get("seconds") or 0.0)
-    budget_s = training_budget_s(config.minutes, config.total_minutes, time.perf_counter() - wall_start,
-                                 eval_estimate_s, SAVE_MARGIN_S, floor_s=10.0)
+    budget_s = training_budget_s(config.minutes, config.total_minutes,
+                                 time.perf_counter() - wall_start, eval_estimate_s, SAVE_MARGIN_S,
+                                 floor_s=10.0)
     AgentSFTTrainer, LossLog = sft_trainer_classes()
     tokenizer = processor.tokenizer
     trainer_box: list[Any] = []
@@ -253,23 +250,16 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     min_steps = min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
     work_dir = out / "trainer"
     resume_from, rows_log = resume_point(work_dir, config, log)
-    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps, log=log,
-                       rows_log=rows_log)
+    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps,
+                       log=log, rows_log=rows_log)
     trainer = AgentSFTTrainer(
-        model=model,
-        args=trl_args(config, work_dir),
-        train_dataset=dataset,
-        processing_class=processor,
-        data_collator=collator,
+        model=model, args=trl_args(config, work_dir), train_dataset=dataset,
+        processing_class=processor, data_collator=collator,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
-        callbacks=[callback],
-        answer_weight=config.answer_weight,
+        callbacks=[callback], answer_weight=config.answer_weight,
         answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
-        copy_weight=config.copy_weight,
-        time_budget_s=budget_s,
-        min_steps=min_steps,
-        min_lr_ratio=config.min_lr_ratio,
-    )
+        copy_weight=config.copy_weight, time_budget_s=budget_s, min_steps=min_steps,
+        min_lr_ratio=config.min_lr_ratio)
     trainer_box.append(trainer)
     one_progress_bar(trainer)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
@@ -277,7 +267,8 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     train_seconds = time.perf_counter() - t0
     steps = int(trainer.state.global_step)
-    log(f"[sft] {steps} steps in {train_seconds:.1f} s ({train_seconds / max(steps, 1):.2f} s/step), "
+    per_step = train_seconds / max(steps, 1)
+    log(f"[sft] {steps} steps in {train_seconds:.1f} s ({per_step:.2f} s/step), "
         f"stopped by {callback.stopped_by}")
 
     checkpoint = out / "checkpoint"
@@ -288,32 +279,21 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *, log: Callab
         shutil.rmtree(work_dir, ignore_errors=True)
     loss_first, loss_last = first_last([r.get("loss") for r in callback.rows])
     ce_first, ce_last = first_last([r.get("assistant_ce") for r in callback.rows])
-    metrics: dict[str, Any] = {
-        "train_loss_first": loss_first,
-        "train_loss_last": loss_last,
-        "assistant_ce_first": ce_first,
-        "assistant_ce_last": ce_last,
-        "train_loss_mean": round(float(result.training_loss), 5),
-        "steps": steps,
-        "stopped_by": callback.stopped_by,
-        "min_steps": min_steps,
-        "budget_spent_at_step": callback.over_budget_at,  # not None: the floor outlasted the time budget
-        "train_seconds": round(train_seconds, 2),
-        "seconds_per_step": round(train_seconds / max(steps, 1), 3),
-        "n_train_trajectories": len(records),
-        "n_dropped_too_long": n_dropped,
-        "trainable_parameters": int(trainable),
-        "threads": threads,
-        "device": str(trainer.args.device),
-        "train_file": str(data_path),
-        "checkpoint": str(checkpoint),
-        "prepare": prep,
-    }
+    metrics: dict[str, Any] = dict(
+        train_loss_first=loss_first, train_loss_last=loss_last, assistant_ce_first=ce_first,
+        assistant_ce_last=ce_last, train_loss_mean=round(float(result.training_loss), 5),
+        steps=steps, stopped_by=callback.stopped_by, min_steps=min_steps,
+        budget_spent_at_step=callback.over_budget_at,  # not None: the floor outlasted the budget
+        train_seconds=round(train_seconds, 2), seconds_per_step=round(per_step, 3),
+        n_train_trajectories=len(records), n_dropped_too_long=n_dropped,
+        trainable_parameters=int(trainable), threads=threads, device=str(trainer.args.device),
+        train_file=str(data_path), checkpoint=str(checkpoint), prepare=prep)
     del trainer
     if config.evaluate and is_main:
         if config.eval_base and "base" not in evals:
             evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
-        evals[config.name] = evaluate_named(run_dir, config.name, f"transformers:{Path(checkpoint).resolve()}", config, log)
+        spec = f"transformers:{Path(checkpoint).resolve()}"
+        evals[config.name] = evaluate_named(run_dir, config.name, spec, config, log)
         metrics["eval_seconds"] = {k: v.get("seconds") for k, v in evals.items()}
         metrics.update(_eval_summary("heldout", evals[config.name]))
         if "base" in evals:
