@@ -53,8 +53,8 @@ def main() -> int:
 
     from vsearcher_lite.evaluation.evaluate import evaluate
     from vsearcher_lite.rl.config import GRPOConfig
-    from vsearcher_lite.rl.steps import read_steps
     from vsearcher_lite.rl.grpo import run_grpo
+    from vsearcher_lite.rl.steps import read_steps
     from vsearcher_lite.runtime import resolve_device
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.heldout import heldout_tasks

@@ -17,8 +17,8 @@ import pytest
 from agent_fakes import answer, build_sandbox_run, call, grpo_run
 
 from vsearcher_lite.rl.config import GRPOConfig
-from vsearcher_lite.rl.steps import STEP_FIELDS
 from vsearcher_lite.rl.grpo import run_grpo
+from vsearcher_lite.rl.steps import STEP_FIELDS
 from vsearcher_lite.runio import RunDir, write_jsonl
 
 

@@ -49,6 +49,17 @@ def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+def mean(values: Iterable[float | None], digits: int = 4) -> float | None:
+    """The mean of the values that are not None, rounded; None when there are none (the metrics
+    files' convention for "nothing to average").
+
+    >>> mean([1, 2, None, 4]), mean([], 2), mean([2 / 3], 3)
+    (2.3333, None, 0.667)
+    """
+    kept = [float(v) for v in values if v is not None]
+    return round(sum(kept) / len(kept), digits) if kept else None
+
+
 def read_number_rows(path: str | os.PathLike) -> list[dict]:
     """The rows of a CSV file of numbers (a training log): every cell a float, an empty one None."""
     with Path(path).open(encoding="utf-8") as fh:

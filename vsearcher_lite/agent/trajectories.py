@@ -54,6 +54,7 @@ from vsearcher_lite.runio import (
     RunDir,
     atomic_write_text,
     csv_text,
+    mean,
     read_jsonl,
     write_jsonl,
 )
@@ -357,10 +358,6 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
     return metrics
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 3) if values else None
-
-
 def trajectory_metrics(records: list[dict]) -> dict:
     """The stage's numbers from its rollout records (see the module docstring)."""
     n = len(records)
@@ -381,8 +378,8 @@ def trajectory_metrics(records: list[dict]) -> dict:
             "n_trajectories": len(group),
             "n_accepted": len(kept),
             "acceptance_rate": round(len(kept) / len(group), 4) if group else None,
-            "mean_tool_calls": _mean([r["trajectory"]["n_tool_calls"] for r in group]),
-            "mean_tool_calls_accepted": _mean([r["trajectory"]["n_tool_calls"] for r in kept]),
+            "mean_tool_calls": mean([r["trajectory"]["n_tool_calls"] for r in group], 3),
+            "mean_tool_calls_accepted": mean([r["trajectory"]["n_tool_calls"] for r in kept], 3),
         }
     return {
         "n_trajectories": n,

@@ -16,6 +16,7 @@ from collections import Counter
 
 from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
 from vsearcher_lite.net.secrets import redact
+from vsearcher_lite.runio import mean
 from vsearcher_lite.synthesis.task import Task, in_level_order
 
 TOOL_NAMES = ("text_search", "image_search", "visit")
@@ -91,10 +92,6 @@ def result_record(task: Task, traj: Trajectory, verdict, policy, seconds: float,
     return record
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
-
-
 def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
@@ -119,7 +116,7 @@ def group_metrics(records: list[dict]) -> dict:
         "n_tasks": len(records),
         "n_correct": n_correct,
         "accuracy": _rate(n_correct, len(records)),
-        "mean_tool_calls": _mean([r["n_tool_calls"] for r in records]),
+        "mean_tool_calls": mean([r["n_tool_calls"] for r in records]),
     }
 
 
@@ -149,7 +146,7 @@ def eval_metrics(records: list[dict]) -> dict:
         "accuracy_by_split": {s: v["accuracy"] for s, v in by_split.items()},
         "by_difficulty": by_difficulty,
         "by_split": by_split,
-        "mean_tool_calls": _mean([r["n_tool_calls"] for r in records]),
+        "mean_tool_calls": mean([r["n_tool_calls"] for r in records]),
         "mean_tool_calls_by_type": {t: (round(tool_totals.get(t, 0) / n, 4) if n else None)
                                     for t in tools},
         "terminations": {t: terminations.get(t, 0)
@@ -159,7 +156,7 @@ def eval_metrics(records: list[dict]) -> dict:
         "format_errors": dict(format_errors.most_common()),
         "tool_errors": sum(int(r.get("tool_errors", 0)) for r in records),
         "seconds_per_task": {
-            "mean": _mean(seconds),
+            "mean": mean(seconds),
             "median": round(statistics.median(seconds), 4) if seconds else None,
             "p90": percentile(seconds, 0.9),
             "max": round(max(seconds), 4) if seconds else None,

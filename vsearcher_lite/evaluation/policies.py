@@ -30,8 +30,8 @@ from vsearcher_lite.agent.protocol import (
     resolve_today,
 )
 from vsearcher_lite.agent.teacher import HeuristicTeacher
-from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher
 from vsearcher_lite.chat import ChatBackend, make_chat, usage_of
+from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher
 from vsearcher_lite.chat.local import TransformersChat
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import resolve_device

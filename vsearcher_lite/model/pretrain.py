@@ -56,7 +56,7 @@ from vsearcher_lite.model.worlds import (
     DEFAULT_WORLD_SEED,
     probe_world,
 )
-from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text
+from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text, mean
 from vsearcher_lite.runtime import resolve_device, set_threads
 
 
@@ -294,8 +294,7 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
 
 
 def _mean_of(window: list[dict], key: str) -> float | None:
-    values = [w[key] for w in window if w.get(key) is not None]
-    return round(sum(values) / len(values), 4) if values else None
+    return mean(w.get(key) for w in window)
 
 
 def _log_row(stage: str, step: int, seconds: float, lr: float, window: list[dict]) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vsearcher_lite.rl.objective import group_advantages, share
 from vsearcher_lite.rl.rollout import RolloutSample
-from vsearcher_lite.runio import RunDir, csv_text, read_number_rows
+from vsearcher_lite.runio import RunDir, csv_text, mean, read_number_rows
 
 STAGE = "grpo"
 
@@ -35,27 +35,22 @@ def has_signal(group: list[RolloutSample]) -> bool:
     return not group_advantages([s.reward for s in group]).zero_variance
 
 
-def _mean(values) -> float | None:
-    values = [float(v) for v in values if v is not None]
-    return round(sum(values) / len(values), 5) if values else None
-
-
 def step_row(step: int, samples: list[RolloutSample], group_stats: dict, score: dict, update: dict,
              times: dict, learning_rate: float) -> dict:
     """One row of ``steps.csv``: what the policy did this step and what the update did."""
     n = len(samples)
     row = {
         "step": step,
-        "reward": _mean(s.reward for s in samples),
-        "accuracy": _mean(float(s.correct) for s in samples),
+        "reward": mean((s.reward for s in samples), 5),
+        "accuracy": mean((float(s.correct) for s in samples), 5),
         "entropy": round(score["entropy"], 5) if score.get("entropy") is not None else None,
-        "response_length": _mean(s.encoded.policy_tokens for s in samples if s.encoded),
-        "response_tokens": _mean(s.encoded.response_tokens for s in samples if s.encoded),
-        "turns": _mean(len(s.trajectory.turns) for s in samples),
-        "tool_calls": _mean(s.trajectory.n_tool_calls for s in samples),
-        "format_failure_share": _mean(float(s.format_failure) for s in samples),
-        "excluded_share": _mean(float(s.excluded) for s in samples),
-        "fatal_share": _mean(float(s.fatal is not None) for s in samples),
+        "response_length": mean((s.encoded.policy_tokens for s in samples if s.encoded), 5),
+        "response_tokens": mean((s.encoded.response_tokens for s in samples if s.encoded), 5),
+        "turns": mean((len(s.trajectory.turns) for s in samples), 5),
+        "tool_calls": mean((s.trajectory.n_tool_calls for s in samples), 5),
+        "format_failure_share": mean((float(s.format_failure) for s in samples), 5),
+        "excluded_share": mean((float(s.excluded) for s in samples), 5),
+        "fatal_share": mean((float(s.fatal is not None) for s in samples), 5),
         **{k: group_stats.get(k) for k in ("zero_variance_groups", "groups", "groups_kept",
                                            "groups_surplus", "draw_rounds", "zero_variance_share")},
         "trained_trajectories": sum(1 for s in samples if s.in_loss),

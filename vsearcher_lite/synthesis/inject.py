@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vsearcher_lite.profiles import load_profile
-from vsearcher_lite.runio import InputError, JsonlLog, RunDir
+from vsearcher_lite.runio import InputError, JsonlLog, RunDir, mean
 from vsearcher_lite.synthesis.describe import FactIndex
 from vsearcher_lite.synthesis.runner import drop_record, guarded, process_in_order, progress_bar
 from vsearcher_lite.synthesis.seeds import (
@@ -333,22 +333,23 @@ def interleave_pools(pools: list[list[dict]]) -> list[dict]:
     return out
 
 
-def mean(values: list[float]) -> float:
-    return round(sum(values) / len(values), 2) if values else 0.0
+def mean_or_zero(values: list[float]) -> float:
+    return mean(values, 2) or 0.0
 
 
 def question_length_stats(tasks: list[dict]) -> dict:
     """Mean question words per difficulty and per round (round 0 = the initial question)."""
-    per_level = {lvl: mean([word_count(t["question"]) for t in tasks if t.get("difficulty") == lvl])
-                 for lvl in LEVELS}
+    words = {lvl: [word_count(t["question"]) for t in tasks if t.get("difficulty") == lvl]
+             for lvl in LEVELS}
     by_round: dict[int, list[int]] = {}
     for t in tasks:
         by_round.setdefault(0, []).append(word_count(t.get("initial_question") or t["question"]))
         for r in t.get("rounds", []):
             by_round.setdefault(int(r["round"]), []).append(word_count(r["question_after"]))
     return {
-        "mean_question_words": per_level,
-        "mean_question_words_by_round": {str(k): mean(v) for k, v in sorted(by_round.items())},
+        "mean_question_words": {lvl: mean_or_zero(v) for lvl, v in words.items()},
+        "mean_question_words_by_round": {str(k): mean_or_zero(v)
+                                         for k, v in sorted(by_round.items())},
     }
 
 
@@ -379,7 +380,7 @@ def text_metrics(tasks: list[dict], failed: list[dict], config: InjectConfig) ->
         "targets": wanted,
         "shortfall": {k: n - have.get(k, 0) for k, n in wanted.items() if n - have.get(k, 0) > 0},
         "rounds": {**config.rounds, "exam": config.exam_rounds},
-        "mean_rounds": {lvl: mean([len(t.get("rounds", [])) for t in tasks
+        "mean_rounds": {lvl: mean_or_zero([len(t.get("rounds", [])) for t in tasks
                                    if t.get("difficulty") == lvl]) for lvl in LEVELS},
         **invariance_stats(tasks, failed),
         **question_length_stats(tasks),

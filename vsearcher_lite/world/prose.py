@@ -21,7 +21,7 @@ SITE = "https://wiki.sandbox.test"
 
 
 def article_slug(title: str) -> str:
-    """The article slug of a title, Wikipedia style: ``article_slug("Orsk Bridge") == "Orsk_Bridge"``."""
+    """A title's article slug, Wikipedia style: ``"Orsk Bridge"`` -> ``"Orsk_Bridge"``."""
     return re.sub(r"\s+", "_", title.strip())
 
 
