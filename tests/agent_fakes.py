@@ -8,8 +8,8 @@ from PIL import Image
 
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.protocol import format_assistant_turn
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ScriptedChat
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.base import (
     ImageHit,
     ImageSearchBackend,

@@ -165,8 +165,8 @@ def test_cli_refuses_bad_numbers_and_empty_policies_in_one_line(capsys, tmp_path
 def test_failed_evaluation_leaves_nothing_behind(tmp_path):
     """No world in the run folder: the error comes before config.json or the tool cache is
     written."""
+    from vsearcher_lite.agent.task import Task
     from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
-    from vsearcher_lite.synthesis.task import Task
 
     run = tmp_path / "run"
     task = Task(

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.cli import main
 from vsearcher_lite.evaluation import comparison as cmp
 from vsearcher_lite.evaluation import evaluate as ev
@@ -21,7 +22,6 @@ from vsearcher_lite.evaluation.plots import (
 from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.model.tiny import default_base_dir
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.training.config import SFTConfig
 
 # the tiny model's turns are cut short: these tests check plumbing, not skill

@@ -11,6 +11,7 @@ from agent_fakes import answer, call, make_toolbox
 
 from vsearcher_lite.agent.judge import LLMJudge, MatchJudge
 from vsearcher_lite.agent.protocol import COMPACT_QUESTION_CUE
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ScriptedChat, message_text
 from vsearcher_lite.evaluation import evaluate as ev
 from vsearcher_lite.evaluation import identity as ev_identity
@@ -18,7 +19,6 @@ from vsearcher_lite.evaluation import metrics as ev_metrics
 from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.synthesis.task import Task
 
 
 def four_tasks():

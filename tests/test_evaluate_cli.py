@@ -80,7 +80,7 @@ def test_eval_command_user_errors(sandbox_run, tmp_path, capsys):
 def test_a_local_transformers_checkpoint_runs_as_a_policy_and_as_its_direct_ablation(tmp_path):
     from servers import build_tiny_causal_lm
 
-    from vsearcher_lite.synthesis.task import Task
+    from vsearcher_lite.agent.task import Task
 
     model_dir = build_tiny_causal_lm(tmp_path / "tiny-lm")
     tasks = [
@@ -116,7 +116,7 @@ def test_an_openai_compatible_endpoint_as_policy_and_as_llm_judge(tmp_path, monk
     from agent_fakes import answer, call, make_toolbox
     from servers import ReplayChatServer
 
-    from vsearcher_lite.synthesis.task import Task
+    from vsearcher_lite.agent.task import Task
 
     for var in ("VSEARCHER_CHAT_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(var, raising=False)

@@ -3,6 +3,7 @@
 from test_synth_support import flag_image, rich_image, tiny_world
 
 from vsearcher_lite.agent.judge import MatchJudge
+from vsearcher_lite.agent.task import ImageInjection, InjectionRound, Task
 from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.synthesis.describe import OUT, Constraint, FactIndex
 from vsearcher_lite.synthesis.filters import (
@@ -19,7 +20,6 @@ from vsearcher_lite.synthesis.filters import (
     label_task,
     parse_yes_no,
 )
-from vsearcher_lite.synthesis.task import ImageInjection, InjectionRound, Task
 from vsearcher_lite.tools.base import SearchHit
 from vsearcher_lite.world.images import perturb_image
 

@@ -16,6 +16,7 @@ from agent_fakes import answer, call, make_images, make_toolbox
 
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import EpisodeLimits, run_episode
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ScriptedChat
 from vsearcher_lite.chat import batched as batched_chat
 from vsearcher_lite.rl import commands, cpu_engine, inputs
@@ -24,7 +25,6 @@ from vsearcher_lite.rl import update as rl_update
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings, TrajectoryEncoder, build_sample
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.synthesis.task import Task
 
 torch.set_num_threads(1)
 

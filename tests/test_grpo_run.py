@@ -388,8 +388,8 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
 
 
 def test_the_task_sampler_continues_its_draws_from_a_saved_state():
+    from vsearcher_lite.agent.task import Task
     from vsearcher_lite.rl.inputs import TaskSampler
-    from vsearcher_lite.synthesis.task import Task
 
     tasks = [
         Task(id=f"t{i}", question="q", answer="a", difficulty="easy" if i % 2 else "medium")
@@ -407,8 +407,8 @@ def test_the_saved_training_state_restores_weights_and_optimizer(tmp_path):
     """After a restore, the next AdamW step gives the same weights as without the interruption."""
     import torch
 
+    from vsearcher_lite.agent.task import Task
     from vsearcher_lite.rl import cpu_engine, inputs
-    from vsearcher_lite.synthesis.task import Task
 
     def make():
         torch.manual_seed(0)

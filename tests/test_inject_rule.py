@@ -7,10 +7,10 @@ import random
 import pytest
 from test_synth_support import small_sandbox, tiny_world
 
+from vsearcher_lite.agent.task import ImageInjection, Task
 from vsearcher_lite.synthesis.chain import answer_invariance, solve_chain
 from vsearcher_lite.synthesis.describe import IN, OUT, Constraint, FactIndex, describe
 from vsearcher_lite.synthesis.synthesizer import Synthesizer, TaskDropped
-from vsearcher_lite.synthesis.task import ImageInjection, Task
 from vsearcher_lite.synthesis.text import contains_name, word_count
 from vsearcher_lite.synthesis.writer import RuleWriter, WriteContext
 
@@ -143,7 +143,7 @@ def test_text_only_solution_widens_with_the_image_withheld(tiny):
     world, index = tiny
     # "In what year was the bridge located in <the town in the image> built?" (the town is Orsk)
     task = Task(id="t", question="q", answer="1874", seed_id="B1", answer_relation="year_built")
-    from vsearcher_lite.synthesis.task import InjectionRound
+    from vsearcher_lite.agent.task import InjectionRound
 
     task.rounds.append(
         InjectionRound(
@@ -171,7 +171,7 @@ def test_critical_entity_is_the_one_the_answer_depends_on(tiny):
     world, index = tiny
     writer = RuleWriter(world, index)
     task = Task(id="t", question="", answer="1874", seed_id="B1", answer_relation="year_built")
-    from vsearcher_lite.synthesis.task import InjectionRound
+    from vsearcher_lite.agent.task import InjectionRound
 
     # the bridge is described by both its river and its designer; only the river pins it down
     cons = [

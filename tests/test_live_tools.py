@@ -32,7 +32,6 @@ from vsearcher_lite.net.guard import UrlGuard
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.base import Summariser, ToolError
 from vsearcher_lite.tools.live import choose_live_backends, make_live_backends
-from vsearcher_lite.tools.live_html import sniff_image_type
 from vsearcher_lite.tools.live_read import (
     JINA_URL,
     DirectFetchReader,
@@ -52,6 +51,7 @@ from vsearcher_lite.tools.live_search import (
     SerperTextSearch,
     VisionWebDetection,
 )
+from vsearcher_lite.world.live_html import sniff_image_type
 from vsearcher_lite.world.model import ImageRef, PageContent
 
 PAGE_URL = "https://heritage.example.org/oldmere"

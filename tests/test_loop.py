@@ -16,8 +16,8 @@ from vsearcher_lite.agent.loop import (
     run_episode,
 )
 from vsearcher_lite.agent.protocol import format_assistant_turn, system_prompt
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ScriptedChat
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.toolbox import Toolbox
 
 

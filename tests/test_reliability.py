@@ -22,10 +22,10 @@ from agent_fakes import (
 )
 from servers import ReplayChatServer
 
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatError, ScriptedChat
 from vsearcher_lite.cli import main
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.synthesis.task import Task
 
 
 @pytest.fixture(scope="module")

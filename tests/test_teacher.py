@@ -19,9 +19,9 @@ from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import MatchJudge
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.reading import parse_hits, parse_visit, read_values, split_names
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import message_text
-from vsearcher_lite.synthesis.task import Task
 
 
 @pytest.fixture(scope="module")

@@ -192,7 +192,7 @@ def test_heuristic_teacher_is_refused_in_the_live_world(tmp_path):
 
 
 def image_tasks_stub():
-    from vsearcher_lite.synthesis.task import Task
+    from vsearcher_lite.agent.task import Task
 
     return [Task(id="x", question="q?", answer="a")]
 

@@ -28,8 +28,8 @@ def test_roles_usage_reports_each_backend_once():
 
 def test_a_filter_role_exposes_its_backend_usage(tmp_path):
     from vsearcher_lite.agent.judge import MatchJudge
+    from vsearcher_lite.agent.task import Task
     from vsearcher_lite.synthesis.filters import DirectAnswerLLM
-    from vsearcher_lite.synthesis.task import Task
 
     backend = Metered(7, 3)
     f = DirectAnswerLLM(backend, MatchJudge(), with_image=False)

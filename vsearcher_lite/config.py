@@ -14,11 +14,12 @@ import argparse
 import types
 import typing
 import zlib
-from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, check_sampling
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY
-from vsearcher_lite.profiles import load_profile
+from vsearcher_lite.profiles import load_profile, nested_fields, with_overrides
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import check_device_name, resolve_device
 
@@ -39,43 +40,6 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
     return value
-
-
-def nested_fields(cls) -> dict[str, type]:
-    """The fields of ``cls`` that hold a settings dataclass of their own (``SFTConfig.eval``)."""
-    return {f.name: f.default_factory for f in fields(cls)
-            if f.default_factory is not MISSING and is_dataclass(f.default_factory)}
-
-
-def with_overrides(cls, profile: str, preset: dict[str, Any], overrides: dict[str, Any],
-                   stage: str) -> dict[str, Any]:
-    """``preset`` with the caller's ``overrides`` (``None`` means "the preset's") for ``cls``.
-
-    A sub-config field (``nested_fields``) gets a dict: the preset's table, then an override given
-    as a dict or a dataclass, then flat ``<field>_<setting>`` overrides (``eval_max_tokens=200``
-    sets ``eval.max_tokens`` where ``cls`` has no field of that name). Lists become tuples for
-    tuple fields; a ``TypeError`` names any setting ``cls`` does not have.
-    """
-    given = {k: v for k, v in overrides.items() if v is not None}
-    merged = {**preset, "profile": profile}
-    names = {f.name for f in fields(cls)}
-    for name, sub in nested_fields(cls).items():
-        inner = {f.name for f in fields(sub)}
-        table = dict(merged.get(name) or {})
-        value = given.pop(name, None)
-        table.update(asdict(value) if is_dataclass(value) else value or {})
-        for key in [k for k in given if k not in names and k.startswith(f"{name}_")]:
-            if key.removeprefix(f"{name}_") in inner:
-                table[key.removeprefix(f"{name}_")] = given.pop(key)
-        merged[name] = table
-    merged.update(given)
-    unknown = sorted(set(merged) - names)
-    if unknown:
-        raise TypeError(f"unknown {stage} setting(s): {', '.join(unknown)}")
-    for f in fields(cls):
-        if isinstance(merged.get(f.name), list) and str(f.type).startswith("tuple"):
-            merged[f.name] = tuple(merged[f.name])
-    return merged
 
 
 def check_at_least_one(config: Any, keys: tuple[str, ...]) -> None:
@@ -100,13 +64,6 @@ def check_choices(config: Any) -> None:
         value, choices = getattr(config, f.name), f.metadata.get("choices")
         if choices and value not in choices:
             raise ValueError(f"{f.name} must be one of {', '.join(choices)}, got {value!r}")
-
-
-def check_sampling(temperature: float, top_p: float) -> None:
-    """Raise ``ValueError`` unless ``temperature >= 0`` and ``0 < top_p <= 1``."""
-    if temperature < 0 or not 0 < top_p <= 1:
-        raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], "
-                         f"got {temperature} and {top_p}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,19 +164,15 @@ class EvalConfig:
                              f"length, got {self.repeat_guard}")
         check_device_name(self.device)
 
-    def limits(self, tools: bool = True, batched: bool = False):
+    def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
         """The episode limits; a batched policy's episodes have no wall clock (they wait for each
         other, which is not the policy's doing: turns and tokens still bound them)."""
-        from vsearcher_lite.agent.loop import EpisodeLimits
-
         return EpisodeLimits(max_tool_calls=self.max_tool_calls if tools else 0,
                              wall_clock_s=None if batched else self.wall_clock_s,
                              max_context_chars=self.max_context_chars)
 
-    def sampling(self, task_id: str):
+    def sampling(self, task_id: str) -> Sampling:
         """Per-task sampling, seeded from the task id so results do not depend on thread order."""
-        from vsearcher_lite.agent.loop import Sampling
-
         return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
                         seed=task_seed(self.seed, task_id),
                         extra={"repeat_guard": self.repeat_guard} if self.repeat_guard else {})

@@ -170,9 +170,9 @@ def read_log(ref: str | Path, stage: str) -> list[dict]:
 def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
     """The reference's per-task results as the comparison stage's metrics, so notebook 08 and
     the report draw them as they draw a run."""
+    from vsearcher_lite.agent.task import in_level_order
     from vsearcher_lite.evaluation.comparison import comparison_metrics
     from vsearcher_lite.evaluation.metrics import eval_metrics
-    from vsearcher_lite.synthesis.task import in_level_order
 
     results: dict[str, dict[str, dict]] = {}
     status: dict[str, dict] = {}
@@ -202,7 +202,7 @@ def _accuracy(records: list[dict], ids: set[str]) -> float | None:
 def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
     """SFT - base and RL - SFT on the tasks both were evaluated on (held-out overall, each level,
     the exam): both accuracies, the mean difference, its SE and the tasks gained and lost."""
-    from vsearcher_lite.synthesis.task import in_level_order
+    from vsearcher_lite.agent.task import in_level_order
 
     rows = []
     for before, after in (("base", "sft"), ("sft", "rl")):

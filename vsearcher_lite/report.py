@@ -78,9 +78,9 @@ def table1_section(run_dir: Path) -> str:
 
 def table1_html(metrics: dict) -> str:
     """Table 1 (each cell with correct/total) and figure 4, from the comparison's metrics."""
+    from vsearcher_lite.agent.task import in_level_order
     from vsearcher_lite.evaluation.comparison import TABLE_GROUPS, table_rows
     from vsearcher_lite.evaluation.plots import comparison_bars
-    from vsearcher_lite.synthesis.task import in_level_order
 
     rows = table_rows(metrics)
     notes = metrics.get("missing") or {}

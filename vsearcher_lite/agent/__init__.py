@@ -2,6 +2,7 @@
 
 Modules, in the order a reader meets them:
 
+    task          the task record every stage passes on (question, answer, image, level)
     protocol      the one system prompt, tags, question and tool-response turns
     format        strict_format_check / parse_tool_call (paper A.3), pure and fuzzed
     judge         Judge, MatchJudge (offline), LLMJudge (HLE/BrowseComp style), make_judge

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from vsearcher_lite.agent.reading import mentions
-from vsearcher_lite.synthesis.task import Task
+from vsearcher_lite.agent.task import Task
 
 
 @dataclass

@@ -30,8 +30,8 @@ from vsearcher_lite.agent.protocol import (
     initial_messages,
     tool_message,
 )
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatBackend, message_text
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.base import ToolResult
 from vsearcher_lite.world.model import ImageRef
 
@@ -69,6 +69,13 @@ class EpisodeLimits:
         d = asdict(self)
         d.pop("token_counter")
         return d
+
+
+def check_sampling(temperature: float, top_p: float) -> None:
+    """Raise ``ValueError`` unless ``temperature >= 0`` and ``0 < top_p <= 1``."""
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], "
+                         f"got {temperature} and {top_p}")
 
 
 @dataclass

@@ -13,6 +13,7 @@ their images, as self-contained HTML that also works in the notebook's HTML copy
 
 from __future__ import annotations
 
+import base64
 import csv
 from collections import Counter
 from pathlib import Path
@@ -20,9 +21,26 @@ from typing import Any
 
 from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
 from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
+from vsearcher_lite.agent.task import in_level_order
 from vsearcher_lite.agent.trajectories import STAGE
-from vsearcher_lite.synthesis.plots import LEVEL_COLOURS
-from vsearcher_lite.synthesis.task import in_level_order
+
+#: One colour per task level, in every figure of notebooks 01-05.
+LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b",
+                 "exam": "#5b6dcd"}
+
+
+def image_data_url(path: str | Path, max_side: int = 240) -> str:
+    """A small JPEG data URL of an image file, for embedding in HTML."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(path) as img:
+        img = img.convert("RGB")
+        img.thumbnail((max_side, max_side))
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def read_rollout_rows(run_dir: str | Path) -> list[dict]:
@@ -155,8 +173,6 @@ def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any
     import html
 
     from vsearcher_lite.stepper import StepView
-    from vsearcher_lite.synthesis.plots import image_data_url
-
     traj = traj if isinstance(traj, Trajectory) else Trajectory.from_dict(traj)
     bodies = []
     for step in viewer_steps(traj):

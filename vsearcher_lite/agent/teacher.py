@@ -47,8 +47,8 @@ from vsearcher_lite.agent.reading import (
     read_values,
     split_names,
 )
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatBackend, message_text
-from vsearcher_lite.synthesis.task import Task
 
 UNKNOWN_ANSWER = "unknown"
 

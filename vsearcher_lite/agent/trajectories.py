@@ -40,14 +40,16 @@ from vsearcher_lite.agent.loop import (
     EpisodeLimits,
     Sampling,
     Trajectory,
+    check_sampling,
     replay_mismatches,
     run_episode,
 )
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
+from vsearcher_lite.agent.task import Task, in_level_order
+from vsearcher_lite.agent.task import read_tasks as load_tasks
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, roles_usage, usage_of
-from vsearcher_lite.config import check_sampling, with_overrides
-from vsearcher_lite.profiles import load_profile
+from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -58,8 +60,6 @@ from vsearcher_lite.runio import (
     read_jsonl,
     write_jsonl,
 )
-from vsearcher_lite.synthesis.task import Task, in_level_order
-from vsearcher_lite.synthesis.task import read_tasks as load_tasks
 
 STAGE = "trajectories"
 # Settings that shape an episode: a rerun reuses only rollouts made with the same ones

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.runio import InputError, jsonl_records, read_text, text_lines
-from vsearcher_lite.synthesis.task import Task
 
 FORMATS = ("mmsearchexam", "browsecomp-vl", "mmsearch", "simplevqa", "task")
 FORMAT_ALIASES = {"mm-searchexam": "mmsearchexam", "browsecompvl": "browsecomp-vl",

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.evaluation.benchmark_formats import (
     BenchmarkRow,
     ImageSource,
@@ -43,7 +44,6 @@ from vsearcher_lite.evaluation.benchmark_formats import (
     sha256_hex,
 )
 from vsearcher_lite.runio import InputError, JsonlLog, atomic_write_bytes
-from vsearcher_lite.synthesis.task import Task
 
 __all__ = ["ImageCache", "check_benchmark", "content_name", "decode_base64_image", "detect_format",
            "ensure_sandbox_eval_tasks", "level_from", "load_benchmark", "load_benchmark_report",

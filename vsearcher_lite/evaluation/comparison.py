@@ -24,14 +24,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.config import with_overrides
+from vsearcher_lite.agent.task import LEVEL_ORDER, Task
 from vsearcher_lite.evaluation.evaluate import EvalConfig, adopt_results, evaluate, resolve_judge
 from vsearcher_lite.evaluation.identity import run_identity
 from vsearcher_lite.evaluation.policies import Policy, make_policy
 from vsearcher_lite.net.secrets import redact
-from vsearcher_lite.profiles import load_profile
+from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
-from vsearcher_lite.synthesis.task import LEVEL_ORDER, Task
 
 STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")

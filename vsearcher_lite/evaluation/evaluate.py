@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import Judge, make_judge
 from vsearcher_lite.agent.loop import run_episode
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatBackend, usage_of
 from vsearcher_lite.config import EvalConfig, task_seed
 from vsearcher_lite.evaluation.identity import (
@@ -70,7 +71,6 @@ from vsearcher_lite.runio import (
     check_folder_name,
     read_json,
 )
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.tools.factory import make_toolbox
 from vsearcher_lite.world.store import open_world
 

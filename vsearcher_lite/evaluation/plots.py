@@ -4,8 +4,8 @@ rows, figure 4's grouped bars and tool calls per policy, from ``evaluate.read_su
 
 from __future__ import annotations
 
+from vsearcher_lite.agent.task import in_level_order
 from vsearcher_lite.evaluation.metrics import TOOL_NAMES
-from vsearcher_lite.synthesis.task import in_level_order
 
 # The order a reader expects in figure 4, for the names this project's notebooks use.
 PREFERRED_ORDER = ("direct", "base", "sft", "rl", "grpo", "teacher")

@@ -29,13 +29,13 @@ from vsearcher_lite.agent.protocol import (
     THINK_OPEN,
     resolve_today,
 )
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, make_chat, usage_of
 from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher
 from vsearcher_lite.chat.local import TransformersChat
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import resolve_device
-from vsearcher_lite.synthesis.task import Task
 
 DIRECT_PROMPT_FULL = (
     "You answer questions about an image and the world from what you already know. In this setting "

@@ -11,20 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from vsearcher_lite.agent.loop import check_sampling
 from vsearcher_lite.config import (
     EvalConfig,
     TrainingSettings,
     check_at_least_one,
     check_choices,
     check_positive,
-    check_sampling,
     option,
     paper_settings,
     run_settings,
     stage_eval_config,
-    with_overrides,
 )
-from vsearcher_lite.profiles import load_profile
+from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.export import to_trl_record
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, Trajectory, run_episode
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat.batched import LockstepBatcher, run_lockstep
 from vsearcher_lite.rl.objective import (
     exclusion_reason,
@@ -27,7 +28,6 @@ from vsearcher_lite.rl.objective import (
     policy_token_mask,
     trajectory_reward,
 )
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.training.data import make_collator, with_string_parts
 
 SEARCH_TOOLS = ("text_search", "image_search")

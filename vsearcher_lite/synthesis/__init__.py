@@ -13,5 +13,6 @@ Each stage also writes its ``metrics.json``. Roles: ``writer.Writer`` with ``wri
 ``synthesizer`` builds one task, ``runner`` runs many; ``describe`` holds the fact index and the
 wording, ``text`` the string helpers, ``chain`` re-solves a finished question, ``sources`` reads
 the sandbox or the live web, ``images`` fetches live pictures, ``plots`` the notebooks' figures,
-``task`` the task record, ``bench`` the ``bench`` section, ``commands`` the four subcommands.
+``bench`` the ``bench`` section, ``commands`` the four subcommands. The task record the stages
+write is ``agent.task``.
 """

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.synthesis.describe import Constraint, FactIndex
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.synthesis.text import fold
 
 NO_ANSWER = "<no single value>"

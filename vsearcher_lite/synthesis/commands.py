@@ -141,7 +141,7 @@ def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
     >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
     ({'easy': (600, 200), 'medium': (300, 100)}, {})
     """
-    from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS
+    from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS
 
     if text.strip().lower() in ("none", ""):
         return {}

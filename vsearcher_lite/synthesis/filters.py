@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
 from vsearcher_lite.chat import ChatBackend, ChatError, roles_usage
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, write_jsonl
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
 from vsearcher_lite.synthesis.seeds import rows_to_csv
-from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
 from vsearcher_lite.synthesis.text import clean_line_reply, fold, mentions_answer, read_prompts
 
 FILTER_ORDER = (

@@ -24,6 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vsearcher_lite.agent.task import (
+    DIFFICULTY_ROUNDS,
+    EXAM_ROUNDS,
+    LEVEL_ORDER,
+    ONEHOP,
+    Task,
+    read_tasks,
+)
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, mean
 from vsearcher_lite.synthesis.describe import FactIndex
@@ -36,14 +44,6 @@ from vsearcher_lite.synthesis.seeds import (
     split_counts,
 )
 from vsearcher_lite.synthesis.synthesizer import Synthesizer, task_id, task_record, task_rng
-from vsearcher_lite.synthesis.task import (
-    DIFFICULTY_ROUNDS,
-    EXAM_ROUNDS,
-    LEVEL_ORDER,
-    ONEHOP,
-    Task,
-    read_tasks,
-)
 from vsearcher_lite.synthesis.text import word_count
 from vsearcher_lite.synthesis.writer import Writer
 from vsearcher_lite.world.model import KnowledgeSource

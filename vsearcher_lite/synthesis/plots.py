@@ -14,19 +14,17 @@ without rerunning a stage.
 
 from __future__ import annotations
 
-import base64
 import csv
 import html
 from pathlib import Path
 from typing import Any, Iterable
 
+from vsearcher_lite.agent.plots import LEVEL_COLOURS, image_data_url
+from vsearcher_lite.agent.task import LEVEL_ORDER
 from vsearcher_lite.runio import RunDir
 from vsearcher_lite.synthesis.filters import FILTER_ORDER
-from vsearcher_lite.synthesis.task import LEVEL_ORDER
 
 LEVELS = LEVEL_ORDER
-LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b",
-                 "exam": "#5b6dcd"}
 STAGE_NAMES = {
     "synthesized": "synthesized",
     "answer_in_question": "answer not in question",
@@ -196,20 +194,6 @@ def rounds_viewer(task: dict):
 
 
 # -- 03 image injection ------------------------------------------------------------------------
-
-def image_data_url(path: str | Path, max_side: int = 240) -> str:
-    """A small JPEG data URL of an image file, for embedding in HTML."""
-    import io
-
-    from PIL import Image
-
-    with Image.open(path) as img:
-        img = img.convert("RGB")
-        img.thumbnail((max_side, max_side))
-        buf = io.BytesIO()
-        img.save(buf, format="JPEG", quality=85)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
 
 def task_cards_html(tasks: Iterable[dict], *, run_dir: str | Path | None = None,
                     show_source: bool = True) -> str:

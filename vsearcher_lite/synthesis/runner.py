@@ -6,8 +6,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
+from vsearcher_lite.agent.task import Task
 from vsearcher_lite.synthesis.synthesizer import TaskDropped
-from vsearcher_lite.synthesis.task import Task
 from vsearcher_lite.synthesis.writer import WriterError
 
 

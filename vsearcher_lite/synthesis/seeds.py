@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS
 from vsearcher_lite.runio import (
     InputError,
     RunDir,
@@ -30,7 +31,6 @@ from vsearcher_lite.runio import (
     read_jsonl,
     write_jsonl,
 )
-from vsearcher_lite.synthesis.task import DIFFICULTY_ROUNDS
 from vsearcher_lite.world.model import KnowledgeSource, Seed
 
 TRAIN_POOLS = tuple(DIFFICULTY_ROUNDS)  # easy, medium, hard

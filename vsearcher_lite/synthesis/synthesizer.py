@@ -12,9 +12,9 @@ import random
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.agent.task import ImageInjection, InjectionRound, Task
 from vsearcher_lite.synthesis.chain import answer_invariance, is_checkable
 from vsearcher_lite.synthesis.describe import FactIndex
-from vsearcher_lite.synthesis.task import ImageInjection, InjectionRound, Task
 from vsearcher_lite.synthesis.text import contains_name, mentions_answer
 from vsearcher_lite.synthesis.writer import FactChoice, WriteContext, Writer, WriterError
 from vsearcher_lite.world.model import KnowledgeSource, Seed

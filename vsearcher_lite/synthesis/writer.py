@@ -23,6 +23,7 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
+from vsearcher_lite.agent.task import ImageInjection, Task
 from vsearcher_lite.synthesis.chain import text_only_answers
 from vsearcher_lite.synthesis.describe import (
     NOUN_RELATIONS,
@@ -33,7 +34,6 @@ from vsearcher_lite.synthesis.describe import (
     iter_pairs,
     phrases_for,
 )
-from vsearcher_lite.synthesis.task import ImageInjection, Task
 from vsearcher_lite.synthesis.text import (
     contains_name,
     find_name_span,

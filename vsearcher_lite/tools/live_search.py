@@ -34,7 +34,6 @@ from vsearcher_lite.tools.base import (
     TextSearchBackend,
     ToolError,
 )
-from vsearcher_lite.tools.live_html import sniff_image_type
 from vsearcher_lite.tools.live_parse import (
     is_http_url,
     parse_google_cse,
@@ -42,6 +41,7 @@ from vsearcher_lite.tools.live_parse import (
     parse_serper_search,
     parse_vision_response,
 )
+from vsearcher_lite.world.live_html import sniff_image_type
 from vsearcher_lite.world.model import ImageRef
 
 SERPER_SEARCH_URL = "https://google.serper.dev/search"

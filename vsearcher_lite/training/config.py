@@ -23,9 +23,8 @@ from vsearcher_lite.config import (
     run_settings,
     settings_html,
     stage_eval_config,
-    with_overrides,
 )
-from vsearcher_lite.profiles import load_profile
+from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name
 

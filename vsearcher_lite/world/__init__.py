@@ -3,7 +3,8 @@
 ``build_world`` / ``ensure_world`` / ``open_world`` make and open a sandbox (a seeded fictional
 encyclopedia in one SQLite file plus pictures); ``SandboxWorld.knowledge`` is its
 ``KnowledgeSource``; ``perturb_image`` makes question images. The live world (Wikidata +
-Wikipedia) lives in ``live`` with its queries in ``sparql``.
+Wikipedia) lives in ``live`` with its queries in ``sparql`` and its page reading in
+``live_html``.
 
 Modules: ``model`` (the shared data model), ``schema``, ``names``, ``generator`` and ``works``
 (entities and facts), ``templates``, ``prose`` and ``queries`` (pages and descriptions),
