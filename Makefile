@@ -1,6 +1,7 @@
 # Two commands, both from a fresh clone:
 #   make reproduce   set everything up and run the cpu-profile reproduction (all notebooks, papermill)
-#   make test        set everything up and run the test suite (unit, recorded-response, notebook tests)
+#   make test        set everything up, lint (ruff) and run the test suite (unit, recorded-response,
+#                    notebook tests)
 #   make lab         open the notebooks in JupyterLab (LAB_ARGS, e.g. "--no-browser --port 8890")
 
 PYTHON ?= python3
@@ -26,6 +27,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 # Writes RUN_DIR/notebooks/ (executed notebooks + HTML), RUN_DIR/summary.json (every stage's metrics,
