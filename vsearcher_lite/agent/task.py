@@ -49,7 +49,7 @@ class InjectionRound:
     question_before: str
     question_after: str
     # Added by synthesis: the hidden entity's type and every constraint of the description
-    # (``describe.Constraint`` as dicts), so the sandbox can re-solve the chain. Empty for
+    # (``synthesis.describe.Constraint`` as dicts), so the sandbox can re-solve the chain. Empty for
     # rounds written by an LLM, whose facts are free text.
     entity_type: str = ""
     constraints: list[dict] = field(default_factory=list)
