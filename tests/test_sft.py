@@ -622,6 +622,8 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
     whole, resumed = sft.read_loss_curve(tmp_path / "whole"), sft.read_loss_curve(run)
     assert [r["step"] for r in resumed] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert [r["loss"] for r in resumed] == pytest.approx([r["loss"] for r in whole], rel=1e-4)
+    # the stage's times count the steps trained before the interruption
+    assert m["train_seconds"] >= resumed[3]["seconds"] and m["seconds"] >= m["train_seconds"]
     a, b = (
         _weights(load_base(tmp_path / "whole" / "sft" / "checkpoint")[0]),
         _weights(load_base(run / "sft" / "checkpoint")[0]),

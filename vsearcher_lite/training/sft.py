@@ -265,7 +265,8 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    train_seconds = time.perf_counter() - t0
+    earlier_s = callback.offset_s  # training before an interruption counts too
+    train_seconds = earlier_s + time.perf_counter() - t0
     steps = int(trainer.state.global_step)
     per_step = train_seconds / max(steps, 1)
     log(f"[sft] {steps} steps in {train_seconds:.1f} s ({per_step:.2f} s/step), "
@@ -299,7 +300,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
         if "base" in evals:
             metrics.update(_eval_summary("base", evals["base"]))
         metrics["n_heldout_tasks"] = evals[config.name].get("n_tasks")
-    metrics["seconds"] = round(time.perf_counter() - wall_start, 2)
+    metrics["seconds"] = round(earlier_s + time.perf_counter() - wall_start, 2)
     metrics["settings"] = config.to_dict()
     if is_main:
         rd.write_metrics(config.name, metrics)
