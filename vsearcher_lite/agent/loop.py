@@ -157,9 +157,6 @@ class Trajectory:
         data["turns"] = [TurnRecord(**t) for t in d["turns"]]
         return cls(**data)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
-
     @classmethod
     def from_json(cls, text: str) -> "Trajectory":
         return cls.from_dict(json.loads(text))

@@ -282,19 +282,6 @@ def message_images(message: dict) -> list[str]:
             if isinstance(p, dict) and p.get("type") == "image"]
 
 
-def is_tool_response(message: dict) -> bool:
-    """True for a user turn that carries a tool response (not the question)."""
-    if message.get("role") != "user":
-        return False
-    content = message.get("content")
-    if isinstance(content, str):
-        return content.lstrip().startswith(TOOL_RESPONSE_OPEN)
-    for part in content or []:
-        if isinstance(part, dict) and part.get("type") == "text":
-            return str(part.get("text", "")).lstrip().startswith(TOOL_RESPONSE_OPEN)
-    return False
-
-
 def content_with_placeholders(message: dict, placeholder: str = "<image>") -> str:
     """One string for a message, with ``placeholder`` where each image was (ShareGPT style).
 

@@ -87,10 +87,6 @@ class SearchState:
                 self.urls.setdefault(h.title, h.url)
                 self.snippets[h.title] = (self.snippets.get(h.title, "") + " " + h.snippet).strip()
 
-    def looks_like(self, name: str, noun: str) -> bool:
-        """Whether what was seen of ``name`` says it is a ``noun`` (its title or a snippet)."""
-        return kind_match(Hit(0, name, "", self.snippets.get(name, "")), noun)
-
     def fill(self, template: str) -> str:
         """The description with every hidden name found so far filled in."""
         return re.sub(r"\{([A-Za-z0-9_:-]+)\}",

@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vsearcher_lite.runio import atomic_write_text
-
 CARD_NAME = "MODEL_CARD.md"
 COPY_TARGET = 0.9  # the copy target: accuracy on the lookup probe
 LOG_NAME = "train_log.csv"
@@ -184,16 +182,6 @@ def fresh_note(config: dict) -> str:
     return ("In the last run every document's names were drawn afresh (`fresh_names`: a name is "
             f"never seen twice, so a copy cannot come from memory){weighted}. ")
 
-
-def write_model_card(out_dir: str | Path) -> str:
-    """(Re)write a saved base's ``MODEL_CARD.md`` from its metrics, training log and config."""
-    from vsearcher_lite.model.tiny import read_config_summary
-
-    out = Path(out_dir)
-    metrics = json.loads((out / METRICS_NAME).read_text(encoding="utf-8"))
-    card = model_card(metrics, read_log_rows(out / LOG_NAME), read_config_summary(out))
-    atomic_write_text(out / CARD_NAME, card)
-    return card
 
 
 def read_log_rows(path: str | Path) -> list[dict]:

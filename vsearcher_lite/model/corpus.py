@@ -68,15 +68,6 @@ class Doc:
     def text(self) -> str:
         return "".join(t for t, _ in self.segments)
 
-    def prompt_and_target(self) -> tuple[str, str]:
-        """The text before the first copy segment, and that segment (a probe's prompt, target)."""
-        before = []
-        for text, role in self.segments:
-            if role in COPY_ROLES:
-                return "".join(before), text
-            before.append(text)
-        raise ValueError(f"a {self.kind} document has no copy segment")
-
 
 def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
                   name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
@@ -106,12 +97,6 @@ def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str]
 # ---------------------------------------------------------------------------------------------
 # Document writers (pure functions of a world and a random generator)
 # ---------------------------------------------------------------------------------------------
-
-
-def _sentences(text: str) -> list[str]:
-    from vsearcher_lite.tools.sandbox import split_sentences
-
-    return split_sentences(text)
 
 
 def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random,

@@ -433,10 +433,6 @@ class Description:
     constraints: tuple[Constraint, ...]
     text: str
 
-    def named_entities(self) -> list[str]:
-        """Ids of the entities the description names (they become new mentions in the question)."""
-        return [str(c.value) for c in self.constraints if c.is_entity]
-
 
 def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> str:
     """The English predicate for one constraint (``clause=True`` prefers a relative clause).

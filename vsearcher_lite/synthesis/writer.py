@@ -247,12 +247,6 @@ class RuleWriter(Writer):
 
         return ok
 
-    def usable_constraints(self, entity_id: str, ctx: WriteContext) -> list[Constraint]:
-        """The entity's constraints that this task's question may use (see ``allowed``)."""
-        ok = self.allowed(entity_id, ctx)
-        return [c for c in self.index.constraints_of(entity_id)
-                if c.relation not in NOUN_RELATIONS and ok(c)]
-
     @staticmethod
     def names_clash(name: str, others: list[str]) -> bool:
         """True when ``name`` contains one of ``others`` or is contained in one (whole words).
