@@ -23,7 +23,8 @@ The shared layers below the stages:
 
     runio      run folders, atomic writes, resumable JSONL, ``InputError``
     manifest   ``RUN_DIR/run_manifest.json``: each stage's settings, seeds, versions, commit
-    config     ``EvalConfig``, the shared training settings, range checks, CLI options from fields
+    config     ``EvalConfig``, the shared training settings, range checks
+    options    command-line options built from the fields of a settings dataclass
     profiles   one TOML file of settings per profile; ``load_profile``, ``with_overrides``
     runtime    the device, thread count and heap behaviour of a process
     cache      the SQLite cache of tool and API calls

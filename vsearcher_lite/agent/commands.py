@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Iterator
 
 from vsearcher_lite.agent.format import strict_format_check
+from vsearcher_lite.agent.trajectories import (
+    CLI_OPTIONS,
+    TrajectoryConfig,
+    run_trajectories_command,
+)
 from vsearcher_lite.chat import message_text
+from vsearcher_lite.options import add_config_options
 from vsearcher_lite.runio import InputError, read_jsonl_numbered
 
 
@@ -60,12 +66,6 @@ def _cmd_format_check(args) -> int:
     return 1 if n_failed else 0
 
 
-def _cmd_trajectories(args) -> int:
-    from vsearcher_lite.agent.trajectories import run_trajectories_command
-
-    return run_trajectories_command(args)
-
-
 def register(subparsers, common) -> None:
     p = subparsers.add_parser(
         "trajectories", parents=[common],
@@ -73,16 +73,8 @@ def register(subparsers, common) -> None:
         description="Run the teacher through the ReAct loop over the filtered tasks, judge the "
                     "answers, keep the correct trajectories, and export them for SFT. Writes "
                     "RUN_DIR/trajectories/.")
-    p.add_argument("--teacher", default=None,
-                   help="'heuristic' (sandbox default) or a chat spec, e.g. openai:MODEL@URL")
-    p.add_argument("--judge", default=None, help="'match' (sandbox default) or 'llm:<chat spec>'")
-    p.add_argument("--samples", type=int, default=None,
-                   help="trajectories per task (default: the profile's)")
-    p.add_argument("--max-tasks", type=int, default=None, help="use at most this many tasks")
-    p.add_argument("--concurrency", type=int, default=None, help="episodes run at once (threads)")
-    p.add_argument("--prompt", choices=("full", "compact"), default=None,
-                   help="system prompt variant")
-    p.set_defaults(func=_cmd_trajectories)
+    add_config_options(p, TrajectoryConfig, CLI_OPTIONS)
+    p.set_defaults(func=run_trajectories_command)
 
     f = subparsers.add_parser(
         "format-check", parents=[common],

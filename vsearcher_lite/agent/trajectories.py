@@ -49,6 +49,7 @@ from vsearcher_lite.agent.task import Task, in_level_order
 from vsearcher_lite.agent.task import read_tasks as load_tasks
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, roles_usage, usage_of
+from vsearcher_lite.options import option, options_given
 from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import (
     InputError,
@@ -73,12 +74,15 @@ SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens")
 class TrajectoryConfig:
     """Settings of the trajectories stage; ``for_profile`` gives each profile's preset."""
 
-    teacher: str = "heuristic"  # "heuristic" (sandbox) or a chat spec for make_chat
-    judge: str = "match"  # "match" or "llm:<chat spec>"
-    samples_per_task: int = 2
-    max_tasks: int | None = None
-    concurrency: int = 2
-    prompt_variant: str = "full"
+    teacher: str = option("heuristic", "'heuristic' (sandbox default) or a chat spec, e.g. "
+                          "openai:MODEL@URL")
+    judge: str = option("match", "'match' (sandbox default) or 'llm:<chat spec>'")
+    samples_per_task: int = option(2, "trajectories per task (default: the profile's)",
+                                   "--samples")
+    max_tasks: int | None = option(None, "use at most this many tasks")
+    concurrency: int = option(2, "episodes run at once (threads)")
+    prompt_variant: str = option("full", "system prompt variant", "--prompt",
+                                 choices=("full", "compact"))
     top_k: int = 5
     today: str | None = SANDBOX_TODAY  # None: the local date (live runs)
     mistake_rate: float = 0.1  # heuristic teacher: chance of a hasty wrong pick at each decision
@@ -451,11 +455,14 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 # CLI
 
 
+#: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
+CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
+               "prompt_variant")
+
+
 def run_trajectories_command(args) -> int:
-    config = TrajectoryConfig.for_profile(
-        args.profile, world=args.world, seed=args.seed, teacher=args.teacher, judge=args.judge,
-        samples_per_task=args.samples, max_tasks=args.max_tasks, concurrency=args.concurrency,
-        prompt_variant=args.prompt)
+    config = TrajectoryConfig.for_profile(args.profile, world=args.world, seed=args.seed,
+                                          **options_given(args, CLI_OPTIONS))
     if args.world == "live":
         config.today = None  # the live web has a calendar: show today's date
     m = generate_trajectories(args.run_dir, config)

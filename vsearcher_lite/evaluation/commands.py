@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vsearcher_lite.config import EvalConfig, add_config_options, options_given, positive
+from vsearcher_lite.config import EvalConfig
+from vsearcher_lite.options import add_config_options, options_given, positive
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 

@@ -1,5 +1,5 @@
 """CLI: ``vsearcher-lite grpo`` (multi-turn GRPO in the search environment, notebook 07); the
-options are ``GRPOConfig``'s fields (``config.add_config_options``).
+options are ``GRPOConfig``'s fields (``options.add_config_options``).
 
     vsearcher-lite grpo --profile cpu         # the cpu engine, a 5.5-minute budget on 2 cores
     vsearcher-lite grpo --profile cpu --steps 2 --eval-tasks 4
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from vsearcher_lite.config import add_config_options, options_given, parse_mix
+from vsearcher_lite.options import add_config_options, options_given, parse_mix
 from vsearcher_lite.runtime import add_device_option
 
 __all__ = ["config_from_args", "parse_mix", "register"]

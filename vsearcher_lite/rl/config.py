@@ -18,11 +18,11 @@ from vsearcher_lite.config import (
     check_at_least_one,
     check_choices,
     check_positive,
-    option,
     paper_settings,
     run_settings,
     stage_eval_config,
 )
+from vsearcher_lite.options import option
 from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
@@ -34,7 +34,7 @@ CURRICULA = ("mix", "variance", "prescreen")
 TASK_SOURCES = ("rl", "sft")
 #: Paper A.4: easy : medium : hard = 4 : 3 : 3 in the RL data.
 PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
-#: The CLI options of ``vsearcher-lite grpo``, by field (``config.add_config_options``).
+#: The CLI options of ``vsearcher-lite grpo``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("init", "engine", "method", "max_steps", "minutes", "total_minutes",
                "prompts_per_step", "generations", "learning_rate", "mu", "beta", "temperature",
                "max_tokens", "aggregation", "curriculum", "prescreen_samples", "prescreen_tasks",

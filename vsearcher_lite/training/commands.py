@@ -1,6 +1,6 @@
 """CLI: ``vsearcher-lite sft`` (supervised fine-tuning on the accepted teacher trajectories).
 
-The options are ``SFTConfig``'s fields (``config.add_config_options``). Multi-GPU runs go
+The options are ``SFTConfig``'s fields (``options.add_config_options``). Multi-GPU runs go
 through accelerate with a shipped config (``configs/accelerate/fsdp.yaml`` or ``zero3.yaml``)::
 
     accelerate launch --config_file configs/accelerate/fsdp.yaml \
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from vsearcher_lite.config import add_config_options, options_given
+from vsearcher_lite.options import add_config_options, options_given
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 

@@ -17,13 +17,13 @@ from vsearcher_lite.config import (
     check_at_least_one,
     check_choices,
     check_positive,
-    option,
     paper_differences,
     paper_settings,
     run_settings,
     settings_html,
     stage_eval_config,
 )
+from vsearcher_lite.options import option
 from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name
@@ -38,7 +38,7 @@ PAPER_BASE = "Qwen/Qwen3-VL-8B-Thinking"
 #: Linear layers of the language model only (the vision tower stays frozen, as in the paper).
 LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
-#: The CLI options of ``vsearcher-lite sft``, by field (``config.add_config_options``).
+#: The CLI options of ``vsearcher-lite sft``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("base", "method", "dtype", "learning_rate", "epochs", "max_steps", "save_every",
                "min_steps", "minutes", "total_minutes", "batch_size", "grad_accum", "max_length",
                "answer_weight", "copy_weight", "init_markup_embeddings", "threads")
