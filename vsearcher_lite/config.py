@@ -76,6 +76,19 @@ class TrainingSettings:
         d["eval_difficulties"] = list(self.eval_difficulties) if self.eval_difficulties else None
         return d
 
+    @classmethod
+    def from_profile(cls, profile: str, overrides: dict[str, Any], table: str, stage: str,
+                     eval_base: EvalConfig):
+        """The profile's ``[table]`` with ``overrides`` (``with_overrides``), its ``eval`` table
+        laid over ``eval_base`` and this stage's run settings; checked."""
+        settings = with_overrides(cls, profile, load_profile(profile).get(table, {}), overrides,
+                                  stage)
+        eval_table = settings.pop("eval")
+        config = cls(**settings)
+        config.eval = replace(eval_base, **run_settings(config), **eval_table)
+        config.check()
+        return config
+
 
 @dataclass
 class EvalConfig:

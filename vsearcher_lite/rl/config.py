@@ -19,11 +19,9 @@ from vsearcher_lite.config import (
     check_choices,
     check_positive,
     paper_settings,
-    run_settings,
     stage_eval_config,
 )
 from vsearcher_lite.options import option
-from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name
@@ -159,13 +157,8 @@ class GRPOConfig(TrainingSettings):
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
         """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored; the
         evaluation's as ``eval={...}`` or ``eval_<setting>=...``)."""
-        preset = load_profile(profile).get("grpo", {})
-        settings = with_overrides(cls, profile, preset, overrides, "GRPO")
-        table = settings.pop("eval")
-        config = cls(**settings)
-        config.eval = replace(SFTConfig.for_profile(profile).eval, **run_settings(config), **table)
-        config.check()
-        return config
+        sft_eval = SFTConfig.for_profile(profile).eval
+        return cls.from_profile(profile, overrides, "grpo", "GRPO", sft_eval)
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""

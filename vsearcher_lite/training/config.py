@@ -8,7 +8,7 @@ comparison. A profile is a recipe, not a place: every profile trains on ``device
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from vsearcher_lite.config import (
@@ -19,12 +19,10 @@ from vsearcher_lite.config import (
     check_positive,
     paper_differences,
     paper_settings,
-    run_settings,
     settings_html,
     stage_eval_config,
 )
 from vsearcher_lite.options import option
-from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name
 
@@ -126,13 +124,7 @@ class SFTConfig(TrainingSettings):
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> SFTConfig:
         """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored; the
         evaluation's as ``eval={...}`` or ``eval_<setting>=...``)."""
-        preset = load_profile(profile).get("sft", {})
-        settings = with_overrides(cls, profile, preset, overrides, "SFT")
-        table = settings.pop("eval")
-        config = cls(**settings)
-        config.eval = replace(EvalConfig.for_profile(profile), **run_settings(config), **table)
-        config.check()
-        return config
+        return cls.from_profile(profile, overrides, "sft", "SFT", EvalConfig.for_profile(profile))
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""
