@@ -43,7 +43,7 @@ from vsearcher_lite.agent.judge import Judge, make_judge
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatBackend, usage_of
-from vsearcher_lite.config import EvalConfig, task_seed
+from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.evaluation.identity import (
     changed_settings,
     guard_resume,
@@ -59,7 +59,7 @@ from vsearcher_lite.evaluation.metrics import (
     summary_entry,
     wall_time,
 )
-from vsearcher_lite.evaluation.policies import Policy, make_policy, policy_label, slug
+from vsearcher_lite.evaluation.policies import Policy, make_policy, slug
 from vsearcher_lite.manifest import scrub_secrets, update_json_file, utc_now, write_manifest
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
@@ -74,10 +74,9 @@ from vsearcher_lite.runio import (
 from vsearcher_lite.tools.factory import make_toolbox
 from vsearcher_lite.world.store import open_world
 
-# The runner's API; ``policy_label`` is re-exported for the eval command.
+# The runner's API (``EvalConfig``, its settings, is imported from here too).
 __all__ = ["EvalConfig", "adopt_results", "check_name", "eval_dir", "evaluate", "load_results",
-           "policy_label", "read_summary", "resolve_judge", "run_pending", "task_seed",
-           "toolbox_source", "update_summary"]
+           "read_summary", "resolve_judge", "run_pending", "toolbox_source", "update_summary"]
 
 STAGE = "eval"
 
