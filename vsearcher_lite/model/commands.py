@@ -69,6 +69,7 @@ def config_from_args(args) -> PretrainConfig:
     given = options_given(args, CLI_OPTIONS)
     probes = {k[len("probes_"):]: given.pop(k) for k in list(given) if k.startswith("probes_")}
     out = given.pop("out_dir", None) or str(Path(args.run_dir) / "pretrain")
+    # progress lines unless --quiet, even in the smoke run (quiet as a library preset)
     given.update(seed=args.seed, command=canonical_command(args),
                  progress=given.get("progress", True))
     if args.device is not None:
@@ -102,7 +103,7 @@ def probe_options_from_args(args) -> dict:
     agent_tasks = given.get("probes_agent_tasks", ProbeConfig.agent_tasks)
     return {"agent_tasks": agent_tasks,
             "agent_run_dir": str(Path(args.run_dir)) if agent_tasks > 0 else None,
-            "n_per_kind": args.probes_n_per_kind,
+            "n_per_kind": given.get("probes_n_per_kind"),
             "threads": given.get("threads", PretrainConfig.threads),
             "device": args.device or "auto", "command": canonical_command(args),
             "log": None if given.get("progress", True) else (lambda msg: None)}
