@@ -51,3 +51,28 @@ def test_a_bad_profile_is_rejected_by_argparse():
     with pytest.raises(SystemExit) as exc:
         main(["world", "--profile", "tpu"])
     assert exc.value.code == 2
+
+
+COMMON = ["-h", "--help", "--run-dir", "--profile", "--world", "--seed"]
+SEED_FLAGS = ["--sitelinks-max", "--statements-min", "--limit", "--exam-share", "--heldout-share",
+              "--entities", "--kiwix-url", "--kiwix-book"]
+INJECT_FLAGS = ["--n-train", "--n-heldout", "--n-exam", "--exam-size", "--mix", "--exam-rounds",
+                "--onehop-train", "--onehop-heldout", "--onehop-seeds-only", "--exam-seeds-only",
+                "--warmup-levels", "--writer", "--chat", "--concurrency", "--max-attempts"]
+FILTER_FLAGS = ["--filter-mode", "--filter-chat", "--filter-vlm", "--judge", "--short-circuit",
+                "--rl-tasks", "--rl-max-share"]
+PRETRAIN_FLAGS = ["--out", "--minutes", "--max-steps", "--threads", "--device", "--probe-n",
+                  "--agent-tasks", "--init", "--recipe", "--probe-only", "--smoke", "--quiet"]
+
+
+@pytest.mark.parametrize("name, flags", [
+    ("seeds", SEED_FLAGS),
+    ("inject-text", INJECT_FLAGS + SEED_FLAGS),
+    ("inject-image", INJECT_FLAGS + SEED_FLAGS),
+    ("filter", FILTER_FLAGS + INJECT_FLAGS + SEED_FLAGS),
+    ("pretrain", PRETRAIN_FLAGS),
+])
+def test_commands_built_from_config_fields_keep_their_flags(name, flags):
+    """The options built from config fields are the hand-written ones they replaced, in order."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert [o for a in sub.choices[name]._actions for o in a.option_strings] == COMMON + flags

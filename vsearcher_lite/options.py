@@ -6,6 +6,8 @@ fields a command names into options that default to None (the profile's value st
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import types
 import typing
 from dataclasses import field, fields
@@ -18,8 +20,14 @@ from vsearcher_lite.runio import InputError
 def option(default: Any, text: str, *flags: str, **extra: Any) -> Any:
     """A dataclass field that is also a command-line option (``add_config_options``): its help
     line, the flags it answers to (default ``--field-name``) and argparse extras (``type``,
-    ``choices``, ``const``, ``metavar``)."""
-    return field(default=default, metadata={"help": text, "flags": flags, **extra})
+    ``choices``, ``const``, ``metavar``; ``action="store_const"`` with ``const``: a flag that sets
+    the field to ``const``). ``parse`` reads the option's text when the settings are read
+    (``options_given``), so a bad value is the command's one-line ``InputError``. A dict or list
+    default is copied for each instance."""
+    meta = {"help": text, "flags": flags, **extra}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=functools.partial(copy.copy, default), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 def positive(text: str) -> int:
@@ -30,6 +38,17 @@ def positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An ``argparse`` type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 
@@ -68,24 +87,30 @@ def _plain_type(hint: Any) -> Any:
 
 def add_config_options(group, cls, names: tuple[str, ...], *, prefix: str = "") -> None:
     """Add an option for each of ``names``, fields of ``cls`` made with ``option``; ``sub.name``
-    names a sub-config's field (dest ``sub_name``, flag ``--name``). The type follows the field's
-    (a bool is ``--x/--no-x``, a dict a ``--mix``-style list of weights); every option defaults to
-    None, so the profile's value stands unless the option is given."""
+    names a sub-config's field (dest ``sub_name``, flag ``--name``); ``prefix`` starts every dest.
+    The type follows the field's (a bool is ``--x/--no-x``, a dict a ``--mix``-style list of
+    weights, ``Any`` text); every option defaults to None, so the profile's value stands unless
+    the option is given."""
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}
     for name in names:
         if "." in name:
             sub, inner = name.split(".", 1)
-            add_config_options(group, nested_fields(cls)[sub], (inner,), prefix=f"{sub}_")
+            add_config_options(group, nested_fields(cls)[sub], (inner,), prefix=f"{prefix}{sub}_")
             continue
         meta = by_name[name].metadata
         flags = meta["flags"] or ("--" + name.replace("_", "-"),)
         kind = _plain_type(hints[name])
         options: dict[str, Any] = {"dest": prefix + name, "default": None, "help": meta["help"]}
+        if "action" in meta:  # a flag alone: it stores ``const``
+            group.add_argument(*flags, **options, action=meta["action"], const=meta["const"])
+            continue
         if "type" in meta:
             options["type"] = meta["type"]
         elif kind is bool:
             options["action"] = argparse.BooleanOptionalAction
+        elif "parse" in meta or kind is Any:
+            pass  # text
         elif kind is dict or typing.get_origin(kind) is dict:
             options["type"] = _mix_option
         else:
@@ -99,7 +124,14 @@ def add_config_options(group, cls, names: tuple[str, ...], *, prefix: str = "") 
         group.add_argument(*flags, **options)
 
 
-def options_given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
-    """The settings of ``names`` (``add_config_options``) that the command line gave."""
-    dests = [n.replace(".", "_") for n in names]
-    return {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
+def options_given(args: argparse.Namespace, names: tuple[str, ...], cls=None, *,
+                  prefix: str = "") -> dict[str, Any]:
+    """The settings of ``names`` (``add_config_options``, the same ``prefix``) that the command
+    line gave, by dest less the prefix; with ``cls``, a field's ``parse`` reads its text."""
+    parse = {f.name: f.metadata.get("parse") for f in fields(cls)} if cls else {}
+    given = {}
+    for name in names:
+        value, read = getattr(args, prefix + name.replace(".", "_"), None), parse.get(name)
+        if value is not None:
+            given[name.replace(".", "_")] = read(value) if read else value
+    return given

@@ -56,6 +56,7 @@ from vsearcher_lite.model.worlds import (
     DEFAULT_WORLD_SEED,
     probe_world,
 )
+from vsearcher_lite.options import option, positive, positive_number
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text, mean
 from vsearcher_lite.runtime import resolve_device, set_threads
 
@@ -117,9 +118,11 @@ CONTINUING_RECIPES = ("continue", "fresh")
 
 @dataclass
 class ProbeConfig:
-    n_per_kind: int = 150  # documents per probe kind
+    n_per_kind: int = option(150, "probe documents per probe kind (default: 150)", "--probe-n",
+                             type=positive)
     batch_size: int = 32
-    agent_tasks: int = 20  # sandbox tasks for the base model's agent probe (0: skip it)
+    agent_tasks: int = option(20, "held-out tasks for the base model's agent probe; 0 skips it "
+                              "(default: 20; 0 with --recipe continue or fresh)")
     agent_run_dir: str | None = None  # where the sandbox world and tasks live (built if missing)
 
 
@@ -127,7 +130,8 @@ class ProbeConfig:
 class PretrainConfig:
     """Everything ``pretrain`` needs. ``full()`` is the shipped run; ``smoke()`` is CI's."""
 
-    out_dir: str = "runs/default/pretrain"
+    out_dir: str = option("runs/default/pretrain", "output folder (default: RUN_DIR/pretrain)",
+                          "--out")
     seed: int = 0
     world_seeds: tuple[int, ...] = CORPUS_WORLD_SEEDS
     world_entities: int = 600
@@ -136,11 +140,15 @@ class PretrainConfig:
     vocab_size: int = DEFAULT_VOCAB_SIZE
     tokenizer_docs: int = 4000
     stages: list[StageConfig] = field(default_factory=default_stages)
-    max_minutes: float | None = None  # a cap on all stages together (scales each stage's minutes)
-    max_steps: int | None = None  # a cap on all stages together (scales each stage's steps)
+    # caps on all stages together (they scale each stage's minutes and steps)
+    max_minutes: float | None = option(None, "clock cap on training, shared by the stages "
+                                       "(default: 45 + 15, a safety net: the step caps end the "
+                                       "full run first)", "--minutes", type=positive_number)
+    max_steps: int | None = option(None, "step cap on training, shared by the stages (default: "
+                                   "1800 + 500)", type=positive)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
-    threads: int | None = 2
+    threads: int | None = option(2, "torch threads (default: 2)", type=positive)
     device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda
     log_every: int = 50
     restate_share: float = 0.5
@@ -149,9 +157,10 @@ class PretrainConfig:
     text: dict = field(default_factory=dict)  # overrides of tiny.TEXT_CONFIG
     vision: dict = field(default_factory=dict)  # overrides of tiny.VISION_CONFIG
     probes: ProbeConfig = field(default_factory=ProbeConfig)
-    init_from: str | None = None  # continue training this checkpoint (its tokenizer and weights)
+    init_from: str | None = option(None, "start from this checkpoint (tokenizer and weights), "
+                                   "not from scratch", "--init")
     command: str = ""  # the command line that ran it (for the card)
-    progress: bool = True
+    progress: bool = option(True, "no progress lines", "--quiet", action="store_const", const=False)
 
     @classmethod
     def smoke(cls, out_dir: str, **overrides: Any) -> "PretrainConfig":

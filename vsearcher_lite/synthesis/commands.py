@@ -13,79 +13,33 @@ import json
 import sys
 from pathlib import Path
 
+from vsearcher_lite.options import add_config_options, options_given
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.synthesis.filters import CLI_OPTIONS as FILTER_OPTIONS
+from vsearcher_lite.synthesis.filters import FilterConfig, run_filter
+from vsearcher_lite.synthesis.inject import CLI_OPTIONS as INJECT_OPTIONS
+from vsearcher_lite.synthesis.inject import (
+    InjectConfig,
+    ensure_image_tasks,
+    ensure_text_tasks,
+    parse_warmup_levels,
+    run_inject_image,
+    run_inject_text,
+)
+from vsearcher_lite.synthesis.seeds import CLI_OPTIONS as SEED_OPTIONS
+from vsearcher_lite.synthesis.seeds import SeedConfig, parse_mix, run_seeds
 
-
-def parse_mix(text: str) -> dict[str, int]:
-    """``"4:3:3"`` -> ``{"easy": 4, "medium": 3, "hard": 3}``.
-
-    >>> parse_mix("1:1:2")
-    {'easy': 1, 'medium': 1, 'hard': 2}
-    """
-    try:
-        values = [int(p) for p in text.split(":")]
-    except ValueError:
-        raise InputError(f"--mix {text!r}: expected three integers like 4:3:3") from None
-    if len(values) != 3 or any(v < 0 for v in values) or sum(values) == 0:
-        raise InputError(f"--mix {text!r}: expected three non-negative integers like 4:3:3")
-    return dict(zip(("easy", "medium", "hard"), values))
+__all__ = ["parse_mix", "parse_warmup_levels", "register"]
 
 
 def seed_options(p: argparse.ArgumentParser) -> None:
-    add = p.add_argument_group("seed selection").add_argument
-    add("--sitelinks-max", type=int, help="rare: at most this many sitelinks (default: per world)")
-    add("--statements-min", type=int,
-        help="documented: at least this many statements (default: per world)")
-    add("--limit", type=int, help="at most this many seeds from the source")
-    add("--exam-share", type=float, default=0.15, help="share of seeds for the exam (default 0.15)")
-    add("--heldout-share", type=float, default=0.10, help="share of seeds held out (default: 0.10)")
-    add("--entities", type=int, default=2000,
-        help="size of the sandbox world when it has to be built (default: 2000)")
-    add("--kiwix-url", help="live world: a kiwix-serve URL instead of the Wikipedia API")
-    add("--kiwix-book", help="live world: the ZIM book name served by kiwix-serve")
-
-
-def inject_options(p: argparse.ArgumentParser) -> None:
-    add = p.add_argument_group("injection").add_argument
-    add("--n-train", type=int, help="training tasks, split by --mix (default: by profile; cpu 100)")
-    add("--n-heldout", type=int, help="held-out tasks (default: by profile; cpu 30)")
-    add("--n-exam", "--exam-size", dest="n_exam", type=int,
-        help="exam tasks (default: 283, the paper's; the sandbox starts them at the exam seeds, "
-             "then at rare people)")
-    add("--mix", default="4:3:3", help="easy:medium:hard ratio (default: 4:3:3, paper's RL mix)")
-    add("--exam-rounds", type=int, help="injection rounds of exam tasks (default: 10, paper 2.4)")
-    add("--onehop-train", type=int, help="one-hop warm-up training tasks, not in the paper "
-        "(default: by profile; cpu at most 2000, GPU profiles 0)")
-    add("--onehop-heldout", type=int, help="one-hop warm-up held-out tasks (default: by profile; "
-        "cpu at most 2000, GPU profiles 0)")
-    add("--onehop-seeds-only", action="store_true",
-        help="draw one-hop tasks from the seeds only, not also from the other pictured entities "
-             "(the cpu default draws on both; half of those others are held out)")
-    add("--exam-seeds-only", action="store_true",
-        help="start exam tasks at the exam seeds only, not also at the world's rare people")
-    add("--warmup-levels", metavar="LEVEL:TRAIN:HELDOUT,...",
-        help="more tasks of a level from the other pictured entities too, e.g. "
-             "easy:600:200,medium:300:100 (the cpu default); 'none': seeds only (GPU default)")
-    add("--writer", choices=("rule", "llm"),
-        help="question writer (default: rule in the sandbox, llm live)")
-    add("--chat", help="chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
-    add("--concurrency", type=int, help="tasks in flight (default: 1 for rule, 8 for llm)")
-    add("--max-attempts", type=int, default=3, help="LLM replies per writer operation (default: 3)")
-
-
-def filter_options(p: argparse.ArgumentParser) -> None:
-    add = p.add_argument_group("filtering").add_argument
-    add("--filter-mode", choices=("offline", "llm"),
-        help="offline filters (sandbox default) or LLM/VLM filters (live default)")
-    add("--filter-chat", help="text LLM for the text-only direct-answer filter")
-    add("--filter-vlm", help="VLM for the direct-answer and image filters")
-    add("--judge", default="match",
-        help="judge of direct answers: match or llm:<chat spec> (default: match)")
-    add("--short-circuit", action="store_true", help="skip later filters once one removes a task")
-    add("--rl-tasks", type=int, default=1000, help="RL task pool (rl_tasks.jsonl): at most this "
-        "many tasks, on seeds SFT never sees (default: 1000; 0: none)")
-    add("--rl-max-share", type=float, default=1 / 3,
-        help="the RL pool takes at most this share of the training seeds (default: 1/3)")
+    """``SeedConfig``'s options, and those of the knowledge source they are drawn from."""
+    g = p.add_argument_group("seed selection")
+    add_config_options(g, SeedConfig, SEED_OPTIONS)
+    g.add_argument("--entities", type=int, default=2000,
+                   help="size of the sandbox world when it has to be built (default: 2000)")
+    g.add_argument("--kiwix-url", help="live world: a kiwix-serve URL instead of the Wikipedia API")
+    g.add_argument("--kiwix-book", help="live world: the ZIM book name served by kiwix-serve")
 
 
 def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
@@ -97,73 +51,32 @@ def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] 
                 raise InputError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
 
 
-def seed_config(args):
-    """The ``SeedConfig`` of a command line (counts checked first)."""
-    from vsearcher_lite.synthesis.seeds import SeedConfig
-
+def seed_config(args) -> SeedConfig:
+    """The ``SeedConfig`` of a command line (counts checked first); the injection's ``--mix``
+    splits the seeds too."""
     check_counts(args, ("limit", "entities"), ("sitelinks_max", "statements_min"))
-    mix = parse_mix(getattr(args, "mix", "4:3:3"))
-    return SeedConfig(sitelinks_max=args.sitelinks_max, statements_min=args.statements_min,
-                      limit=args.limit, exam_share=args.exam_share,
-                      heldout_share=args.heldout_share, mix=mix, seed=args.seed)
+    given = options_given(args, SEED_OPTIONS)
+    if getattr(args, "mix", None) is not None:
+        given["mix"] = parse_mix(args.mix)
+    return SeedConfig(**given, seed=args.seed)
 
 
-def inject_config(args):
+def inject_config(args) -> InjectConfig:
     """The profile's ``InjectConfig`` with the options given; the writer and its concurrency
     follow the world (rule in the sandbox, llm live) unless named."""
-    from vsearcher_lite.synthesis.inject import InjectConfig
-
-    check_counts(args, ("concurrency", "max_attempts"))
-    writer = args.writer or ("rule" if args.world == "sandbox" else "llm")
-    overrides = {"mix": parse_mix(args.mix), "writer": writer, "chat": args.chat,
-                 "concurrency": args.concurrency or (1 if writer == "rule" else 8),
-                 "max_attempts": args.max_attempts, "seed": args.seed}
-    for name in ("n_train", "n_heldout", "n_exam", "exam_rounds", "onehop_train",
-                 "onehop_heldout"):
-        value = getattr(args, name)
-        if value is not None:
-            if value < 0:
-                raise InputError(f"--{name.replace('_', '-')} must not be negative")
-            overrides[name] = value
-    if getattr(args, "onehop_seeds_only", False):
-        overrides["onehop_warmup"] = False
-    if getattr(args, "exam_seeds_only", False):
-        overrides["exam_people"] = False
-    if getattr(args, "warmup_levels", None) is not None:
-        overrides["warmup_levels"] = parse_warmup_levels(args.warmup_levels)
-    return InjectConfig.for_profile(args.profile, **overrides)
+    counts = ("n_train", "n_heldout", "n_exam", "exam_rounds", "onehop_train", "onehop_heldout")
+    check_counts(args, ("concurrency", "max_attempts"), counts)
+    given = options_given(args, INJECT_OPTIONS, InjectConfig)
+    writer = given.setdefault("writer", "rule" if args.world == "sandbox" else "llm")
+    given.setdefault("concurrency", 1 if writer == "rule" else 8)
+    return InjectConfig.for_profile(args.profile, **given, seed=args.seed)
 
 
-def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
-    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``;
-    ``"none"`` -> ``{}``.
-
-    >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
-    ({'easy': (600, 200), 'medium': (300, 100)}, {})
-    """
-    from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS
-
-    if text.strip().lower() in ("none", ""):
-        return {}
-    out: dict[str, tuple[int, int]] = {}
-    for part in text.split(","):
-        level, *counts = part.strip().split(":")
-        if len(counts) != 2 or level not in DIFFICULTY_ROUNDS or not all(map(str.isdigit, counts)):
-            raise InputError(f"--warmup-levels: {part.strip()!r} is not LEVEL:TRAIN:HELDOUT with "
-                             f"LEVEL one of {', '.join(DIFFICULTY_ROUNDS)} and two counts "
-                             "(e.g. easy:600:200)")
-        out[level] = (int(counts[0]), int(counts[1]))
-    return out
-
-
-def filter_config(args):
+def filter_config(args) -> FilterConfig:
     """The ``FilterConfig`` of a command line (offline filters in the sandbox, LLM ones live)."""
-    from vsearcher_lite.synthesis.filters import FilterConfig
-
-    mode = args.filter_mode or ("offline" if args.world == "sandbox" else "llm")
-    return FilterConfig(mode=mode, chat=args.filter_chat, vlm=args.filter_vlm, judge=args.judge,
-                        short_circuit=args.short_circuit, rl_tasks=args.rl_tasks,
-                        rl_max_share=args.rl_max_share, seed=args.seed)
+    given = options_given(args, FILTER_OPTIONS, prefix="filter_")
+    given.setdefault("mode", "offline" if args.world == "sandbox" else "llm")
+    return FilterConfig(**given, seed=args.seed)
 
 
 def source_for(args):
@@ -210,8 +123,6 @@ def nothing_built(stage: str, metrics: dict, run_dir) -> int:
 
 @user_errors
 def cmd_seeds(args) -> int:
-    from vsearcher_lite.synthesis.seeds import run_seeds
-
     metrics = run_seeds(args.run_dir, seed_config(args), source=source_for(args))
     show("seeds", metrics, ("n_seeds", "pool_sizes", "sitelinks_max", "statements_min"))
     return 0
@@ -219,8 +130,6 @@ def cmd_seeds(args) -> int:
 
 @user_errors
 def cmd_inject_text(args) -> int:
-    from vsearcher_lite.synthesis.inject import run_inject_text
-
     metrics = run_inject_text(args.run_dir, inject_config(args), source=source_for(args),
                               world=args.world, seed_config=seed_config(args))
     show("inject-text", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons",
@@ -230,8 +139,6 @@ def cmd_inject_text(args) -> int:
 
 @user_errors
 def cmd_inject_image(args) -> int:
-    from vsearcher_lite.synthesis.inject import ensure_text_tasks, run_inject_image
-
     source, config = source_for(args), inject_config(args)
     ensure_text_tasks(args.run_dir, config, source=source, world=args.world,
                       seed_config=seed_config(args))
@@ -243,9 +150,6 @@ def cmd_inject_image(args) -> int:
 
 @user_errors
 def cmd_filter(args) -> int:
-    from vsearcher_lite.synthesis.filters import run_filter
-    from vsearcher_lite.synthesis.inject import ensure_image_tasks, ensure_text_tasks
-
     source, config = source_for(args), inject_config(args)
     ensure_text_tasks(args.run_dir, config, source=source, world=args.world,
                       seed_config=seed_config(args))
@@ -267,7 +171,7 @@ def register(subparsers, common) -> None:
         description="Paper 2.1/A.2: seeds with few sitelinks and many statements, with an image, "
                     "not people.")
     seed_options(p)
-    p.set_defaults(func=cmd_seeds, mix="4:3:3")
+    p.set_defaults(func=cmd_seeds)
 
     for name, func, text in (
         ("inject-text", cmd_inject_text,
@@ -276,7 +180,7 @@ def register(subparsers, common) -> None:
          "image injection: hide the critical entity behind its (perturbed) image"),
     ):
         p = subparsers.add_parser(name, parents=[common], help=text, description=text)
-        inject_options(p)
+        add_config_options(p.add_argument_group("injection"), InjectConfig, INJECT_OPTIONS)
         seed_options(p)
         p.set_defaults(func=func)
 
@@ -284,7 +188,8 @@ def register(subparsers, common) -> None:
         "filter", parents=[common], help="the four filters; writes the kept tasks and the exam",
         description="Paper 2.1/2.4: answer leak, direct answer with image, text-only answer, "
                     "image too simple; kept tasks per split and the exam.")
-    filter_options(p)
-    inject_options(p)
+    add_config_options(p.add_argument_group("filtering"), FilterConfig, FILTER_OPTIONS,
+                       prefix="filter_")
+    add_config_options(p.add_argument_group("injection"), InjectConfig, INJECT_OPTIONS)
     seed_options(p)
     p.set_defaults(func=cmd_filter)

@@ -38,6 +38,7 @@ from typing import Any
 
 from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Task
 from vsearcher_lite.chat import ChatBackend, ChatError, roles_usage
+from vsearcher_lite.options import option
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, write_jsonl
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
@@ -296,17 +297,29 @@ class ImageJudgeVLM(TaskFilter):
 # Running the stage
 
 
+#: The options of ``filter``, by field (dests ``filter_<field>``).
+CLI_OPTIONS = ("mode", "chat", "vlm", "judge", "short_circuit", "rl_tasks", "rl_max_share")
+
+
 @dataclass
 class FilterConfig:
-    mode: str = "offline"  # offline (sandbox) | llm (live, or any run given chat backends)
-    chat: Any = None  # text LLM for the text-only direct answer
-    vlm: Any = None  # VLM for the direct answer with image and the image judge (defaults to chat)
-    judge: Any = "match"  # judge spec for grading direct answers (agent.judge.make_judge)
+    """Settings of the filter stage. The LLM filters (``mode="llm"``) suit any run given chat
+    backends; ``vlm`` defaults to ``chat``; ``judge`` is a ``agent.judge.make_judge`` spec; the RL
+    pool follows paper A.4 (1K RL tasks), on seeds SFT never sees."""
+
+    mode: str = option("offline", "offline filters (sandbox default) or LLM/VLM filters (live "
+                       "default)", "--filter-mode", choices=("offline", "llm"))
+    chat: Any = option(None, "text LLM for the text-only direct-answer filter", "--filter-chat")
+    vlm: Any = option(None, "VLM for the direct-answer and image filters", "--filter-vlm")
+    judge: Any = option("match", "judge of direct answers: match or llm:<chat spec> (default: "
+                        "match)")
     thresholds: ComplexityThresholds = field(default_factory=ComplexityThresholds)
-    short_circuit: bool = False  # skip later filters once one removes the task (saves LLM calls)
-    rl_tasks: int = 1000  # RL pool: at most this many tasks (paper A.4: 1K RL tasks); 0: no pool
-    # ... from at most this share of the training seeds (SFT keeps the rest)
-    rl_max_share: float = 1 / 3
+    short_circuit: bool = option(False, "skip later filters once one removes a task",
+                                 action="store_const", const=True)  # saves LLM calls
+    rl_tasks: int = option(1000, "RL task pool (rl_tasks.jsonl): at most this many tasks, on "
+                           "seeds SFT never sees (default: 1000; 0: none)")
+    rl_max_share: float = option(1 / 3, "the RL pool takes at most this share of the training "
+                                 "seeds (default: 1/3)")
     seed: int = 0
     progress: bool = True
 

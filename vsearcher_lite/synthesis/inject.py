@@ -32,6 +32,7 @@ from vsearcher_lite.agent.task import (
     Task,
     read_tasks,
 )
+from vsearcher_lite.options import option
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, mean
 from vsearcher_lite.synthesis.describe import FactIndex
@@ -40,6 +41,7 @@ from vsearcher_lite.synthesis.seeds import (
     DEFAULT_MIX,
     SeedConfig,
     ensure_seeds,
+    parse_mix,
     seed_from_record,
     split_counts,
 )
@@ -50,31 +52,71 @@ from vsearcher_lite.world.model import KnowledgeSource
 
 #: Share of the warm-up entities (``warmup_pools``) that go to the held-out split.
 WARMUP_HELDOUT_SHARE = 0.5
+#: The options of ``inject-text``, ``inject-image`` and ``filter``, by field.
+CLI_OPTIONS = ("n_train", "n_heldout", "n_exam", "mix", "exam_rounds", "onehop_train",
+               "onehop_heldout", "onehop_warmup", "exam_people", "warmup_levels", "writer", "chat",
+               "concurrency", "max_attempts")
+
+
+def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
+    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``;
+    ``"none"`` -> ``{}``.
+
+    >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
+    ({'easy': (600, 200), 'medium': (300, 100)}, {})
+    """
+    if text.strip().lower() in ("none", ""):
+        return {}
+    out: dict[str, tuple[int, int]] = {}
+    for part in text.split(","):
+        level, *counts = part.strip().split(":")
+        if len(counts) != 2 or level not in DIFFICULTY_ROUNDS or not all(map(str.isdigit, counts)):
+            raise InputError(f"--warmup-levels: {part.strip()!r} is not LEVEL:TRAIN:HELDOUT with "
+                             f"LEVEL one of {', '.join(DIFFICULTY_ROUNDS)} and two counts "
+                             "(e.g. easy:600:200)")
+        out[level] = (int(counts[0]), int(counts[1]))
+    return out
 
 
 @dataclass
 class InjectConfig:
     """Settings of the injection stages (text and image)."""
 
-    n_train: int = 100
-    n_heldout: int = 30
-    n_exam: int = 30
-    mix: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MIX))
+    n_train: int = option(100, "training tasks, split by --mix (default: by profile; cpu 100)")
+    n_heldout: int = option(30, "held-out tasks (default: by profile; cpu 30)")
+    n_exam: int = option(30, "exam tasks (default: 283, the paper's; the sandbox starts them at "
+                         "the exam seeds, then at rare people)", "--n-exam", "--exam-size")
+    mix: dict[str, int] = option(DEFAULT_MIX, "easy:medium:hard ratio (default: 4:3:3, paper's "
+                                 "RL mix)", parse=parse_mix)
     rounds: dict[str, int] = field(default_factory=lambda: dict(DIFFICULTY_ROUNDS))
-    exam_rounds: int = EXAM_ROUNDS
-    onehop_train: int = 0  # one-hop warm-up tasks (no text round), from the training seeds
-    onehop_heldout: int = 0  # and from the held-out seeds
+    exam_rounds: int = option(EXAM_ROUNDS, "injection rounds of exam tasks (default: 10, paper "
+                              "2.4)")
+    # one-hop warm-up tasks (no text round), from the training seeds and the held-out seeds
+    onehop_train: int = option(0, "one-hop warm-up training tasks, not in the paper (default: by "
+                               "profile; cpu at most 2000, GPU profiles 0)")
+    onehop_heldout: int = option(0, "one-hop warm-up held-out tasks (default: by profile; cpu at "
+                                 "most 2000, GPU profiles 0)")
     # and from every entity that could be a seed but for its popularity (``warmup_pools``)
-    onehop_warmup: bool = False
+    onehop_warmup: bool = option(False, "draw one-hop tasks from the seeds only, not also from "
+                                 "the other pictured entities (the cpu default draws on both; "
+                                 "half of those others are held out)", "--onehop-seeds-only",
+                                 action="store_const", const=False)
     onehop_warmup_heldout_share: float = WARMUP_HELDOUT_SHARE
     # more tasks of these levels from the warm-up entities: level -> (training, held-out)
-    warmup_levels: dict[str, tuple[int, int]] = field(default_factory=dict)
+    warmup_levels: dict[str, tuple[int, int]] = option(
+        {}, "more tasks of a level from the other pictured entities too, e.g. "
+        "easy:600:200,medium:300:100 (the cpu default); 'none': seeds only (GPU default)",
+        metavar="LEVEL:TRAIN:HELDOUT,...", parse=parse_warmup_levels)
     # the exam also starts chains at rare people, whom no other pool uses (``exam_people``)
-    exam_people: bool = True
-    writer: str = "rule"  # rule | llm
-    chat: Any = None  # chat backend spec (make_chat) for the LLM writer
-    concurrency: int = 1  # tasks in flight; the LLM writer benefits from 8-32
-    max_attempts: int = 3  # LLM replies per writer operation
+    exam_people: bool = option(True, "start exam tasks at the exam seeds only, not also at the "
+                               "world's rare people", "--exam-seeds-only", action="store_const",
+                               const=False)
+    writer: str = option("rule", "question writer (default: rule in the sandbox, llm live)",
+                         choices=("rule", "llm"))
+    chat: Any = option(None, "chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
+    # the LLM writer benefits from 8-32
+    concurrency: int = option(1, "tasks in flight (default: 1 for rule, 8 for llm)")
+    max_attempts: int = option(3, "LLM replies per writer operation (default: 3)")
     max_picks: int = 4  # entities tried per round before the task is dropped
     seed: int = 0
     progress: bool = True

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS
+from vsearcher_lite.options import option
 from vsearcher_lite.runio import (
     InputError,
     RunDir,
@@ -36,19 +37,39 @@ from vsearcher_lite.world.model import KnowledgeSource, Seed
 TRAIN_POOLS = tuple(DIFFICULTY_ROUNDS)  # easy, medium, hard
 POOLS = TRAIN_POOLS + ("heldout", "exam")
 DEFAULT_MIX = {"easy": 4, "medium": 3, "hard": 3}  # paper A.4: the RL data's Easy:Medium:Hard ratio
+#: The options of ``seeds`` (and of the later synthesis commands), by field.
+CLI_OPTIONS = ("sitelinks_max", "statements_min", "limit", "exam_share", "heldout_share")
+
+
+def parse_mix(text: str) -> dict[str, int]:
+    """``"4:3:3"`` -> ``{"easy": 4, "medium": 3, "hard": 3}``.
+
+    >>> parse_mix("1:1:2")
+    {'easy': 1, 'medium': 1, 'hard': 2}
+    """
+    try:
+        values = [int(p) for p in text.split(":")]
+    except ValueError:
+        raise InputError(f"--mix {text!r}: expected three integers like 4:3:3") from None
+    if len(values) != 3 or any(v < 0 for v in values) or sum(values) == 0:
+        raise InputError(f"--mix {text!r}: expected three non-negative integers like 4:3:3")
+    return dict(zip(("easy", "medium", "hard"), values))
 
 
 @dataclass
 class SeedConfig:
     """Settings of the seeds stage. ``None`` thresholds mean the source's own defaults."""
 
-    sitelinks_max: int | None = None
-    statements_min: int | None = None
+    sitelinks_max: int | None = option(None, "rare: at most this many sitelinks (default: per "
+                                       "world)")
+    statements_min: int | None = option(None, "documented: at least this many statements "
+                                        "(default: per world)")
     require_image: bool = True
     exclude_people: bool = True
-    limit: int | None = None  # at most this many seeds from the source (live: the query's LIMIT)
-    exam_share: float = 0.15
-    heldout_share: float = 0.10
+    # live: the query's LIMIT
+    limit: int | None = option(None, "at most this many seeds from the source")
+    exam_share: float = option(0.15, "share of seeds for the exam (default 0.15)")
+    heldout_share: float = option(0.10, "share of seeds held out (default: 0.10)")
     mix: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MIX))
     seed: int = 0
 
