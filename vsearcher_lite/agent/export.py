@@ -66,11 +66,9 @@ def placeholder_messages(traj: Trajectory) -> list[dict]:
 
 def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | None = None) -> dict:
     """One LLaMA-Factory ShareGPT example; ``image_names``: image path -> exported name."""
-    traj = as_trajectory(traj)
-    names = image_names or {}
-    messages = placeholder_messages(traj)
-    images = [names.get(p, p) for p in trajectory_images(traj)]
-    return {"messages": messages, "images": images}
+    traj, names = as_trajectory(traj), image_names or {}
+    return {"messages": placeholder_messages(traj),
+            "images": [names.get(p, p) for p in trajectory_images(traj)]}
 
 
 def llamafactory_dataset_info(file_name: str = "trajectory.json",

@@ -18,7 +18,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, Generator, Iterable
+from typing import Any, Generator
 
 from vsearcher_lite.agent.brief import (
     Clue,
@@ -78,11 +78,14 @@ class SearchState:
         """A clue's value: the name found for its hidden entity, or its visible text."""
         return self.names.get(clue.ref, "") if clue.ref else clue.text
 
-    def learn(self, hits: Iterable[Hit]) -> None:
+    def learn(self, observation: str) -> list[Hit]:
+        """The hits of a search observation, their URLs and snippets remembered."""
+        hits = parse_hits(observation)
         for h in hits:
             if h.is_article:
                 self.urls.setdefault(h.title, h.url)
                 self.snippets[h.title] = (self.snippets.get(h.title, "") + " " + h.snippet).strip()
+        return hits
 
     def fill(self, template: str) -> str:
         """The description with every hidden name found so far filled in."""
@@ -185,9 +188,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 "A reverse image search should tell me which one it is.",
                 f"Which {brief.image_noun or brief.image_type} is in the image?"),
         )
-        hits = parse_hits(obs)
-        state.learn(hits)
-        articles = [h for h in hits if h.is_article]
+        articles = [h for h in state.learn(obs) if h.is_article]
         choice, hasty = _pick(articles, rng, mistake_rate)
         if choice is None:
             note = say("The image search found no article I can use, "
@@ -215,9 +216,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         obs = yield Action("text_search", {"query": query},
                            say(f"{note} Next I need {description}; I will search for it.",
                                note or "Search.").strip())
-        hits = parse_hits(obs)
-        state.learn(hits)
-        candidates = [h for h in hits if h.is_article and h.title not in known]
+        candidates = [h for h in state.learn(obs) if h.is_article and h.title not in known]
         found, how = None, ""
 
         noun = next((c.text for c in step.clues if c.relation in ("instance_of", "occupation")), "")
@@ -245,7 +244,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 obs = yield Action("text_search", {"query": name},
                                    say(f"Several names fit; is {name} {description}? "
                                        "Its article will say what it is.", f"Check {name}."))
-                state.learn(parse_hits(obs))
+                state.learn(obs)
                 if kind_of(name) > 0:
                     return name
             return None
@@ -294,8 +293,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 obs = yield Action("text_search", {"query": description},
                                    say(f"Nothing there fits. I will search for {description} "
                                        "alone.", "Search again."))
-                more = parse_hits(obs)
-                state.learn(more)
+                more = state.learn(obs)
                 seen = {h.title for h in candidates}
                 candidates += [h for h in more if h.is_article and h.title not in known | seen]
                 fit = snippet_fit()
@@ -364,10 +362,9 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                     found, how = best.title, say(
                         f"{best.title} is the result that mentions the right names",
                         "A result mentions the right names")
-                elif found is None and ordered:
-                    top = ordered[0]
-                    found, how = top.title, say(
-                        f"Nothing confirms it, so I take the top result, {top.title}",
+                elif found is None and best is not None:
+                    found, how = best.title, say(
+                        f"Nothing confirms it, so I take the top result, {best.title}",
                         "Nothing confirms it; I take the top result")
         if found is None:
             note = say(f"I could not find {description}.", "Not found.")
@@ -393,8 +390,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         obs = yield Action("text_search", {"query": seed},
                            say(f"{note} Now I need the page of {seed}.",
                                f"{note} Find {seed}.").strip())
-        hits = parse_hits(obs)
-        state.learn(hits)
+        hits = state.learn(obs)
         url = state.urls.get(seed) or next((h.url for h in hits if h.is_article), None)
         note = (say(f"The search gives the page of {seed}.", "Found it.") if url
                 else say(f"I found no page for {seed}.", "No page."))

@@ -49,9 +49,7 @@ COPY_ROLES = ("repeat", "recall", "answer")
 ROLE_IDS = {"": 0, "repeat": 1, "recall": 2, "answer": 3}
 
 
-# ---------------------------------------------------------------------------------------------
-# Documents
-# ---------------------------------------------------------------------------------------------
+# -- Documents --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -89,9 +87,7 @@ def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str]
     return Doc(doc.kind, segments, dict(doc.meta, fresh_names=len(mapping)))
 
 
-# ---------------------------------------------------------------------------------------------
-# Document writers (pure functions of a world and a random generator)
-# ---------------------------------------------------------------------------------------------
+# -- Document writers (pure functions of a world and a random generator) ----------------------
 
 
 def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random,
@@ -314,9 +310,7 @@ WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pic
            "lookup": doc_lookup, "pageqa": doc_pageqa, "restate": doc_restate}
 
 
-# ---------------------------------------------------------------------------------------------
-# The corpus: worlds + a mix of document kinds, deterministic in a seed
-# ---------------------------------------------------------------------------------------------
+# -- The corpus: worlds + a mix of document kinds, deterministic in a seed --------------------
 
 #: Stage A, copy-dense: more of the short copy documents (this corpus's lookup and page documents
 #: are long, so by tokens they would otherwise dominate).
