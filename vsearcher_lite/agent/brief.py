@@ -141,9 +141,6 @@ def restated_question(template: str, seed: str) -> str:
 
 
 def _relation_label(relation: str) -> str:
-    try:
-        from vsearcher_lite.world.schema import RELATION_LABELS
+    from vsearcher_lite.world.schema import RELATION_LABELS
 
-        return RELATION_LABELS.get(relation, relation.replace("_", " "))
-    except ImportError:
-        return relation.replace("_", " ")
+    return RELATION_LABELS.get(relation, relation.replace("_", " "))
