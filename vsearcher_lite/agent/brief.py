@@ -121,8 +121,7 @@ def answer_goal(label: str, subject: str) -> str:
 
 
 def identified(description: str, name: str) -> str:
-    """The compact teacher's note on what a description stands for (the sentence the corpus's
-    ``restate`` documents use).
+    """The compact teacher's note on what a description stands for, as ``restate`` documents say.
 
     >>> identified("the river shown in the image", "Cerbol River")
     'The river shown in the image is Cerbol River.'

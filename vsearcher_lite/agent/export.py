@@ -168,8 +168,7 @@ def copy_image(source: str | Path, target: Path) -> bool:
 
 def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path, *,
                         run_dir: str | Path | None = None) -> dict:
-    """Write the three exports into ``out_dir`` (paths inside ``run_dir`` relative to it);
-    returns paths and counts."""
+    """Write the three exports into ``out_dir``; returns their paths and counts."""
     out_dir = Path(out_dir)
     relative = RunDir(run_dir).relative if run_dir is not None else (lambda value: value)
     trajs = [as_trajectory(t) for t in trajectories]

@@ -121,8 +121,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def loads_strict_json(text: str) -> tuple[Any, str | None]:
-    """``(value, None)`` for strict JSON (no NaN/Infinity, no duplicate keys), else ``(None, why)``;
-    never raises.
+    """``(value, None)`` for strict JSON (no NaN, no duplicate keys), else ``(None, why)``.
 
     >>> loads_strict_json('{"a": 1}'), loads_strict_json('{"a": NaN}')[1]
     (({'a': 1}, None), 'NaN is not valid JSON')

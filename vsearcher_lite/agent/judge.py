@@ -74,8 +74,7 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
 
 
 def parse_quantity(text: Any) -> tuple[float, str, bool] | None:
-    """``(value, unit, is_integer)`` when the text is one number with an optional unit (filler
-    words such as "in", "about", "AD" ignored).
+    """``(value, unit, is_integer)`` when the text is one number and a unit, filler words aside.
 
     >>> parse_quantity("about 1,234 m"), parse_quantity("in 1874"), parse_quantity("\u22125 km")
     ((1234.0, 'm', True), (1874.0, '', True), (-5.0, 'km', True))

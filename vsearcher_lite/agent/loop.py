@@ -175,8 +175,7 @@ def cut_at_stop(text: str, stops=STOP_SEQUENCES) -> str:
 
 
 def replay_mismatches(trajectory: Trajectory, toolbox: Any) -> list[str]:
-    """Re-run every tool call of a trajectory; the calls whose text or images differ from what
-    the policy saw (none: it replays)."""
+    """Re-run every tool call; the calls whose text or images differ from what the policy saw."""
     question_image = ImageRef(trajectory.image_path) if trajectory.image_path else None
     problems = []
     for turn in trajectory.tool_calls:

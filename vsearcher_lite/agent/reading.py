@@ -241,8 +241,7 @@ INBOUND_VERBS = {"{flow}": ("flows", "flow"), "{rise}": ("rises", "rise"), "{be}
 
 
 def read_inbound(text: str, relation: str, subject_names: Iterable[str]) -> list[str]:
-    """The entities a page lists as pointing at its subject by ``relation``, read with the
-    sandbox's inbound sentence templates.
+    """The entities a page lists as pointing at its subject by ``relation`` (inbound templates).
 
     >>> read_inbound("Fenon is the birthplace of Ilsa Maren and Ors Tave.", "born_in", ["Fenon"])
     ['Ilsa Maren', 'Ors Tave']

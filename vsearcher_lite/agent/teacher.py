@@ -145,8 +145,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
-    for every later step and three for the answer, so a ten-round exam chain fits the episode.
-    """
+    for every later step and three for the answer, so a ten-round exam chain fits the episode."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")

@@ -92,8 +92,7 @@ def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str]
 
 def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random,
                 words: int = 22) -> str:
-    """About ``words`` words of the article around ``value``, "…" where cut, as the sandbox text
-    search shows a snippet."""
+    """About ``words`` words of the article around ``value``, as the sandbox text search shows."""
     text = " ".join(entity.paragraphs)
     tokens = text.split()
     if not tokens:
@@ -202,8 +201,7 @@ IMAGE_WORDS = ("shown in the image", "pictured in the image", "seen in the image
 def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
     """A question about an entity named only by a description ("the <kind> shown in the image",
     or a fact with that phrase inside it), what the description names, and the question asked
-    again with the name in its place (the copy target), one level at a time.
-    """
+    again with the name in its place (the copy target), one level at a time."""
     from vsearcher_lite.synthesis.describe import OUT, Constraint, describe
 
     by_name = {e.name: e for e in world.entities}
@@ -253,8 +251,7 @@ def _restate(question: str, answer: str, rng: random.Random,
 def _lookup_question(target: SourceEntity, index: int, fact: SourceFact | None, snippet: str,
                      rng: random.Random,
                      restate: bool) -> tuple[list[tuple[str, str]], str]:
-    """Segments asking for one entry of a result list: the fact its snippet states, its URL or
-    its title; and the mode used."""
+    """Segments asking for one entry's fact, URL or title, and the mode used."""
     mode = rng.choices(("fact", "url", "title"), weights=(6, 2, 1))[0]
     if mode == "fact" and fact is not None and fact.value in snippet:
         return _restate(_question_for(target, fact, rng), fact.value, rng, restate), "fact"
@@ -341,8 +338,7 @@ class Corpus:
         self.dropped = 0
 
     def document(self, kind: str, rng: random.Random) -> Doc:
-        """One document of ``kind`` from a random source world, re-drawn if it names a forbidden
-        entity."""
+        """One document of ``kind`` from a random world, re-drawn if it names a forbidden entity."""
         writer = WRITERS[kind]
         extra = (self.restate_share,) if kind in ("lookup", "pageqa") else ()
         for _ in range(20):

@@ -199,8 +199,7 @@ def _fact_noun(f: Fact, by_id: dict) -> str:
 
 def build_source_world(seed: int, n_entities: int,
                        forbidden_roots: set[str] | None = None) -> SourceWorld:
-    """Generate a world's entities and pages in memory (no images, no SQLite), with
-    ``forbidden_roots`` renamed away first."""
+    """A world's entities and pages in memory (no images), ``forbidden_roots`` renamed away."""
     world = generate_world(n_entities, seed)
     drafts = world.drafts
     renamed = rename_roots(drafts, set(forbidden_roots or ()), seed) if forbidden_roots else {}

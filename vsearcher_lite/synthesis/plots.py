@@ -184,7 +184,7 @@ def rounds_viewer(task: dict):
 def task_cards_html(tasks: Iterable[dict], *, run_dir: str | Path | None = None,
                     show_source: bool = True) -> str:
     """Tasks as cards: the question image (and the entity's own picture), question and answer;
-    ``run_dir`` is the run the records were read from (their paths are relative to it)."""
+    ``run_dir`` resolves the records' relative paths."""
     cards = []
     for t in tasks:
         t = RunDir(run_dir).resolve(t) if run_dir is not None else t

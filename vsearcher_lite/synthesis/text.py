@@ -76,8 +76,7 @@ def sentence_case(text: str) -> str:
 
 
 def fold(text: str) -> str:
-    """Text normalised as the judge normalises answers, so that a leak is judged the way an
-    answer is.
+    """Text normalised as the judge normalises answers: a leak is judged the way an answer is.
 
     >>> fold("  Saint-Étienne's  Bridge! ")
     'saint etienne s bridge'

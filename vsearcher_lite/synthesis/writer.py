@@ -129,8 +129,7 @@ def image_phrase(entity_type: str, rng: random.Random) -> str:
 class RuleWriter(Writer):
     """The offline writer, from the sandbox's facts. It keeps the answer unique by construction:
     a description (one fact, else a pair) is used only when exactly one entity of the world fits
-    it, and it never names an entity already in the chain nor mentions the answer.
-    """
+    it, and it never names an entity already in the chain nor mentions the answer."""
 
     name = "rule"
 
