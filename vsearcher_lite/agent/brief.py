@@ -62,17 +62,13 @@ class TeacherBrief:
             template = rnd.description
             clues = []
             for c in rnd.constraints:
-                value = str(c.get("value", ""))
-                is_entity = c.get("kind") == "entity"
-                text = str(c.get("value_text", ""))
-                if is_entity and value in hidden:
-                    if text:
-                        template = _replace_name(template, text, "{" + value + "}")
-                    clues.append(Clue(c["relation"], c.get("direction", "out"), "entity", ref=value,
-                                      label=c.get("label", "")))
-                else:
-                    clues.append(Clue(c["relation"], c.get("direction", "out"),
-                                      c.get("kind", "entity"), text=text, label=c.get("label", "")))
+                value, text = str(c.get("value", "")), str(c.get("value_text", ""))
+                ref = value if c.get("kind") == "entity" and value in hidden else None
+                if ref is not None and text:
+                    template = _replace_name(template, text, "{" + value + "}")
+                clues.append(Clue(c["relation"], c.get("direction", "out"), c.get("kind", "entity"),
+                                  ref=ref, text=text if ref is None else "",
+                                  label=c.get("label", "")))
             steps.append(Step(rnd.entity_id, rnd.entity_type, template, clues))
         named = task.seed_title and mentions(task.question, task.seed_title)
         seed_name = task.seed_title if named else None
@@ -125,8 +121,7 @@ def answer_goal(label: str, subject: str) -> str:
 
 
 def identified(description: str, name: str) -> str:
-    """The compact teacher's note when it has found what a description stands for: the sentence the
-    pretraining corpus's ``restate`` documents use, right before the question is asked again.
+    """The compact teacher's note on what a description stands for, as ``restate`` documents say.
 
     >>> identified("the river shown in the image", "Cerbol River")
     'The river shown in the image is Cerbol River.'
@@ -135,10 +130,8 @@ def identified(description: str, name: str) -> str:
 
 
 def restated_question(template: str, seed: str) -> str:
-    """The question about the seed with the seed's name filled in: the compact teacher's visit goal.
-
-    Every word of it is in the task question or was read in a tool result, so the tiny model can
-    copy it instead of having to name the relation in words of its own.
+    """The seed's question with its name filled in: the compact teacher's visit goal, made only
+    of words the tiny model has seen, so it can copy rather than name the relation itself.
 
     >>> restated_question("What is the area of {seed}?", "Kerora")
     'What is the area of Kerora?'
@@ -147,9 +140,6 @@ def restated_question(template: str, seed: str) -> str:
 
 
 def _relation_label(relation: str) -> str:
-    try:
-        from vsearcher_lite.world.schema import RELATION_LABELS
+    from vsearcher_lite.world.schema import RELATION_LABELS
 
-        return RELATION_LABELS.get(relation, relation.replace("_", " "))
-    except ImportError:
-        return relation.replace("_", " ")
+    return RELATION_LABELS.get(relation, relation.replace("_", " "))

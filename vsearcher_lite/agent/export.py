@@ -1,16 +1,10 @@
 """Exports of accepted trajectories for supervised fine-tuning (paper 2.2, A.3).
 
-Three files from the same ``Trajectory`` records:
-
-- **TRL** (``sft_trl.jsonl``): ``{"messages", "images"}`` for ``SFTTrainer``; every content is a
-  list of parts (text, or an ``{"type": "image"}`` placeholder filled from ``images`` in order),
-  so one Arrow column holds every message. ``images`` are paths (relative to the run folder in a
-  run); the tool block is in the system text, so no ``tools`` column is needed.
+- **TRL** (``sft_trl.jsonl``) for ``SFTTrainer``: every content is a list of parts, so one Arrow
+  column holds every message; the tool block is in the system text, so no ``tools`` column.
 - **LLaMA-Factory ShareGPT** (``llamafactory/``), what the paper trained with: string contents
-  with an ``<image>`` token per image, the images copied beside the data, and the
-  ``dataset_info.json`` entry; ``sharegpt_problems`` checks what its loader requires.
-- **Plain JSONL** (``trajectories.jsonl``): flat fields and string-content messages for
-  ``datasets.load_dataset("json", ...)``.
+  with an ``<image>`` token per image, the images copied beside the data.
+- **Plain JSONL** (``trajectories.jsonl``) for ``datasets.load_dataset("json", ...)``.
 """
 
 from __future__ import annotations
@@ -72,11 +66,9 @@ def placeholder_messages(traj: Trajectory) -> list[dict]:
 
 def to_sharegpt_record(traj: Trajectory | dict, image_names: dict[str, str] | None = None) -> dict:
     """One LLaMA-Factory ShareGPT example; ``image_names``: image path -> exported name."""
-    traj = as_trajectory(traj)
-    names = image_names or {}
-    messages = placeholder_messages(traj)
-    images = [names.get(p, p) for p in trajectory_images(traj)]
-    return {"messages": messages, "images": images}
+    traj, names = as_trajectory(traj), image_names or {}
+    return {"messages": placeholder_messages(traj),
+            "images": [names.get(p, p) for p in trajectory_images(traj)]}
 
 
 def llamafactory_dataset_info(file_name: str = "trajectory.json",
@@ -99,12 +91,7 @@ def llamafactory_dataset_info(file_name: str = "trajectory.json",
 
 
 def sharegpt_problems(record: dict) -> list[str]:
-    """What LLaMA-Factory's ShareGPT loader would reject in one record; empty when it is valid.
-
-    Its rules: an optional system message first; then user and assistant strictly alternate,
-    starting with user and ending with assistant (an odd count is dropped); every content is a
-    string; the number of ``<image>`` tokens equals the number of images.
-    """
+    """What LLaMA-Factory's ShareGPT loader would reject in one record; empty when it is valid."""
     problems = []
     messages = record.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -162,12 +149,8 @@ def exported_image_name(path: str) -> str:
 
 
 def copy_image(source: str | Path, target: Path) -> bool:
-    """Copy ``source`` to ``target`` unless an identical copy is there; ``True`` when copied.
-
-    The copy goes to a temporary name beside ``target`` and is renamed into place, so an
-    interrupted export never leaves a truncated image under the final name; a file already there
-    is kept only when it has the source's size (one cut short by an older export is replaced).
-    """
+    """Copy ``source`` to ``target`` atomically unless a file of its size is there (one cut short
+    by an older export is replaced); ``True`` when copied."""
     source, target = Path(source), Path(target)
     if target.is_file() and target.stat().st_size == source.stat().st_size:
         return False
@@ -185,8 +168,7 @@ def copy_image(source: str | Path, target: Path) -> bool:
 
 def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str | Path, *,
                         run_dir: str | Path | None = None) -> dict:
-    """Write the three exports of ``trajectories`` into ``out_dir``; returns paths and counts.
-    With ``run_dir`` the paths inside that run are written relative to it."""
+    """Write the three exports into ``out_dir``; returns their paths and counts."""
     out_dir = Path(out_dir)
     relative = RunDir(run_dir).relative if run_dir is not None else (lambda value: value)
     trajs = [as_trajectory(t) for t in trajectories]
@@ -201,9 +183,8 @@ def export_trajectories(trajectories: Iterable[Trajectory | dict], out_dir: str 
     for path in dict.fromkeys(p for t in trajs for p in trajectory_images(t)):
         name = "images/" + exported_image_name(path)
         names[path] = name
-        target = lf_dir / name
         if Path(path).exists():
-            copy_image(path, target)
+            copy_image(path, lf_dir / name)
         else:
             missing.append(path)
     records = [to_sharegpt_record(t, names) for t in trajs]

@@ -1,15 +1,10 @@
 """Strict format checking of assistant turns (paper appendix A.3).
 
-A turn passes when, whitespace aside: it starts with ``<think>`` and holds exactly one
-``<think>...</think>``; then comes exactly one ``<tool_call>...</tool_call>`` or
-``<answer>...</answer>`` and nothing after it; every tag is closed and ``<tool_response>`` is
-never written (the environment writes it); a tool call is one JSON object with exactly ``name``
-(a non-empty string) and ``arguments`` (an object); an answer is not empty. Tags count inside
-the reasoning too, as the paper counts them. Whether the tool exists or its arguments fit is
-not a format question: the toolbox answers with an error observation.
-
-``strict_format_check`` and ``parse_tool_call`` are pure and never raise (they are fuzzed);
-each failure has a stable ``code`` (``REASON_CODES``) and a sentence.
+A turn is one ``<think>...</think>`` followed by exactly one ``<tool_call>`` (a JSON object with
+exactly ``name`` and ``arguments``) or non-empty ``<answer>``, and nothing else; ``REASON_CODES``
+lists every way to fail. Tags count inside the reasoning too, as the paper counts them. Whether
+the tool exists is not a format question: the toolbox answers with an error observation. The
+checkers are pure and never raise (they are fuzzed).
 """
 
 from __future__ import annotations
@@ -84,12 +79,7 @@ class ToolCallParse:
 
 @dataclass
 class FormatVerdict:
-    """The verdict on one assistant turn.
-
-    ``ok`` with ``kind`` ``"tool_call"`` (and ``call``) or ``"answer"`` (and ``answer``); or not
-    ``ok`` with a ``code`` from ``REASON_CODES`` and a ``reason`` sentence. ``str(verdict)`` is
-    ``"ok"`` or ``"<code>: <reason>"``, the line ``vsearcher-lite format-check`` prints.
-    """
+    """The verdict on one assistant turn; ``str(verdict)`` is the line ``format-check`` prints."""
 
     ok: bool
     code: str = "ok"
@@ -131,9 +121,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def loads_strict_json(text: str) -> tuple[Any, str | None]:
-    """``(value, None)`` for strict JSON (no NaN/Infinity, no duplicate keys), else ``(None, why)``.
-
-    Never raises: deep nesting, huge numbers and odd characters come back as an error string.
+    """``(value, None)`` for strict JSON (no NaN, no duplicate keys), else ``(None, why)``.
 
     >>> loads_strict_json('{"a": 1}'), loads_strict_json('{"a": NaN}')[1]
     (({'a': 1}, None), 'NaN is not valid JSON')
@@ -164,9 +152,7 @@ def _tool_call_payload(text: str) -> tuple[str | None, FormatVerdict | None]:
 
 
 def parse_tool_call(text: Any) -> ToolCallParse:
-    """Parse a tool call: the JSON inside ``<tool_call>`` tags, or a bare JSON payload.
-
-    Never raises; a failure carries a ``code`` from ``REASON_CODES``.
+    """Parse a tool call, the JSON inside ``<tool_call>`` tags or bare; never raises.
 
     >>> call = '{"name": "visit", "arguments": {"url": "u", "goal": "g"}}'
     >>> parse_tool_call(f"<tool_call>{call}</tool_call>").call
@@ -266,8 +252,8 @@ def _check(turn: Any) -> FormatVerdict:
         return _fail("multiple_answers")
     if not any(calls) and not any(answers):
         return _fail("no_action")
-    tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN, ANSWER_CLOSE)
-    open_tag, close_tag = tags
+    open_tag, close_tag = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if any(calls) else (ANSWER_OPEN,
+                                                                              ANSWER_CLOSE)
     start, end = text.find(open_tag), text.find(close_tag)
     if start < 0:
         return _fail("unclosed_tag", f"{close_tag} without {open_tag}")

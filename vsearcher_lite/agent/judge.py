@@ -1,14 +1,6 @@
-"""Judges: is a predicted answer the gold answer? One interface for every stage that asks.
-
-``Judge.judge(question, gold, prediction, aliases=()) -> Verdict`` serves the filters,
-rejection sampling, the GRPO reward and evaluation.
-
-- ``MatchJudge`` (offline, the sandbox default): a normalised match (case, accents,
-  punctuation, articles, whitespace ignored; aliases accepted; a parenthetical qualifier may be
-  dropped); numbers compare as numbers, years exactly, others within a relative margin.
-- ``LLMJudge(chat)`` (live runs, the paper's choice): an HLE/BrowseComp-style prompt that
-  extracts the final answer, compares it with the gold answer only and ends with
-  ``correct: yes|no``; replies are parsed leniently, and one without a verdict is retried.
+"""Judges: is a predicted answer the gold answer? One interface for the filters, rejection
+sampling, the GRPO reward and evaluation: ``MatchJudge`` (offline, the sandbox default: a
+normalised match, numbers as numbers) and ``LLMJudge`` (live runs, the paper's choice).
 """
 
 from __future__ import annotations
@@ -57,9 +49,8 @@ def _strip_accents(text: str) -> str:
 
 
 def normalize_answer(text: Any) -> str:
-    """Lower-case, accent-free, punctuation-free, article-free, single-spaced text.
-
-    Thousands separators are dropped and decimal points kept, so numbers survive.
+    """Lower-case, accent-free, punctuation-free, article-free, single-spaced text; thousands
+    separators are dropped and decimal points kept, so numbers survive.
 
     >>> normalize_answer("  The Zanúra-Kel  Bridge! ")
     'zanura kel bridge'
@@ -83,9 +74,7 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
 
 
 def parse_quantity(text: Any) -> tuple[float, str, bool] | None:
-    """``(value, unit, is_integer)`` when the text is one number with an optional unit.
-
-    Filler words ("in", "about", "AD") are ignored; anything else becomes the unit.
+    """``(value, unit, is_integer)`` when the text is one number and a unit, filler words aside.
 
     >>> parse_quantity("about 1,234 m"), parse_quantity("in 1874"), parse_quantity("\u22125 km")
     ((1234.0, 'm', True), (1874.0, '', True), (-5.0, 'km', True))
@@ -98,10 +87,7 @@ def parse_quantity(text: Any) -> tuple[float, str, bool] | None:
     if len(numbers) != 1:
         return None
     token = numbers[0]
-    try:
-        value = float(token)
-    except ValueError:
-        return None
+    value = float(token)
     if not math.isfinite(value):
         return None
     words = normalize_answer(_NUMBER.sub(" ", raw, count=1)).split()
@@ -136,7 +122,8 @@ def numbers_match(gold: Any, prediction: Any,
 
 
 class MatchJudge(Judge):
-    """The offline judge: normalised match with aliases and numeric tolerance.
+    """The offline judge: a normalised match with aliases (a parenthetical qualifier may be
+    dropped); years compare exactly, other numbers within ``rel_tol``.
 
     >>> j = MatchJudge()
     >>> j.judge("q", "Zanura River", "the zanura river").correct
@@ -185,9 +172,8 @@ _EXTRACTED_LINE = re.compile(r"extracted[_ ]final[_ ]answer\s*[:：]\s*(.*)", re
 
 
 def parse_judge_reply(reply: Any) -> tuple[bool | None, str | None]:
-    """``(correct, extracted_answer)`` from a judge reply; ``correct`` is None when no verdict line.
-
-    Markdown emphasis and letter case are ignored; the last verdict line wins.
+    """``(correct, extracted_answer)`` from a judge reply, read leniently (the last verdict line
+    wins); ``correct`` is None when there is no verdict line.
 
     >>> parse_judge_reply("extracted_final_answer: Paris\\n**Correct:** **Yes**")
     (True, 'Paris')
@@ -208,11 +194,8 @@ def parse_judge_reply(reply: Any) -> tuple[bool | None, str | None]:
 
 
 class LLMJudge(Judge):
-    """An LLM as the judge (paper 2.2 and A.3, HLE/BrowseComp style), over any chat backend.
-
-    ``max_attempts`` calls at most; a reply with no ``correct: yes|no`` line or a failed call is
-    retried, and after the last attempt the verdict is incorrect with the reason in ``reason``.
-    """
+    """An LLM as the judge (paper 2.2 and A.3, HLE/BrowseComp style), over any chat backend; a
+    reply without a verdict or a failed call is retried, and the last failure counts incorrect."""
 
     name = "llm"
 
@@ -237,7 +220,7 @@ class LLMJudge(Judge):
         messages = [{"role": "user",
                      "content": self.prompt(question, gold, str(prediction), aliases)}]
         problem = "no attempt made"
-        for attempt in range(1, self.max_attempts + 1):
+        for _ in range(self.max_attempts):
             try:
                 reply = self.chat.chat(messages, **self.sampling)
             except ChatError as exc:

@@ -1,24 +1,17 @@
 """The ReAct loop (paper section 2.2, appendix A.3): one episode of a policy with the tools.
 
-``run_episode(policy, toolbox, task, limits=..., sampling=..., today=...) -> Trajectory``
-
-Each step the policy (any ``ChatBackend``) writes one assistant turn, generation stopping
-before ``<tool_response>``; the turn is format-checked; its one tool call is executed and the
-result comes back as a ``<tool_response>`` user turn with the tool's images. An unknown tool,
-bad arguments or a failing tool come back as an explicit error observation.
-
-Every trajectory ends with one termination reason (``TERMINATIONS``): ``answer``;
-``format_error`` (the rollout ends at once, or with ``strict_format=False`` after
-``max_format_errors`` corrected tries); ``max_tool_calls`` (the extra call is not run);
-``context_exceeded``; ``timeout`` (checked between steps); ``policy_error`` (the backend
-raised). The ``Trajectory`` holds the chat messages (what SFT trains on), a record per
-assistant turn, the prediction, timings and the reason, and round-trips through JSON.
+Each step the policy writes one assistant turn, generation stopping before ``<tool_response>``;
+the turn is format-checked and its one tool call executed, the result coming back as a
+``<tool_response>`` user turn (an unknown tool or bad arguments as an error observation). Every
+trajectory ends with one of ``TERMINATIONS``; a format error ends it at once unless
+``strict_format=False``.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -49,12 +42,8 @@ IMAGE_CONTEXT_CHARS = 256 * CHARS_PER_TOKEN  # a small sandbox image costs about
 
 @dataclass
 class EpisodeLimits:
-    """The budgets of one episode. The defaults are the paper's (A.3).
-
-    The context budget is in tokens when ``token_counter`` (a function of the message list) is
-    given, else in characters (``max_context_chars``: text length plus ``IMAGE_CONTEXT_CHARS``
-    per image).
-    """
+    """The budgets of one episode, the paper's by default (A.3). The context budget is in tokens
+    when ``token_counter`` is given, else in characters (``IMAGE_CONTEXT_CHARS`` per image)."""
 
     max_tool_calls: int = PAPER_MAX_TOOL_CALLS
     max_context_chars: int | None = PAPER_CONTEXT_TOKENS * CHARS_PER_TOKEN
@@ -80,10 +69,8 @@ def check_sampling(temperature: float, top_p: float) -> None:
 
 @dataclass
 class Sampling:
-    """Sampling settings for the policy; the paper's rollout settings by default (A.3).
-
-    The paper also set ``presence_penalty=1.5``; pass it in ``extra`` for backends that take it.
-    """
+    """Sampling settings for the policy, the paper's by default (A.3); its
+    ``presence_penalty=1.5`` goes in ``extra`` for backends that take it."""
 
     temperature: float = 0.6
     top_p: float = 0.95
@@ -138,10 +125,7 @@ class Trajectory:
         return [t for t in self.turns if t.tool is not None and t.observation is not None]
 
     def tool_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for t in self.tool_calls:
-            counts[t.tool] = counts.get(t.tool, 0) + 1
-        return counts
+        return dict(Counter(t.tool for t in self.tool_calls))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -191,11 +175,7 @@ def cut_at_stop(text: str, stops=STOP_SEQUENCES) -> str:
 
 
 def replay_mismatches(trajectory: Trajectory, toolbox: Any) -> list[str]:
-    """Re-run every tool call of a trajectory; the calls whose observation differs (none: it
-    replays).
-
-    Compares the observation text and the returned images, which is what the policy saw.
-    """
+    """Re-run every tool call; the calls whose text or images differ from what the policy saw."""
     question_image = ImageRef(trajectory.image_path) if trajectory.image_path else None
     problems = []
     for turn in trajectory.tool_calls:
@@ -247,8 +227,7 @@ def run_episode(
             error = f"context is {size} {unit}, over the budget of {budget}"
             break
         t0 = clock()
-        try:
-            # a copy: later turns must not leak into what it saw
+        try:  # a copy: later turns must not leak into what it saw
             reply = policy.chat(list(messages), **sampling_kwargs)
         except Exception as exc:  # any backend failure ends this episode, not the whole run
             termination, error = "policy_error", f"{type(exc).__name__}: {exc}"

@@ -1,18 +1,12 @@
-"""The agent protocol, defined once (paper sections 2.2 and B).
+"""The agent protocol, defined once (paper sections 2.2 and B): the system prompt, the first
+user message and how a tool result comes back, so teacher trajectories, SFT data, GRPO rollouts
+and evaluation show the model the same words.
 
-Everything the model sees comes from here: the system prompt, the first user message
-(question text and image) and how a tool result comes back, so teacher trajectories, SFT data,
-GRPO rollouts and evaluation show the model the same words and tool schemas.
-
-An assistant turn is ``<think>...</think>`` then one ``<tool_call>{"name", "arguments"}
-</tool_call>`` or ``<answer>...</answer>``. Tool output comes back in a *user* turn as
-``<tool_response>...</tool_response>`` with the tool's images inside (an OpenAI-compatible
-server rejects ``tool`` messages without structured ``tool_calls``; with Qwen's template the
-tokens are the same). The tool block is in the system text, since TRL's vision collator does
-not pass ``tools=`` to the template.
-
-Two variants: ``full`` (every profile with a real model) and ``compact`` for the cpu profile's
-tiny model, with a two-line role and one line per tool (a documented deviation from the paper).
+Tool output comes back in a *user* turn inside ``<tool_response>`` tags, images included (an
+OpenAI-compatible server rejects ``tool`` messages without structured ``tool_calls``; with
+Qwen's template the tokens are the same). The tool block is in the system text, since TRL's
+vision collator does not pass ``tools=`` to the template. The ``compact`` variant, for the cpu
+profile's tiny model, is a documented deviation from the paper.
 """
 
 from __future__ import annotations
@@ -29,16 +23,8 @@ ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
 
 #: Every tag the protocol uses, open and close.
-PROTOCOL_TAGS = (
-    THINK_OPEN,
-    THINK_CLOSE,
-    TOOL_CALL_OPEN,
-    TOOL_CALL_CLOSE,
-    ANSWER_OPEN,
-    ANSWER_CLOSE,
-    TOOL_RESPONSE_OPEN,
-    TOOL_RESPONSE_CLOSE,
-)
+PROTOCOL_TAGS = (THINK_OPEN, THINK_CLOSE, TOOL_CALL_OPEN, TOOL_CALL_CLOSE, ANSWER_OPEN,
+                 ANSWER_CLOSE, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE)
 
 #: Generation stops before the model starts writing a tool response itself (paper B.4).
 STOP_SEQUENCES = (TOOL_RESPONSE_OPEN,)
@@ -51,16 +37,15 @@ PROMPT_VARIANTS = ("full", "compact")
 
 
 def prompt_variant_for(profile: str) -> str:
-    """The prompt a profile's stages use (its ``prompt_variant``; the paper's ``"full"`` unless the
-    profile says otherwise): every stage asks here, so a model is evaluated with the prompt it was
-    trained on."""
+    """The profile's ``prompt_variant`` (default ``"full"``): every stage asks here, so a model is
+    evaluated with the prompt it was trained on."""
     from vsearcher_lite.profiles import load_profile
 
     return load_profile(profile).get("prompt_variant", "full")
 
 
 def resolve_today(today: str | _dt.date | None) -> str:
-    """The ``YYYY-MM-DD`` date the prompt shows: the given one, else the local date today.
+    """The ``YYYY-MM-DD`` date the prompt shows: the given one, else today's.
 
     >>> resolve_today("2025-09-01"), resolve_today(_dt.date(2024, 2, 29))
     ('2025-09-01', '2024-02-29')
@@ -165,9 +150,8 @@ def _full_prompt(today: str, schemas: list[dict]) -> str:
 
 
 def _compact_prompt(today: str, specs: list[ToolSpec]) -> str:
-    # Two short lines: the tiny model reads this prompt again at every turn of every episode, and
-    # with its tokenizer (one token per space) the earlier one-line spelling of the turn format
-    # cost 108 tokens; this one is about 60. The turn format itself is learned from the examples.
+    # Two short lines: the tiny model reads this prompt at every turn and its tokenizer spends a
+    # token per space; the turn format itself is learned from the examples.
     tools = ", ".join(tool_signature(s) for s in specs)
     return ("You are a search agent: think, then call one tool or answer.\n"
             f"Tools: {tools}. Date: {today}")
@@ -175,11 +159,7 @@ def _compact_prompt(today: str, specs: list[ToolSpec]) -> str:
 
 def system_prompt(today: str | _dt.date | None = None, *, variant: str = "full",
                   tools: Iterable[ToolSpec] | None = None) -> str:
-    """The one system prompt of the agent.
-
-    ``variant`` is ``"full"`` (the paper's setting: role, workflow, rules, JSON schemas) or
-    ``"compact"`` (the cpu profile's tiny model). ``tools`` defaults to every tool in
-    ``TOOL_SPECS``; schemas are generated from the specs, never written by hand.
+    """The one system prompt of the agent; tool schemas are generated from the specs.
 
     >>> "Today's date: 2025-09-01" in system_prompt("2025-09-01")
     True
@@ -225,12 +205,8 @@ def tool_response_text(text: str) -> str:
 
 
 def tool_message(result: ToolResult) -> dict:
-    """A tool result as a user turn: the observation text, then its images, inside the tags.
-
-    The images sit inside ``<tool_response>`` so the model reads them as part of the result
-    they belong to. Without images the content is one text part holding
-    ``tool_response_text(result.text)``.
-    """
+    """A tool result as a user turn, its images inside ``<tool_response>`` so the model reads
+    them as part of the result they belong to."""
     if not result.images:
         return {"role": "user", "content": [text_part(tool_response_text(result.text))]}
     parts = [text_part(f"{TOOL_RESPONSE_OPEN}\n{result.text}\n")]
@@ -244,9 +220,8 @@ def error_message(message: str) -> dict:
     return {"role": "user", "content": [text_part(tool_response_text(f"Error: {message}"))]}
 
 
-#: How the compact variant marks the question (and how its teacher marks a restated one): the
-#: pretraining corpus's ``restate`` documents ask with "Q: ", so the tiny model's copy of the
-#: question finds the same cue in an episode.
+#: How the compact variant marks the question: the pretraining corpus's ``restate`` documents
+#: ask with "Q: ", so the tiny model finds the same cue in an episode.
 COMPACT_QUESTION_CUE = "Q: "
 
 

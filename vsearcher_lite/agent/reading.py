@@ -149,26 +149,19 @@ def template_regex(template: str, subject: str) -> re.Pattern:
 
 def _templates_for(relation: str) -> list[tuple[str, str]]:
     """``(template, slot)`` pairs stating ``relation``: which placeholder holds its value."""
-    found: list[tuple[str, str]] = []
-    try:
-        from vsearcher_lite.world import templates as prose
-    except ImportError:  # no sandbox prose: only the lead patterns
-        prose = None
-    if prose is not None:
-        for t in prose.SINGLE.get(relation, ()):
-            found.append((t, "y" if "{y}" in t and "{v}" not in t else "v"))
-        for (_type, rel), templates in prose.SINGLE_BY_TYPE.items():
-            if rel == relation:
-                found += [(t, "v") for t in templates]
-        for (a, b), templates in prose.PAIRS.items():
-            if relation == a:
-                found += [(t, "v") for t in templates]
-            elif relation == b:
-                found += [(t, "y") for t in templates]
-        for t in prose.MULTI.get(relation, ()):
-            found.append((t, "v"))
-    for t in LEAD_TEMPLATES.get(relation, ()):
-        found.append((t, "v"))
+    from vsearcher_lite.world import templates as prose
+
+    found = [(t, "y" if "{y}" in t and "{v}" not in t else "v")
+             for t in prose.SINGLE.get(relation, ())]
+    for (_type, rel), templates in prose.SINGLE_BY_TYPE.items():
+        if rel == relation:
+            found += [(t, "v") for t in templates]
+    for (a, b), templates in prose.PAIRS.items():
+        if relation == a:
+            found += [(t, "v") for t in templates]
+        elif relation == b:
+            found += [(t, "y") for t in templates]
+    found += [(t, "v") for t in (*prose.MULTI.get(relation, ()), *LEAD_TEMPLATES.get(relation, ()))]
     if relation == "occupation":
         found = [(t.replace("{av}", "{v}"), s) for t, s in found]
     return found
@@ -228,10 +221,8 @@ def kind_match(hit: Hit, noun: str) -> bool:
 
 
 def kind_evidence(text: str, name: str, noun: str) -> int:
-    """What ``text`` says of the kind of ``name``: 1 a ``noun``, -1 something else, 0 nothing.
-
-    Read from the lead sentence articles open with ("X is a bridge in Y", "X was a composer, born
-    in Y"), else from the name itself ("Orsk Bridge").
+    """What ``text`` says of the kind of ``name``: 1 a ``noun``, -1 something else, 0 nothing;
+    read from a lead sentence ("X is a bridge in Y"), else from the name itself ("Orsk Bridge").
 
     >>> kind_evidence("The Orsk Museum is a museum located in Orsk.", "Orsk Museum", "bridge")
     -1
@@ -250,17 +241,13 @@ INBOUND_VERBS = {"{flow}": ("flows", "flow"), "{rise}": ("rises", "rise"), "{be}
 
 
 def read_inbound(text: str, relation: str, subject_names: Iterable[str]) -> list[str]:
-    """The entities a page lists as pointing at its subject by ``relation`` ("Fenon is the
-    birthplace
-    of A, B and C" for ``born_in``), read with the sandbox's inbound sentence templates.
+    """The entities a page lists as pointing at its subject by ``relation`` (inbound templates).
 
     >>> read_inbound("Fenon is the birthplace of Ilsa Maren and Ors Tave.", "born_in", ["Fenon"])
     ['Ilsa Maren', 'Ors Tave']
     """
-    try:
-        from vsearcher_lite.world import templates as prose
-    except ImportError:
-        return []
+    from vsearcher_lite.world import templates as prose
+
     templates = []
     inbound = list(prose.INBOUND.get(relation, ())) + list(prose.INBOUND_ONE.get(relation, ()))
     for template in inbound:

@@ -1,13 +1,8 @@
 """The task record: one synthesized question, with how it was built.
 
-A task is what synthesis writes, filtering labels, the teacher solves, SFT and GRPO train on,
-and evaluation scores. Its benchmark fields are MM-SearchExam's (``question``, ``image_path``,
-``answer``); the rest records every injection round, so a reader can step through how a
-question grew and the sandbox can check that the answer still holds.
-
-Round 0 asks about the seed. Round ``i`` replaces an entity named in the question by
-``description``, built from one ``fact`` about it; image injection replaces one by "the <type>
-shown in the image". Solving undoes this from the image to the seed's page.
+What synthesis writes and every later stage reads. Its benchmark fields are MM-SearchExam's
+(``question``, ``image_path``, ``answer``); the rest records every injection round, so a reader
+can step through how a question grew and the sandbox can check that the answer still holds.
 """
 
 from __future__ import annotations
@@ -20,10 +15,9 @@ from vsearcher_lite.runio import InputError, RunDir, read_jsonl_numbered
 
 DIFFICULTY_ROUNDS = {"easy": 1, "medium": 3, "hard": 5}  # paper 2.1: text rounds per level
 EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
-#: A warm-up level that is not in the paper: the seed's own question with the seed hidden behind its
-#: picture (no text round), so one image search and one page read answer it. The paper's filter
-#: removes such tasks as too direct; the cpu profile keeps some, because a 5M-parameter model learns
-#: the protocol and the copying on them before anything longer. Off (0 tasks) in the GPU profiles.
+#: A warm-up level not in the paper: the seed's own question with the seed hidden behind its
+#: picture (no text round). The paper's filter removes such tasks as too direct; the cpu profile
+#: keeps some, because a 5M-parameter model learns the protocol on them before anything longer.
 ONEHOP = "onehop"
 #: Every level in reading order, for tables and figures.
 LEVEL_ORDER = (ONEHOP, *DIFFICULTY_ROUNDS, "exam")
@@ -48,9 +42,8 @@ class InjectionRound:
     description: str  # the phrase that replaced the name
     question_before: str
     question_after: str
-    # Added by synthesis: the hidden entity's type and every constraint of the description
-    # (``synthesis.describe.Constraint`` as dicts), so the sandbox can re-solve the chain. Empty for
-    # rounds written by an LLM, whose facts are free text.
+    # The description's constraints (``describe.Constraint`` dicts), so the sandbox can re-solve
+    # the chain; empty for rounds written by an LLM, whose facts are free text.
     entity_type: str = ""
     constraints: list[dict] = field(default_factory=list)
 
@@ -93,7 +86,7 @@ class Task:
         missing = [k for k in ("id", "question", "answer") if k not in d]
         if missing:
             raise KeyError(f"task record is missing field(s): {', '.join(missing)}")
-        known = {f for f in cls.__dataclass_fields__}
+        known = set(cls.__dataclass_fields__)
         data = {k: v for k, v in d.items() if k in known}
         data["rounds"] = [InjectionRound(**r) for r in d.get("rounds", [])]
         if d.get("image"):
@@ -106,9 +99,8 @@ class Task:
 
 
 def read_tasks(path: str | Path, hint: str | None = None) -> list[Task]:
-    """Tasks from a JSONL file a stage wrote (paths relative to its run folder are resolved);
-    ``InputError`` names a bad record's line, or, for a missing file, the command that writes it
-    (``hint``)."""
+    """Tasks from a JSONL file a stage wrote, paths resolved; for a missing file the
+    ``InputError`` names the command that writes it (``hint``)."""
     path = Path(path)
     if hint and not path.exists():
         raise InputError(f"{path} does not exist: run `{hint}` first")

@@ -1,22 +1,15 @@
-"""Teachers: who writes the trajectories that SFT learns from (paper 2.2 and A.3).
+"""The offline sandbox teacher that writes the trajectories SFT learns from (paper 2.2, A.3).
 
-Any ``ChatBackend`` can be a teacher, run through the same ReAct loop as every policy; the
-paper's Gemini-3-Pro-Thinking is one ``make_chat("openai:<model>@<base_url>")`` configuration.
+Any ``ChatBackend`` can be a teacher (the paper's Gemini-3-Pro-Thinking is one ``openai:``
+configuration). ``HeuristicTeacher`` knows how its question was built (``brief``), never the
+answer or a hidden name; every name it uses comes out of a tool observation: an image search
+names the pictured entity, then each round from the last to the first is a text search for its
+description (a confirming snippet is taken, else pages are visited and read), then the seed's
+page gives the answer.
 
-``HeuristicTeacher`` is the offline teacher for the sandbox, a ``ChatBackend`` whose reply is a
-function of the conversation so far. It knows how its question was built (``brief``), never the
-answer or a hidden name; every name it uses comes out of a tool observation:
-
-1. ``image_search`` when the question has an image: the best matching article names it;
-2. the injection rounds from the last to the first: a ``text_search`` for the round's
-   description with the names found so far filled in; a result whose snippet confirms it is
-   taken, else result pages (or the pages the description points from or to) are visited and
-   read (``reading``);
-3. ``visit`` the seed's page and answer from what it says.
-
-It is fallible on purpose: at each decision it takes, with probability ``mistake_rate``, the
-runner-up without checking, so rejection sampling has wrong trajectories to reject and harder
-tasks fail more often, as with a real teacher.
+It is fallible on purpose: with probability ``mistake_rate`` a decision takes the runner-up
+unchecked, so rejection sampling has wrong trajectories to reject and harder tasks fail more
+often, as with a real teacher.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, Generator, Iterable
+from typing import Any, Generator
 
 from vsearcher_lite.agent.brief import (
     Clue,
@@ -81,11 +74,18 @@ class SearchState:
         self.urls: dict[str, str] = {}  # page title -> URL, from every result seen
         self.snippets: dict[str, str] = {}  # page title -> every snippet seen for it
 
-    def learn(self, hits: Iterable[Hit]) -> None:
+    def value_of(self, clue: Clue) -> str:
+        """A clue's value: the name found for its hidden entity, or its visible text."""
+        return self.names.get(clue.ref, "") if clue.ref else clue.text
+
+    def learn(self, observation: str) -> list[Hit]:
+        """The hits of a search observation, their URLs and snippets remembered."""
+        hits = parse_hits(observation)
         for h in hits:
             if h.is_article:
                 self.urls.setdefault(h.title, h.url)
                 self.snippets[h.title] = (self.snippets.get(h.title, "") + " " + h.snippet).strip()
+        return hits
 
     def fill(self, template: str) -> str:
         """The description with every hidden name found so far filled in."""
@@ -101,7 +101,7 @@ def support(text: str, candidate: str, clues: list[Clue], state: SearchState) ->
     for clue in clues:
         if clue.relation in ("instance_of", "occupation"):
             continue  # the kind noun: every candidate of the type shares it
-        value = state.names.get(clue.ref, "") if clue.ref else clue.text
+        value = state.value_of(clue)
         if not value:
             continue
         checked += 1
@@ -121,11 +121,8 @@ def support(text: str, candidate: str, clues: list[Clue], state: SearchState) ->
 
 def _pick(candidates: list[Hit], rng: random.Random, mistake_rate: float,
           noun: str = "") -> tuple[Hit | None, bool]:
-    """The first candidate, or (a hasty mistake) the runner-up; ``(hit, hasty)``.
-
-    A hasty reader still looks at the kind: its runner-up is the second result that looks like a
-    ``noun`` when there are two, so its mistakes are plausible ones (another bridge, not a bank).
-    """
+    """The first candidate, or (a hasty mistake) the runner-up; ``(hit, hasty)``. The runner-up is
+    of the ``noun``'s kind when it can be: mistakes are plausible (another bridge, not a bank)."""
     if not candidates:
         return None, False
     if len(candidates) > 1 and rng.random() < mistake_rate:
@@ -134,16 +131,12 @@ def _pick(candidates: list[Hit], rng: random.Random, mistake_rate: float,
     return candidates[0], False
 
 
-#: ``full``: each step explained in a sentence or two (the paper-sized setting); ``compact``: the
-#: same steps in a few words (the cpu profile), with arguments a tiny model can copy: the image's
-#: noun from the question and, as the last visit's goal, the question restated about the name
-#: found ("Which mountain is the source of Cerbol River?") rather than a relation in its own words.
+#: ``compact`` (the cpu profile) says each step in a few words, with arguments a tiny model can
+#: copy: words of the question, and the question restated about the names found so far.
 THOUGHT_STYLES = ("full", "compact")
-#: The compact teacher searches with the restated question only up to this many words; a longer
-#: one (hard and exam questions) buries the description's words, so it searches with that.
+#: The compact teacher searches with the restated question only up to this size: a longer one buries
+#: the description's words, and a turn holds it twice within the cpu evaluation's 200 tokens.
 RESTATED_MAX_WORDS = 30
-#: ... and characters: a turn holds the restated question twice and the cpu evaluation cuts a turn
-#: at 200 tokens.
 RESTATED_MAX_CHARS = 140
 
 
@@ -151,11 +144,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
           style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS) -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
-    ``style="compact"`` words each decision in a few words and every argument with words of the
-    question and the tool responses (``THOUGHT_STYLES``). Checks beyond a step's first search are
-    spent only while ``max_tool_calls`` leaves one search for every later step and three for the
-    answer, so a ten-round exam chain is walked to its end within the episode's limit.
-    """
+    Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
+    for every later step and three for the answer, so a ten-round exam chain fits the episode."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")
@@ -166,8 +156,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
 
     state = SearchState()
     note = ""  # what the last observation taught, opening the next <think>
-    # compact: the question with each description resolved so far replaced by the name found; it is
-    # every query and every goal, so each argument is the previous one with one phrase swapped
+    # compact: the question with each description resolved so far replaced by the name found
     restated = brief.question
 
     def searchable() -> bool:
@@ -198,9 +187,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 "A reverse image search should tell me which one it is.",
                 f"Which {brief.image_noun or brief.image_type} is in the image?"),
         )
-        hits = parse_hits(obs)
-        state.learn(hits)
-        articles = [h for h in hits if h.is_article]
+        articles = [h for h in state.learn(obs) if h.is_article]
         choice, hasty = _pick(articles, rng, mistake_rate)
         if choice is None:
             note = say("The image search found no article I can use, "
@@ -218,8 +205,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
 
     for number, step in enumerate(brief.steps):
         description = state.fill(step.template)
-        visible_names = [state.names.get(c.ref, "") if c.ref else c.text
-                         for c in step.clues if c.kind == "entity"]
+        visible_names = [state.value_of(c) for c in step.clues if c.kind == "entity"]
         known = set(state.names.values()) | {n for n in visible_names if n}
         # calls this step may spend beyond its first search: one search for every later step, and
         # three for the answer (find the seed's page, read it, search a snippet)
@@ -229,9 +215,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         obs = yield Action("text_search", {"query": query},
                            say(f"{note} Next I need {description}; I will search for it.",
                                note or "Search.").strip())
-        hits = parse_hits(obs)
-        state.learn(hits)
-        candidates = [h for h in hits if h.is_article and h.title not in known]
+        candidates = [h for h in state.learn(obs) if h.is_article and h.title not in known]
         found, how = None, ""
 
         noun = next((c.text for c in step.clues if c.relation in ("instance_of", "occupation")), "")
@@ -259,7 +243,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 obs = yield Action("text_search", {"query": name},
                                    say(f"Several names fit; is {name} {description}? "
                                        "Its article will say what it is.", f"Check {name}."))
-                state.learn(parse_hits(obs))
+                state.learn(obs)
                 if kind_of(name) > 0:
                     return name
             return None
@@ -272,7 +256,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         if inward and not (len(candidates) > 1 and rng.random() < mistake_rate):
             # "the architect who designed X": X's own page says who designed it.
             clue = inward[0]
-            source = state.names.get(clue.ref, "") if clue.ref else clue.text
+            source = state.value_of(clue)
             url = state.urls.get(source)
             if url and spare > 0:
                 spare -= 1
@@ -308,8 +292,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 obs = yield Action("text_search", {"query": description},
                                    say(f"Nothing there fits. I will search for {description} "
                                        "alone.", "Search again."))
-                more = parse_hits(obs)
-                state.learn(more)
+                more = state.learn(obs)
                 seen = {h.title for h in candidates}
                 candidates += [h for h in more if h.is_article and h.title not in known | seen]
                 fit = snippet_fit()
@@ -343,10 +326,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                             "The page confirms it")
                         break
                 outward = [c for c in step.clues if c.direction == "out" and c.kind == "entity"]
-                target = ""
-                if outward:
-                    target = (state.names.get(outward[0].ref, "") if outward[0].ref
-                              else outward[0].text)
+                target = state.value_of(outward[0]) if outward else ""
                 if found is None and target:
                     # "the composer born in Fenon": the page of Fenon lists who was born there; a
                     # snippet of it may already show the list
@@ -381,10 +361,9 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                     found, how = best.title, say(
                         f"{best.title} is the result that mentions the right names",
                         "A result mentions the right names")
-                elif found is None and ordered:
-                    top = ordered[0]
-                    found, how = top.title, say(
-                        f"Nothing confirms it, so I take the top result, {top.title}",
+                elif found is None and best is not None:
+                    found, how = best.title, say(
+                        f"Nothing confirms it, so I take the top result, {best.title}",
                         "Nothing confirms it; I take the top result")
         if found is None:
             note = say(f"I could not find {description}.", "Not found.")
@@ -410,8 +389,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         obs = yield Action("text_search", {"query": seed},
                            say(f"{note} Now I need the page of {seed}.",
                                f"{note} Find {seed}.").strip())
-        hits = parse_hits(obs)
-        state.learn(hits)
+        hits = state.learn(obs)
         url = state.urls.get(seed) or next((h.url for h in hits if h.is_article), None)
         note = (say(f"The search gives the page of {seed}.", "Found it.") if url
                 else say(f"I found no page for {seed}.", "No page."))
@@ -459,11 +437,8 @@ def _seed_int(*parts: Any) -> int:
 
 
 class HeuristicTeacher(ChatBackend):
-    """The offline sandbox teacher for one task (see the module docstring).
-
-    ``chat(messages)`` replays its search program over the observations in ``messages`` and
-    returns the next turn, so it depends only on the conversation (and on ``seed``).
-    """
+    """The offline sandbox teacher for one task: ``chat`` replays its search program over the
+    observations so far, so the next turn depends only on the conversation (and ``seed``)."""
 
     name = "heuristic"
 

@@ -183,7 +183,6 @@ def fresh_note(config: dict) -> str:
             f"never seen twice, so a copy cannot come from memory){weighted}. ")
 
 
-
 def read_log_rows(path: str | Path) -> list[dict]:
     """The rows of a saved ``train_log.csv``, numbers parsed (empty cells are None)."""
     rows = []

@@ -13,12 +13,10 @@ restate     a question about "the <kind> shown in the image" (or a description),
             names, then the question asked again with the name
 ==========  ==================================================================================
 
-Result lists and pages use the toolbox's own formatting, so the model reads text shaped like a
-tool's output; no chat template, tool markup or trajectory appears (that is SFT's job).
-
-A document is a list of segments ``(text, role)``; ``role`` marks copy tokens ("repeat",
-"recall", "answer") so training logs their loss apart and the probes know what to generate.
-Segment boundaries fall where the tokenizer splits anyway, so the ids equal the joined text's.
+Result lists and pages use the toolbox's own formatting; no chat template, tool markup or
+trajectory appears (that is SFT's job). A segment's role marks copy tokens, so training logs
+their loss apart and the probes know what to generate; segment boundaries fall where the
+tokenizer splits anyway, so the ids equal the joined text's.
 """
 
 from __future__ import annotations
@@ -51,9 +49,7 @@ COPY_ROLES = ("repeat", "recall", "answer")
 ROLE_IDS = {"": 0, "repeat": 1, "recall": 2, "answer": 3}
 
 
-# ---------------------------------------------------------------------------------------------
-# Documents
-# ---------------------------------------------------------------------------------------------
+# -- Documents --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -71,12 +67,9 @@ class Doc:
 
 def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str] = (),
                   name_roots_of_world: set[str] | frozenset | None = None) -> "Doc":
-    r"""The document with each name root replaced by a fresh one, consistently within it.
-
-    Over hours of training on a fixed set of worlds a model can "copy" names it has memorised;
-    with fresh names every copy is a real one. Titles, text and URL paths change together;
-    ``forbidden_roots`` (the evaluation world's) are never drawn, and only the roots in
-    ``name_roots_of_world`` (the source world's names) are renamed, not a page's ordinary words.
+    r"""The document with each name root of ``name_roots_of_world`` replaced by a fresh one,
+    consistently within it: over hours of training on fixed worlds a model can "copy" names it
+    has memorised; with fresh names every copy is a real one.
 
     >>> d = Doc("kv", [("Pejund: 1874\nPejund: ", ""), ("1874", "recall")])
     >>> new = refresh_names(d, random.Random(0))
@@ -94,17 +87,12 @@ def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str]
     return Doc(doc.kind, segments, dict(doc.meta, fresh_names=len(mapping)))
 
 
-# ---------------------------------------------------------------------------------------------
-# Document writers (pure functions of a world and a random generator)
-# ---------------------------------------------------------------------------------------------
+# -- Document writers (pure functions of a world and a random generator) ----------------------
 
 
 def snippet_for(entity: SourceEntity, value: str | None, rng: random.Random,
                 words: int = 22) -> str:
-    """A search-engine style snippet: about ``words`` words of the article around ``value``.
-
-    It imitates the sandbox text search (a window of the page, "…" where it was cut).
-    """
+    """About ``words`` words of the article around ``value``, as the sandbox text search shows."""
     text = " ".join(entity.paragraphs)
     tokens = text.split()
     if not tokens:
@@ -169,9 +157,7 @@ def doc_kv(world: SourceWorld, rng: random.Random) -> Doc:
     segs: list[tuple[str, str]] = [(lines + rng.choice(("Recall:\n", "Again:\n", "\n")), "")]
     asked = rng.sample(pairs, rng.randint(1, min(4, n)))
     for k, v in asked:
-        segs.append((f"{k}: ", ""))
-        segs.append((v, "recall"))
-        segs.append(("\n", ""))
+        segs += [(f"{k}: ", ""), (v, "recall"), ("\n", "")]
     return Doc("kv", segs, {"n_pairs": n})
 
 
@@ -213,15 +199,9 @@ IMAGE_WORDS = ("shown in the image", "pictured in the image", "seen in the image
 
 
 def doc_restate(world: SourceWorld, rng: random.Random) -> Doc:
-    """A question about an entity named only by a description, what the description names, and
-    the question asked again with the name in place of the description (the copy target).
-
-    The descriptions are the ones a task's question is built from: "the <kind> shown in the
-    image", or one fact about the entity with the image phrase inside it ("the duchy whose
-    capital is the town shown in the image"), resolved one level at a time. Rewriting a question
-    with what one has learned is reading and copying; the search protocol an agent wraps it in is
-    never shown.
-    """
+    """A question about an entity named only by a description ("the <kind> shown in the image",
+    or a fact with that phrase inside it), what the description names, and the question asked
+    again with the name in its place (the copy target), one level at a time."""
     from vsearcher_lite.synthesis.describe import OUT, Constraint, describe
 
     by_name = {e.name: e for e in world.entities}
@@ -271,8 +251,7 @@ def _restate(question: str, answer: str, rng: random.Random,
 def _lookup_question(target: SourceEntity, index: int, fact: SourceFact | None, snippet: str,
                      rng: random.Random,
                      restate: bool) -> tuple[list[tuple[str, str]], str]:
-    """Segments asking for one entry of a result list: the fact its snippet states, its URL or
-    its title; and the mode used."""
+    """Segments asking for one entry's fact, URL or title, and the mode used."""
     mode = rng.choices(("fact", "url", "title"), weights=(6, 2, 1))[0]
     if mode == "fact" and fact is not None and fact.value in snippet:
         return _restate(_question_for(target, fact, rng), fact.value, rng, restate), "fact"
@@ -289,10 +268,8 @@ def doc_lookup(world: SourceWorld, rng: random.Random, restate_share: float = 0.
     entities = rng.sample(world.entities, n)
     asked = rng.sample(range(n), rng.randint(1, min(3, n)))
     facts = {i: (rng.choice(entities[i].facts) if entities[i].facts else None) for i in asked}
-    hits = []
-    for i, e in enumerate(entities):
-        value = facts[i].value if facts.get(i) else None
-        hits.append(SearchHit(e.url, e.title, snippet_for(e, value, rng)))
+    hits = [SearchHit(e.url, e.title, snippet_for(e, facts[i].value if facts.get(i) else None, rng))
+            for i, e in enumerate(entities)]
     first = entities[asked[0]]
     first_fact = facts[asked[0]]
     query = f"{first.name} {first_fact.label}" if first_fact else f"{first.name} {first.kind}"
@@ -327,13 +304,10 @@ def doc_pageqa(world: SourceWorld, rng: random.Random, restate_share: float = 0.
 
 
 WRITERS = {"page": doc_page, "repeat": doc_repeat, "kv": doc_kv, "pick": doc_pick,
-           "lookup": doc_lookup,
-           "pageqa": doc_pageqa, "restate": doc_restate}
+           "lookup": doc_lookup, "pageqa": doc_pageqa, "restate": doc_restate}
 
 
-# ---------------------------------------------------------------------------------------------
-# The corpus: worlds + a mix of document kinds, deterministic in a seed
-# ---------------------------------------------------------------------------------------------
+# -- The corpus: worlds + a mix of document kinds, deterministic in a seed --------------------
 
 #: Stage A, copy-dense: more of the short copy documents (this corpus's lookup and page documents
 #: are long, so by tokens they would otherwise dominate).
@@ -364,15 +338,12 @@ class Corpus:
         self.dropped = 0
 
     def document(self, kind: str, rng: random.Random) -> Doc:
-        """One document of ``kind`` from a random source world (with fresh names when the corpus has
-        ``fresh_names``); re-drawn if it names a forbidden entity."""
+        """One document of ``kind`` from a random world, re-drawn if it names a forbidden entity."""
         writer = WRITERS[kind]
+        extra = (self.restate_share,) if kind in ("lookup", "pageqa") else ()
         for _ in range(20):
             world = rng.choice(self.worlds)
-            if kind in ("lookup", "pageqa"):
-                doc = writer(world, rng, self.restate_share)
-            else:
-                doc = writer(world, rng)
+            doc = writer(world, rng, *extra)
             if self.fresh_names:
                 doc = refresh_names(doc, rng, self.forbidden_roots, self.world_roots[world.seed])
             if not self.forbidden.found(doc.text):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from vsearcher_lite.model.corpus import ROLE_IDS, Doc
+from vsearcher_lite.model.corpus import COPY_ROLES, ROLE_IDS, Doc
 from vsearcher_lite.model.tokenizer import DOC_SEPARATOR, PAD_TOKEN, token_id
 
 
@@ -22,11 +22,8 @@ def encode_doc(tokenizer, doc: Doc) -> tuple[list[int], list[int]]:
 
 
 class Packer:
-    """Packs documents into rows of ``seq_len`` tokens, separated by ``<|endoftext|>``.
-
-    Whole documents only (a copy document cut in half would teach nothing), except pages, which
-    may be cut to fill the end of a row. A document longer than a row is skipped (counted).
-    """
+    """Packs documents into rows of ``seq_len`` tokens, whole documents only (a copy document
+    cut in half would teach nothing) except pages, which may be cut to fill a row's end."""
 
     def __init__(self, tokenizer, docs: Iterator[Doc]):
         self.tokenizer = tokenizer
@@ -72,10 +69,7 @@ class Packer:
         import torch
 
         rows = [self.row(seq_len) for _ in range(batch_size)]
-        ids = torch.tensor([r[0] for r in rows], dtype=torch.long)
-        roles = torch.tensor([r[1] for r in rows], dtype=torch.long)
-        mask = torch.tensor([r[2] for r in rows], dtype=torch.long)
-        return ids, roles, mask
+        return tuple(torch.tensor([r[k] for r in rows], dtype=torch.long) for k in range(3))
 
 
 def token_losses(logits, ids, mask):
@@ -90,8 +84,7 @@ def token_losses(logits, ids, mask):
 
 
 def weighted_mean(losses, valid, roles, copy_weight: float = 1.0):
-    """The mean next-token loss over valid targets, copy targets (``roles`` > 0) weighing
-    ``copy_weight``.
+    """The mean next-token loss over valid targets, copy targets weighing ``copy_weight``.
 
     >>> import torch
     >>> l, v = torch.tensor([[1.0, 3.0]]), torch.tensor([[True, True]])
@@ -109,8 +102,7 @@ def role_means(losses, valid, roles) -> dict[str, float | None]:
     """Mean loss over all valid targets and over the targets of each copy role (None if absent)."""
     out: dict[str, float | None] = {"loss": float(losses[valid].mean()) if valid.any() else None}
     target_roles = roles[:, 1:]
-    for name, rid in (("loss_repeat", ROLE_IDS["repeat"]), ("loss_recall", ROLE_IDS["recall"]),
-                      ("loss_answer", ROLE_IDS["answer"])):
-        sel = valid & (target_roles == rid)
-        out[name] = float(losses[sel].mean()) if sel.any() else None
+    for role in COPY_ROLES:
+        sel = valid & (target_roles == ROLE_IDS[role])
+        out[f"loss_{role}"] = float(losses[sel].mean()) if sel.any() else None
     return out

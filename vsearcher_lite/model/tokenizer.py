@@ -7,8 +7,6 @@
   number, so "18745" is never "1874" + "5".
 - **The agent markup are single, non-special tokens** (as in Qwen), so decoding with
   ``skip_special_tokens=True`` keeps them for the format check and TRL's tool-call parser.
-
-The vocabulary is small, as the sandbox's language is, which keeps the embedding small too.
 """
 
 from __future__ import annotations
@@ -16,36 +14,16 @@ from __future__ import annotations
 from typing import Iterable
 
 #: Qwen's chat and vision tokens, in Qwen's order (special: dropped by skip_special_tokens).
-SPECIAL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
+                  "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
+                  "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+                  "<|image_pad|>", "<|video_pad|>")
 #: Placeholders the model must never generate on its own (``suppress_tokens``).
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
                  "<|video_pad|>")
 #: The agent protocol's tags (``vsearcher_lite.agent.protocol``): added, not special.
-MARKUP_TOKENS = (
-    "<think>",
-    "</think>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<answer>",
-    "</answer>",
-)
+MARKUP_TOKENS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+                 "</tool_response>", "<answer>", "</answer>")
 FIRST_YEAR, LAST_YEAR = 1000, 2030
 YEAR_TOKENS = tuple(str(y) for y in range(FIRST_YEAR, LAST_YEAR + 1))
 
@@ -60,12 +38,8 @@ DEFAULT_VOCAB_SIZE = 2048  # BPE vocabulary before the added tokens
 
 def build_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
                     min_frequency: int = 2):
-    """Train the tokenizer on ``texts`` and wrap it for transformers.
-
-    Deterministic: the same texts in the same order give the same vocabulary. Returns a
-    ``PreTrainedTokenizerFast`` with ``eos = <|im_end|>``, ``pad = <|endoftext|>`` and left padding
-    (batched generation needs the prompt ends aligned).
-    """
+    """Train the tokenizer on ``texts`` (deterministically) and wrap it for transformers, with
+    left padding: batched generation needs the prompt ends aligned."""
     from tokenizers import (
         AddedToken,
         Regex,

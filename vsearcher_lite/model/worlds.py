@@ -1,10 +1,9 @@
 """Source worlds for the pretraining corpus, and the evaluation world's names kept out of it.
 
 Names are built from random syllable roots, so another seed can produce a root of the default
-(evaluation) world ("Pejund"). Before any text is written such roots are renamed in the other
-worlds (``rename_roots``); then every document is checked against every name and alias of the
-default world (``ForbiddenNames``) and dropped if one slips through, so the probes run on names
-the model never saw.
+(evaluation) world ("Pejund"). Such roots are renamed in the other worlds before any text is
+written, and a document that still names a default-world entity is dropped, so the probes run
+on names the model never saw.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from __future__ import annotations
 import functools
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -30,14 +30,10 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-2][0-9]|2030)$")
 
 
-
-
 @functools.lru_cache(maxsize=1)
 def code_vocabulary() -> frozenset:
-    """Lowercase words written in the world generator's source (kinds, templates, endings).
-
-    A word of a name that is *not* here was made from random syllables: a name root.
-    """
+    """Lowercase words written in the world generator's source (kinds, templates, endings): a
+    word of a name that is not here was made from random syllables, a name root."""
     words: set[str] = set()
     for path in (Path(__file__).resolve().parents[1] / "world").glob("*.py"):
         words.update(w.lower() for w in _WORD.findall(path.read_text(encoding="utf-8")))
@@ -61,11 +57,8 @@ def name_roots(names: Iterable[str]) -> set[str]:
 
 
 def _fresh_root(rng: random.Random, taken: set[str], styled: bool = False) -> str:
-    """A name root not in ``taken`` (which it joins) and not a generator word.
-
-    ``styled``: drawn like the world's own names (plain roots, places, regions, family names)
-    instead of plain roots only.
-    """
+    """A name root not in ``taken`` (which it joins) and not a generator word; ``styled`` draws
+    like the world's own names (places, regions, family names too)."""
     from vsearcher_lite.world import names as name_parts
 
     makers = ((name_parts.root, name_parts.root, name_parts.place_root, name_parts.family_name,
@@ -100,11 +93,8 @@ def substitute_words(text: str, mapping: dict[str, str]) -> str:
 
 
 def rename_roots(drafts: list, forbidden: set[str], seed: int) -> dict[str, str]:
-    """Rename, in place, every root of ``drafts`` that is in ``forbidden``; returns the mapping.
-
-    Names, aliases and the labels and text values of facts change together, so pages written
-    afterwards stay consistent ("Pejund" and "Pejund Cathedral" both become "Voral ...").
-    """
+    """Rename, in place, every root of ``drafts`` that is in ``forbidden`` (names, aliases and
+    facts together, so pages written afterwards stay consistent); returns the mapping."""
     used = name_roots(n for d in drafts for n in [d.name, *d.aliases])
     clashes = sorted(used & forbidden)
     if not clashes:
@@ -127,11 +117,7 @@ def rename_roots(drafts: list, forbidden: set[str], seed: int) -> dict[str, str]
 
 
 class ForbiddenNames:
-    """Finds any of a set of names (whole words, exact case) in a text.
-
-    Only positions whose word starts a forbidden name are checked, so a check is linear in the
-    length of the text.
-    """
+    """Finds any of a set of names (whole words, exact case) in a text, in linear time."""
 
     def __init__(self, names: Iterable[str]):
         self.by_first: dict[str, set[tuple[str, ...]]] = {}
@@ -139,7 +125,6 @@ class ForbiddenNames:
             words = tuple(_WORD.findall(name))
             if words:
                 self.by_first.setdefault(words[0], set()).add(words)
-        self.max_len = max((len(w) for s in self.by_first.values() for w in s), default=0)
 
     def found(self, text: str) -> list[str]:
         """The forbidden names that occur in ``text`` (empty when it is clean)."""
@@ -214,10 +199,7 @@ def _fact_noun(f: Fact, by_id: dict) -> str:
 
 def build_source_world(seed: int, n_entities: int,
                        forbidden_roots: set[str] | None = None) -> SourceWorld:
-    """Generate a world's entities and pages in memory (no images, no SQLite).
-
-    ``forbidden_roots`` (the default world's name roots) are renamed away first.
-    """
+    """A world's entities and pages in memory (no images), ``forbidden_roots`` renamed away."""
     world = generate_world(n_entities, seed)
     drafts = world.drafts
     renamed = rename_roots(drafts, set(forbidden_roots or ()), seed) if forbidden_roots else {}
@@ -228,9 +210,7 @@ def build_source_world(seed: int, n_entities: int,
         written = writer.write(d)
         text = " ".join(written.paragraphs)
         facts = []
-        counts: dict[str, int] = {}
-        for f in d.facts:
-            counts[f.relation] = counts.get(f.relation, 0) + 1
+        counts = Counter(f.relation for f in d.facts)
         for f in d.facts:
             if f.relation == "instance_of" or counts[f.relation] > 1:
                 continue  # a relation with several values has no single answer to copy
@@ -239,8 +219,7 @@ def build_source_world(seed: int, n_entities: int,
             if value and value in text:  # only facts the page states can be copied from it
                 facts.append(SourceFact(f.relation, f.label, f.kind, value, _fact_noun(f, by_id)))
         entities.append(SourceEntity(d.id, d.name, d.ref(), d.type, d.kind, d.name,
-                                     article_url(d.name),
-                                     list(written.paragraphs), facts))
+                                     article_url(d.name), list(written.paragraphs), facts))
     sec = SecondaryWriter(drafts, seed)
     secondary = (sec.lists() + sec.news(max(6, int(0.12 * n_entities)))
                  + sec.travel(max(4, int(0.05 * n_entities))))

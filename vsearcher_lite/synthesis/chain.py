@@ -1,14 +1,9 @@
 """Re-solving a synthesized question through its recorded chain (sandbox only).
 
-Every round of a rule-written task records the constraints of its description, so a finished
-question can be solved as an ideal searcher would, from the world's facts: the image entity is
-known from the image (or, withheld, could be any entity of its type); rounds are undone from
-the last to the first, each description matched against the whole world; the seed's answer
-relation is read off every seed candidate.
-
-``answer_invariance`` asks that every round resolve to exactly its recorded entity and the
-answers be exactly the task's answer. ``text_only_answers`` is the same solve with the image
-withheld: one answer means the text alone pins the answer down.
+Each round records its description's constraints, so a finished question can be solved as an
+ideal searcher would: the image entity is known from the image (or, withheld, could be any
+entity of its type), rounds are undone from the last to the first against the whole world, and
+the answer relation is read off every seed candidate.
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ def is_checkable(task: Task) -> bool:
 
 
 def solve_chain(task: Task, index: FactIndex, *, image_known: bool = True) -> ChainSolution:
-    """Solve the task from the world's facts; see the module docstring."""
+    """Solve the task from the world's facts, as the module docstring says."""
     options: dict[str, set[str]] = {}
     if task.image is not None:
         img = task.image

@@ -1,19 +1,15 @@
-"""Descriptions that identify an entity: the building block of a text-injection round.
+"""Descriptions that identify an entity, the building block of a text-injection round.
 
 A round hides a named entity behind its type plus one or two facts ("the bridge designed by
-Ilsa Maren"). In the sandbox a description is a list of ``Constraint`` s checkable against the
-whole world: ``direction="out"`` when the hidden entity is the fact's subject, ``"in"`` when it
-is the fact's value.
-
-``FactIndex`` holds a world's facts in dictionaries, so "which entities of this type satisfy
-these constraints?" is a few set intersections: the rule writer picks *distinctive*
-descriptions with it, and the invariance check and text-only filter re-solve questions.
-``RelationPhrases`` words a constraint, several templates per relation and direction.
+Ilsa Maren"); in the sandbox such a description is a list of ``Constraint`` s. ``FactIndex``
+answers "which entities of this type satisfy these constraints?" with a few set intersections,
+for the rule writer and for re-solving questions; ``PHRASES`` words a constraint.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -27,11 +23,8 @@ EMPTY: frozenset = frozenset()
 
 @dataclass(frozen=True)
 class Constraint:
-    """One fact seen from the hidden entity's side.
-
-    ``value`` is an entity id when ``kind == "entity"``, else the literal; ``value_text`` is how
-    the value reads (an entity's name, ``"1874"``).
-    """
+    """One fact seen from the hidden entity's side: ``direction`` is OUT when the hidden entity
+    is the fact's subject, IN when it is the value; ``value_text`` is how the value reads."""
 
     relation: str
     direction: str  # OUT or IN
@@ -106,7 +99,7 @@ class FactIndex:
 
     @classmethod
     def from_source(cls, source: KnowledgeSource) -> "FactIndex":
-        """Index a whole world. The source must be able to list its entities (the sandbox can)."""
+        """Index a whole world; the source must be able to list its entities (the sandbox can)."""
         if hasattr(source, "entity_ids"):
             entities = [source.entity(i) for i in source.entity_ids()]
         elif hasattr(source, "all_entities"):
@@ -162,9 +155,8 @@ class FactIndex:
         return found
 
     def matching(self, c: Constraint, value_options: Iterable[str] | None = None) -> set[str]:
-        """Entities that satisfy ``c``; ``value_options`` replaces an entity value by several
-        candidates. The returned set may be the index's own: callers must not modify it.
-        """
+        """Entities that satisfy ``c`` (the index's own set: do not modify);
+        ``value_options`` replaces an entity value by several candidates."""
         if not c.is_entity:
             return self._subjects.get((c.relation, "=" + literal_key(c.value)), EMPTY)
         table = self._subjects if c.direction == OUT else self._values
@@ -181,11 +173,8 @@ class FactIndex:
         constraints: Iterable[Constraint],
         value_options: dict[str, Iterable[str]] | None = None,
     ) -> set[str]:
-        """Entities of ``entity_type`` that satisfy every constraint.
-
-        ``value_options`` maps an entity id used as a constraint value to the set of entities it
-        might stand for (when that entity is itself hidden); the match is then over any of them.
-        """
+        """Entities of ``entity_type`` that satisfy every constraint; ``value_options`` maps a
+        constraint's entity value that is itself hidden to the entities it might stand for."""
         sets = []
         for c in constraints:
             options = None
@@ -196,7 +185,7 @@ class FactIndex:
         if not sets:
             return set(of_type)
         sets.sort(key=len)  # intersect from the smallest set: most calls touch a handful of ids
-        pool = set(of_type & sets[0])  # C-level intersection: it walks the smaller set
+        pool = set(of_type & sets[0])
         for s in sets[1:]:
             if not pool:
                 break
@@ -238,17 +227,10 @@ def takes_article(entity: Entity) -> bool:
 
 @dataclass(frozen=True)
 class RelationPhrases:
-    """How one relation reads in English.
-
-    - ``questions``: initial questions asking for the value, with ``{subject}`` (the seed's name)
-      and ``{value_type}`` (the type of an entity answer);
-    - ``out``: predicates describing the subject by its value (``{value}``), e.g. "designed by
-      {value}";
-    - ``inward``: predicates describing the value by the subject (``{subject}``), e.g. "who
-      designed {subject}".
-
-    Every predicate must read well after "the <type>" and after "and".
-    """
+    """How one relation reads: initial ``questions`` asking for the value, ``out`` predicates
+    describing the subject by its ``{value}`` ("designed by {value}"), ``inward`` ones describing
+    the value by its ``{subject}`` ("who designed {subject}"). Every predicate must read well
+    after "the <type>" and after "and"."""
 
     questions: tuple[str, ...]
     out: tuple[str, ...]
@@ -276,13 +258,11 @@ def _generic_phrases(relation: str, kind: str, label: str) -> RelationPhrases:
     )
 
 
-# Relation-specific wording for the sandbox's relations (``world/generator.py``); anything not
-# listed falls back to ``_generic_phrases``. ``{subject}`` / ``{value}`` are names as running
-# text writes them ("the Velna River"), ``{value_noun}`` is what the answer is ("architect").
+# Wording for the sandbox's relations (``world/generator.py``); others fall back to
+# ``_generic_phrases``. ``{value_noun}`` is what the answer is ("architect"). Templates end on
+# the name they mention where English allows it ("the town that is home to {subject}"): later
+# rounds replace that name by a whole description, and words after it would pile up.
 P = RelationPhrases
-# Templates end on the name they mention where English allows it ("the town that is home to
-# {subject}" rather than "the town where {subject} is located"): later rounds replace that name
-# by a whole description, and words after it would pile up at the end of the question.
 PHRASES: dict[str, RelationPhrases] = {
     # places
     "located_in": P(("Which {value_noun} is home to {subject}?",
@@ -421,19 +401,6 @@ def phrases_for(relation: str, kind: str = "entity", label: str = "") -> Relatio
     return PHRASES.get(relation) or _generic_phrases(relation, kind, label)
 
 
-@dataclass(frozen=True)
-class Description:
-    """A noun phrase naming an entity without its name, and the constraints behind it.
-
-    ``constraints`` include the noun constraint (``instance_of`` / ``occupation``) when the
-    entity has one, because "the bridge ..." says that much about it.
-    """
-
-    entity_type: str
-    constraints: tuple[Constraint, ...]
-    text: str
-
-
 def constraint_predicate(c: Constraint, rng: random.Random, *, clause: bool) -> str:
     """The English predicate for one constraint (``clause=True`` prefers a relative clause).
 
@@ -468,6 +435,4 @@ def describe(noun: str, constraints: Iterable[Constraint], rng: random.Random) -
 
 
 def iter_pairs(items: list) -> Iterator[tuple]:
-    for i in range(len(items)):
-        for j in range(i + 1, len(items)):
-            yield items[i], items[j]
+    return itertools.combinations(items, 2)

@@ -1,6 +1,4 @@
-"""Fetching a live entity's picture, so that image injection perturbs a local, checked copy
-(in the sandbox every picture is already a local file).
-"""
+"""Fetching a live entity's picture, so that image injection perturbs a local, checked copy."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """The LLM writer: the six writer operations as prompts to any chat backend (paper A.2).
 
-The prompts (``writer_prompts.txt``) are this project's own. Every reply is validated (JSON for
-the initial QA, the picked entity in the question word for word, a rewrite without the hidden
-name or the answer, an image rewrite saying "in the image"); an invalid reply or a failed call
-is retried up to ``max_attempts`` times with a note on what was wrong, and what still fails
-raises a counted ``WriterError``. A long page is cut before the instructions are appended.
+The prompts (``writer_prompts.txt``) are this project's own. Every reply is validated; an
+invalid reply or a failed call is retried up to ``max_attempts`` times with a note on what was
+wrong, and what still fails raises a counted ``WriterError``.
 """
 
 from __future__ import annotations
@@ -101,11 +99,8 @@ def parse_qa_json(reply: str) -> dict:
 
 
 class LLMWriter(Writer):
-    """Writer operations through a chat backend, with validation and bounded retries.
-
-    Thread-safe: one instance serves a thread pool. ``stats`` counts calls, retries, every
-    invalid reply by reason (``problems``) and every operation that finally failed (``failures``).
-    """
+    """Writer operations through a chat backend. Thread-safe: one instance serves a thread pool;
+    ``stats`` counts calls, retries, invalid replies by reason and final failures."""
 
     name = "llm"
 
@@ -162,15 +157,15 @@ class LLMWriter(Writer):
                 with self._lock:
                     self.problems["chat_error"] += 1
                 continue
+            reply = reply if isinstance(reply, str) else ""
             try:
-                return parse(reply if isinstance(reply, str) else "")
+                return parse(reply)
             except WriterError as exc:
                 last = exc
                 with self._lock:
                     self.problems[exc.reason] += 1
-                # Show the model its reply and what was wrong with it, then ask again.
                 messages = messages[:1] + [
-                    {"role": "assistant", "content": reply if isinstance(reply, str) else ""},
+                    {"role": "assistant", "content": reply},
                     {"role": "user",
                      "content": f"That reply cannot be used ({exc}). Please answer again, "
                                 "following the instructions exactly."},

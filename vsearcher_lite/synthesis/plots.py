@@ -1,15 +1,7 @@
-"""Figures and viewers of notebooks 01-04, drawn from the stages' saved files.
+"""Figures and viewers of notebooks 01-04 (one section per notebook below).
 
-- ``seed_scatter``: sitelinks x statements of every entity, the selected region shaded (01);
-- ``pool_bars``: seeds per pool (01);
-- ``question_length_figure``: question words per injection round and per level (02);
-- ``rounds_viewer``: a slider that steps through the rounds of one task, offline HTML (02);
-- ``task_cards_html``: several tasks with their question images, as one HTML block (03);
-- ``funnel_figure``: tasks left after each filter, one funnel per difficulty (04);
-- ``complexity_scatter``: colour entropy of question images, simple ones marked (04).
-
-Everything takes plain rows (``read_csv_rows``, ``read_jsonl``) so a figure can be redrawn
-without rerunning a stage.
+Everything takes plain rows read from the stages' saved files (``read_csv_rows``,
+``read_jsonl``), so a figure can be redrawn without rerunning a stage.
 """
 
 from __future__ import annotations
@@ -24,7 +16,6 @@ from vsearcher_lite.agent.task import LEVEL_ORDER
 from vsearcher_lite.runio import RunDir
 from vsearcher_lite.synthesis.filters import FILTER_ORDER
 
-LEVELS = LEVEL_ORDER
 STAGE_NAMES = {
     "synthesized": "synthesized",
     "answer_in_question": "answer not in question",
@@ -50,12 +41,9 @@ def read_csv_rows(path: str | Path) -> list[dict]:
 
 def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *,
                  max_points: int = 4000):
-    """Every entity as a point (sitelinks, statements); the rare-but-documented corner shaded.
-
-    Points are jittered slightly (counts are integers and pile up) and thinned to ``max_points``.
-    When sitelinks span more than two decades the x axis is logarithmic and shows sitelinks + 1
-    (a count of 0 has no logarithm), with the jitter and the shaded corner scaled to match.
-    """
+    """Every entity as a point (sitelinks, statements), jittered (integer counts pile up), with
+    the rare-but-documented corner shaded; the x axis turns logarithmic (sitelinks + 1) when
+    sitelinks span more than two decades."""
     import math
     import random
 
@@ -138,7 +126,7 @@ def question_length_figure(metrics: dict):
     fig.add_trace(go.Scatter(x=sorted(by_round), y=[by_round[k] for k in sorted(by_round)],
                              mode="lines+markers",
                              name="mean words"), row=1, col=1)
-    levels = [lvl for lvl in LEVELS if per_level.get(lvl)]
+    levels = [lvl for lvl in LEVEL_ORDER if per_level.get(lvl)]
     fig.add_trace(go.Bar(x=levels, y=[per_level[lvl] for lvl in levels], name="mean words",
                          marker_color=[LEVEL_COLOURS[lvl] for lvl in levels]), row=1, col=2)
     fig.update_xaxes(title_text="round (0 = initial question)", row=1, col=1)
@@ -183,13 +171,11 @@ def round_html(task: dict, index: int) -> str:
 
 
 def rounds_viewer(task: dict):
-    """A step-through view of one task (initial QA, each round, the image), as self-contained HTML
-    (``stepper.StepView``): it works in JupyterLab and in the HTML copy of the notebook, offline."""
+    """A step-through view of one task (initial QA, each round, the image), as offline HTML."""
     from vsearcher_lite.stepper import StepView
 
     n_steps = 1 + len(task.get("rounds", [])) + (1 if task.get("image") else 0)
     heading = f"<b>{html.escape(task['id'])}</b> ({html.escape(str(task.get('difficulty')))})"
-    # step 0: the initial QA
     return StepView([round_html(task, i) for i in range(n_steps)], heading, first=0)
 
 
@@ -198,7 +184,7 @@ def rounds_viewer(task: dict):
 def task_cards_html(tasks: Iterable[dict], *, run_dir: str | Path | None = None,
                     show_source: bool = True) -> str:
     """Tasks as cards: the question image (and the entity's own picture), question and answer;
-    ``run_dir`` is the run the records were read from (their paths are relative to it)."""
+    ``run_dir`` resolves the records' relative paths."""
     cards = []
     for t in tasks:
         t = RunDir(run_dir).resolve(t) if run_dir is not None else t
@@ -231,7 +217,7 @@ def funnel_figure(rows: list[dict]):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for level in LEVELS:
+    for level in LEVEL_ORDER:
         group = [r for r in rows if r["difficulty"] == level]
         if not group or not group[0]["remaining"]:
             continue

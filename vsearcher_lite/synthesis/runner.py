@@ -24,8 +24,7 @@ def process_in_order(
 
     At most ``concurrency`` items are in flight, and never more than could still be needed, so
     the successes are exactly the first ``need`` successful items, whatever the thread timing.
-    ``on_result`` is called in item order, from this thread only (safe for file appends).
-    """
+    ``on_result`` is called in item order, from this thread only (safe for file appends)."""
     need = float("inf") if need is None else need
     successes = 0
     if need <= 0:

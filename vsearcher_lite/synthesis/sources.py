@@ -1,10 +1,8 @@
 """Where synthesis reads its knowledge from: the run's sandbox world, or the live web.
 
-Every stage calls ``open_source``. In the sandbox it opens ``RUN_DIR/world/`` and builds it
-with defaults when it is missing (a stage run without its inputs builds them);
-a world that already exists is used as it is, whatever its size. In the live world it returns
-a ``LiveKnowledge`` (Wikidata SPARQL + Wikipedia or a local Kiwix server) whose requests are
-recorded in the run's tool cache.
+The sandbox is ``RUN_DIR/world/``, built with defaults when missing (a stage run without its
+inputs builds them) and used as it is otherwise; the live world's requests are recorded in the
+run's tool cache.
 """
 
 from __future__ import annotations

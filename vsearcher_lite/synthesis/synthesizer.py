@@ -74,11 +74,8 @@ def inserted_text(before: str, after: str) -> str:
 
 
 class Synthesizer:
-    """Builds tasks from seeds with one writer over one knowledge source.
-
-    ``index`` (sandbox) enables the answer-invariance check; without it (live) tasks are kept
-    as the writer validated them and counted as unchecked.
-    """
+    """Builds tasks from seeds with one writer over one knowledge source. ``index`` (sandbox)
+    enables the answer-invariance check; without it (live) tasks are counted as unchecked."""
 
     def __init__(
         self,
@@ -184,7 +181,7 @@ class Synthesizer:
                 name = self.writer.pick_entity(question, ctx)
             except WriterError as exc:
                 last = last or exc  # why the earlier picks failed says more than "nothing left"
-                break  # the writer has nothing (valid) left to pick
+                break
             try:
                 eid = self.resolve(name, ctx)
                 if eid == ctx.task.extra.get("answer_entity_id"):
@@ -229,7 +226,6 @@ class Synthesizer:
                            used=set(task.extra.get("used", [])))
         question = task.question
         last: WriterError | None = None
-        chosen = None
         for _ in range(self.max_picks):
             try:
                 name = self.writer.pick_critical_entity(question, ctx)
@@ -247,23 +243,19 @@ class Synthesizer:
                 last = exc
                 ctx.tried.add(name)
                 continue
-            chosen = (name, eid, ref, new)
-            break
-        if chosen is None:
-            assert last is not None
-            raise TaskDropped(last.reason, last.detail)
-        name, eid, ref, new = chosen
-        indexed = self.index is not None and eid in self.index.entities
-        etype = self.index.type_of(eid) if indexed else self.source.entity(eid).type
-        task.image = ImageInjection(
-            entity_id=eid, entity=name, source_image=ref.location,
-            description=inserted_text(question, new), question_before=question,
-            question_after=new, entity_type=etype)
-        task.question = new
-        task.extra["mentions"] = {n: i for n, i in ctx.mentions.items() if n != name}
-        task.image_path = str(self.write_question_image(ref, image_dir / f"{task.id}.jpg", rng))
-        self.check_invariance(task, "image")
-        return task
+            indexed = self.index is not None and eid in self.index.entities
+            etype = self.index.type_of(eid) if indexed else self.source.entity(eid).type
+            task.image = ImageInjection(
+                entity_id=eid, entity=name, source_image=ref.location,
+                description=inserted_text(question, new), question_before=question,
+                question_after=new, entity_type=etype)
+            task.question = new
+            task.extra["mentions"] = {n: i for n, i in ctx.mentions.items() if n != name}
+            task.image_path = str(self.write_question_image(ref, image_dir / f"{task.id}.jpg", rng))
+            self.check_invariance(task, "image")
+            return task
+        assert last is not None
+        raise TaskDropped(last.reason, last.detail)
 
     def write_question_image(self, ref, dst: Path, rng: random.Random) -> Path:
         """A perturbed copy of the entity's image: the question image."""

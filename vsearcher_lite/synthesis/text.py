@@ -1,9 +1,7 @@
-"""Small string helpers for question writing: finding and replacing names, cleaning model output.
+"""String helpers for question writing: finding and replacing names, cleaning model output.
 
-Names are matched as whole words (``"Vel"`` is not found inside ``"Velmora"``) and without regard
-to case, because a rewrite may move a name to the start of a sentence. Replacement keeps the
-rest of the question byte for byte, so the recorded ``question_before`` / ``question_after``
-differ only where a round changed them.
+Names are matched as whole words and without regard to case (a rewrite may move a name to the
+start of a sentence); replacement keeps the rest of the question byte for byte.
 """
 
 from __future__ import annotations
@@ -47,9 +45,7 @@ def find_name_span(text: str, name: str) -> str | None:
 
 
 def replace_name(text: str, name: str, replacement: str) -> str:
-    """Replace the first whole-word occurrence of ``name`` by ``replacement``.
-
-    A replacement that lands at the start of the text gets a capital first letter.
+    """Replace the first whole-word occurrence of ``name``, capitalised at a sentence start.
 
     >>> replace_name("Velmora lies on the Drun.", "Velmora", "the town founded in 1702")
     'The town founded in 1702 lies on the Drun.'
@@ -60,8 +56,7 @@ def replace_name(text: str, name: str, replacement: str) -> str:
     if m is None:
         raise ValueError(f"{name!r} does not occur in {text!r}")
     start = m.start()
-    # "the Velna River" -> "the river ...", not "the the river ...": the description brings its
-    # own article
+    # "the Velna River" -> "the river ...", not "the the river ..."
     if replacement[:4].lower() == "the ":
         before = re.search(r"(?<!\w)the\s+$", text[:start], re.IGNORECASE)
         if before:
@@ -72,7 +67,7 @@ def replace_name(text: str, name: str, replacement: str) -> str:
 
 
 def sentence_case(text: str) -> str:
-    """Capitalise the first letter and leave the rest alone.
+    """Capitalise the first letter only.
 
     >>> sentence_case("the river shown in the image")
     'The river shown in the image'
@@ -81,10 +76,7 @@ def sentence_case(text: str) -> str:
 
 
 def fold(text: str) -> str:
-    """Text normalised the way the judge normalises answers (``agent.judge.normalize_answer``):
-    lower case, no accents, no punctuation, no articles, thousands separators removed.
-
-    One normaliser for the whole project: a leak is judged the way an answer is.
+    """Text normalised as the judge normalises answers: a leak is judged the way an answer is.
 
     >>> fold("  Saint-Étienne's  Bridge! ")
     'saint etienne s bridge'
@@ -98,10 +90,8 @@ _fold_cached = functools.lru_cache(maxsize=262144)(normalize_answer)
 
 
 def mentions_answer(text: str, answer: str, aliases=()) -> bool:
-    """True when the answer (or an alias) occurs in ``text`` as whole words, loosely compared.
-
-    Case, accents, punctuation, thousands separators and articles are ignored; the released
-    filter used a case-sensitive substring test.
+    """True when the answer or an alias occurs in ``text`` as whole words, compared after
+    ``fold`` (the released filter used a case-sensitive substring test).
 
     >>> mentions_answer("Which river flows past the DRUN valley mill?", "the Drun")
     True
@@ -141,8 +131,6 @@ def strip_code_fences(text: str) -> str:
 def first_json_object(text: str) -> str | None:
     """The first balanced ``{...}`` in ``text`` (strings and escapes respected), or ``None``.
 
-    Models often wrap their JSON in prose; this digs it out without a regex guessing at nesting.
-
     >>> first_json_object('Here it is: {"q": "a {b}", "n": {"x": 1}} hope that helps')
     '{"q": "a {b}", "n": {"x": 1}}'
     """
@@ -176,10 +164,7 @@ LEADING_LABEL_RE = re.compile(
 
 
 def clean_line_reply(text: str) -> str:
-    """A one-item reply (an entity name, a fact, a question) without decoration.
-
-    Strips code fences, a leading label such as ``"Entity:"``, surrounding quotes, markdown bold,
-    and keeps the first non-empty line.
+    """The first line of a one-item reply, without fences, a label, quotes or bold.
 
     >>> clean_line_reply('**Entity:** "Velmora Bridge"\\n(because it is named)')
     'Velmora Bridge'
@@ -197,8 +182,7 @@ def clean_line_reply(text: str) -> str:
 
 
 def read_prompts(path: str | Path) -> dict[str, str]:
-    """The prompts of a prompt file: each starts after a ``=== NAME ===`` line and ends, without
-    its last newline, where the next one starts."""
+    """The prompts of a file, each after its ``=== NAME ===`` line, without its last newline."""
     parts = re.split(r"^=== (\w+) ===\n", Path(path).read_text(encoding="utf-8"), flags=re.M)
     return {name: body[:-1] if body.endswith("\n") else body
             for name, body in zip(parts[1::2], parts[2::2])}

@@ -10,9 +10,7 @@ structured facts, ``llm_writer.LLMWriter`` with prompts:
 - ``pick_critical_entity``: the name of the entity the image will show;
 - ``hide_for_image``: the question with it replaced by "the <type> shown in the image".
 
-Each returns a valid result or raises ``WriterError`` with a short counted reason. A
-``WriteContext`` carries the task so far, the names in the question (``mentions``), the
-entities used in the chain and a per-task random generator.
+Each returns a valid result or raises ``WriterError`` with a short counted reason.
 """
 
 from __future__ import annotations
@@ -129,12 +127,9 @@ def image_phrase(entity_type: str, rng: random.Random) -> str:
 
 
 class RuleWriter(Writer):
-    """The offline writer: every operation from the sandbox's facts and links.
-
-    It keeps the answer unique by construction: a description is used only when exactly one
-    entity of the world fits it (one fact when one suffices, else a pair), it never names an
-    entity already in the chain, and it never mentions the answer.
-    """
+    """The offline writer, from the sandbox's facts. It keeps the answer unique by construction:
+    a description (one fact, else a pair) is used only when exactly one entity of the world fits
+    it, and it never names an entity already in the chain nor mentions the answer."""
 
     name = "rule"
 
@@ -216,12 +211,9 @@ class RuleWriter(Writer):
         return ctx.rng.choices(names, weights=weights, k=1)[0]
 
     def allowed(self, entity_id: str, ctx: WriteContext):
-        """A test of which constraints on the entity may appear in this task's question.
-
-        Left out: facts naming an entity already in the chain (a cycle or a repeated name), names
-        that contain or sit inside a name in play, and facts whose value would reveal the answer
-        (the answer's relation on the seed included).
-        """
+        """A test of which constraints on the entity may appear in this task's question: not
+        those naming an entity already in the chain, names that contain or sit inside a name in
+        play, nor values that would reveal the answer (the seed's answer relation included)."""
         answer = fold(ctx.answer)
         used = ctx.used | {ctx.task.seed_id}
         hidden_name = self.index.name_of(entity_id)
@@ -249,9 +241,8 @@ class RuleWriter(Writer):
 
     @staticmethod
     def names_clash(name: str, others: list[str]) -> bool:
-        """True when ``name`` contains one of ``others`` or is contained in one (whole words).
-
-        Two such names in one question would make "replace the name" ambiguous.
+        """True when ``name`` contains one of ``others`` or sits inside one (whole words): two
+        such names in one question would make "replace the name" ambiguous.
 
         >>> [RuleWriter.names_clash(n, ["Orsk"]) for n in ("Orsk Festival", "Orskmere")]
         [True, False]
@@ -270,11 +261,8 @@ class RuleWriter(Writer):
         return found
 
     def image_critical(self, entity_id: str, option: tuple[Constraint, ...], c: Constraint) -> bool:
-        """Is ``c`` naming a pictured entity that the description cannot do without?
-
-        Shown only as "the <noun> in the image", the entity could be any of its kind; if the
-        description then fits several entities, the image is needed to answer.
-        """
+        """Does ``c`` name a pictured entity the description cannot do without? Shown only as
+        "the <noun> in the image", it could be any of its kind; then several entities fit."""
         if not c.is_entity or not self.has_image(str(c.value)):
             return False
         value = str(c.value)
@@ -287,10 +275,8 @@ class RuleWriter(Writer):
         return len(fits) > 1
 
     def successors(self, entity_id: str) -> frozenset:
-        """Entities a distinctive description of this one can name (ignoring any task's exclusions).
-
-        Cached per world: it only steers the choice towards entities that can carry a chain on.
-        """
+        """Entities a distinctive description of this one can name, ignoring any task's
+        exclusions (it only steers the choice towards entities that can carry a chain on)."""
         found = self._successors.get(entity_id)
         if found is None:
             probe = WriteContext(Task(id="probe", question="", answer=""), random.Random(0))
@@ -302,11 +288,8 @@ class RuleWriter(Writer):
     MAX_INBOUND = 24  # a region is the value of hundreds of "located in" facts; a sample is plenty
 
     def considered_constraints(self, entity_id: str) -> list[Constraint]:
-        """The entity's outgoing constraints, and at most ``MAX_INBOUND`` incoming ones.
-
-        The sample of incoming facts is fixed per entity (ordered by a hash of entity and fact),
-        so it does not depend on which task asks first.
-        """
+        """The entity's outgoing constraints and at most ``MAX_INBOUND`` incoming ones, a sample
+        fixed per entity by a hash, so it does not depend on which task asks first."""
         out = [c for c in self.index.constraints_of(entity_id) if c.direction == OUT]
         inbound = [c for c in self.index.constraints_of(entity_id) if c.direction != OUT]
         if len(inbound) > self.MAX_INBOUND:
@@ -319,11 +302,8 @@ class RuleWriter(Writer):
         return out + inbound
 
     def static_singles(self, entity_id: str) -> tuple[list[Constraint], list[Constraint]]:
-        """The entity's constraints that identify it alone (with its noun), and the others. Cached.
-
-        Uniqueness depends only on the world, so it is computed once per entity; each task then
-        only filters by what it may not mention.
-        """
+        """The entity's constraints that identify it alone (with its noun), and the others;
+        cached, as uniqueness depends only on the world."""
         cached = self._singles.get(entity_id)
         if cached is None:
             etype = self.index.type_of(entity_id)
@@ -430,12 +410,8 @@ class RuleWriter(Writer):
 
     # -- image injection ---------------------------------------------------------------------
     def pick_critical_entity(self, question: str, ctx: WriteContext) -> str:
-        """The named entity with an image whose absence from the text leaves the answer most open.
-
-        For each candidate, the chain is re-solved with that entity known only from an image that
-        the solver does not see; the candidate that leaves the most possible answers is the most
-        critical (paper 2.1: the image must matter for the answer).
-        """
+        """The pictured entity that, withheld from the solver, leaves the most possible answers
+        (paper 2.1: the image must matter for the answer)."""
         names = [
             n for n in ctx.mentions
             if n not in ctx.tried and contains_name(question, n) and self.has_image(ctx.mentions[n])
