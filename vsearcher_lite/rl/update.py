@@ -1,9 +1,5 @@
-"""The cpu engine's update: advantages and masks of one step, log-probabilities, AdamW steps.
-
-``assign_advantages`` group-normalises the rewards and applies the fatal-aware clamp and mask
-and the A.4 exclusions; ``score_samples`` takes the rollout policy's ("old") and the reference
-model's log-probabilities in one no-grad pass; ``update_policy`` makes ``mu`` clipped-ratio
-updates with the k3 KL (``objective.grpo_loss``). torch is imported where it is used.
+"""The cpu engine's update: a step's advantages and masks, the old and reference
+log-probabilities, and ``mu`` clipped-ratio AdamW updates (``objective.grpo_loss``).
 """
 
 from __future__ import annotations
@@ -22,12 +18,9 @@ from vsearcher_lite.rl.rollout import RolloutSample, TrajectoryEncoder
 
 
 def assign_advantages(groups: list[list[RolloutSample]], config: GRPOConfig) -> dict:
-    """Set each sample's ``advantage``, ``loss_mask`` and ``in_loss``; returns the step's group
-    statistics.
-
-    Every reward enters its group's baseline; then the fatal-aware clamp and mask (when enabled),
-    the A.4 exclusions, and the zero-variance drop decide what reaches the loss.
-    """
+    """Set each sample's ``advantage``, ``loss_mask`` and ``in_loss``; returns group counts. Every
+    reward enters its group's baseline; the fatal-aware option, the A.4 exclusions and the
+    zero-variance drop then decide what reaches the loss."""
     zero_variance = 0
     for group in groups:
         stats = group_advantages([s.reward for s in group], scale=config.scale_rewards)
@@ -62,12 +55,9 @@ def model_inputs(batch: dict) -> dict:
 
 
 def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = False):
-    """Log-probabilities of the taken tokens at the masked positions, ``(B, T)`` (0 elsewhere).
-
-    ``positions_mask[b, t] = 1`` asks for ``log p(ids[b, t] | ids[b, :t])``. Only those positions go
-    through the output layer (the policy tokens are a small share of a trajectory), which saves
-    most of the vocabulary projection. With ``with_entropy`` the entropy of each of those
-    next-token distributions is returned too.
+    """``log p(ids[b, t] | ids[b, :t])`` where ``positions_mask`` is 1, ``(B, T)`` (0 elsewhere),
+    and with ``with_entropy`` those distributions' entropies. Only those positions go through the
+    output layer: policy tokens are a small share of a trajectory.
     """
     import torch
 
@@ -106,9 +96,8 @@ def chunks(items: list, size: int) -> list[list]:
 
 def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncoder, micro_batch: int,
                   ref_model=None) -> dict:
-    """No-grad pass: entropy over every sample's policy tokens; old (and reference) log-probs of the
-    samples in the loss, stored on them as ``old_logp`` / ``ref_logp`` lists aligned with their
-    ids."""
+    """No-grad pass: the mean entropy over the policy tokens; each sample's old (and reference)
+    log-probs stored on it as ``old_logp`` / ``ref_logp``, aligned with its ids."""
     import torch
 
     ent_sum, ent_n = 0.0, 0
