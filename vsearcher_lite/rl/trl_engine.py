@@ -13,10 +13,7 @@ pieces meet (TRL 1.16):
   ``env_mask`` (1 on policy tokens; 0 on tool responses, on excluded trajectories and, with
   ``fatal_aware``, from the fatal step on), the reward, the fatal flag and the tool images.
   ``prompt_ids`` must equal TRL's own rendering of the prompt, from which TRL rebuilds the pixel
-  values.
-- **The reward function** returns the rollout's reward; TRL normalises it per group (unbiased
-  std, eps 1e-4) and aggregates the loss per token (``loss_type="dapo"``) or per sequence
-  (``"grpo"``).
+  values. TRL normalises the rewards per group and aggregates the loss (``trl_args``).
 
 **``VSearcherGRPOTrainer``** adds what TRL cannot express: (1) it hands the batch's rows to the
 rollout function, which only receives the prompts; (2) since TRL's rollout_func path carries only

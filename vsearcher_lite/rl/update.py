@@ -42,11 +42,8 @@ def padded_masks(samples: list[RolloutSample], length: int, attr: str = "loss_ma
     """A ``(B, length)`` tensor of per-sample masks, right-padded with 0."""
     import torch
 
-    out = torch.zeros(len(samples), length, dtype=torch.long)
-    for i, s in enumerate(samples):
-        m = getattr(s, attr) if attr != "policy_mask" else s.encoded.policy_mask
-        out[i, : len(m)] = torch.tensor(m[:length], dtype=torch.long)
-    return out
+    masks = [getattr(s, attr) if attr != "policy_mask" else s.encoded.policy_mask for s in samples]
+    return padded_values(masks, length, torch.long)
 
 
 def model_inputs(batch: dict) -> dict:
@@ -125,12 +122,12 @@ def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncode
     return {"entropy": ent_sum / ent_n if ent_n else None}
 
 
-def padded_values(rows: list[list[float]], length: int):
+def padded_values(rows: list[list[float]], length: int, dtype=None):
     import torch
 
-    out = torch.zeros(len(rows), length)
+    out = torch.zeros(len(rows), length, dtype=dtype)
     for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r[:length])
+        out[i, : len(r)] = torch.tensor(r[:length], dtype=dtype)
     return out
 
 

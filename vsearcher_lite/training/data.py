@@ -1,11 +1,8 @@
 """Teacher trajectories as a TRL chat dataset, and the token-level views of what SFT trains.
 
-``load_sft_records`` checks the records of ``trajectories/export/sft_trl.jsonl`` (messages with
-image placeholders, image paths relative to the run folder), resolves the paths and names a bad
-line; ``to_dataset`` casts the images for the collator. TRL's vision collator masks every token
-but the assistant turns (paper 2.2: loss on the model's own turns only); ``trained_spans``
-decodes what is trained, so a test and notebook 06 can check it. ``answer_token_weights`` and
-``copy_token_weights`` are the loss weightings of the cpu recipe.
+TRL's vision collator masks every token but the assistant turns (paper 2.2: loss on the model's
+own turns only); ``trained_spans`` shows what is trained, so a test and notebook 06 can check it.
+``answer_token_weights`` and ``copy_token_weights`` are the cpu recipe's loss weightings.
 """
 
 from __future__ import annotations
