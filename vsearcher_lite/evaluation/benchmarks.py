@@ -216,10 +216,8 @@ def load_benchmark_report(
     """``{"format", "tasks", "skipped": [problem lines], "images": cache stats}`` for a file.
 
     ``image_dir`` is the cache folder (needed when images are embedded or downloaded); ``client``
-    replaces the guarded ``HttpClient``, ``fetch(url) -> bytes`` the whole download (tests). With
-    ``skip_bad_images`` a row whose image fails is left out and listed in ``skipped``.
-    ``selection`` takes ``select_rows``'s options (``images_only``, ``language``, ``sample``,
-    ``seed``, ``limit``).
+    replaces the guarded ``HttpClient``, ``fetch(url) -> bytes`` the whole download (tests);
+    ``selection`` takes ``select_rows``'s options.
     """
     fmt, rows = read_rows(path, format)
     rows = select_rows(rows, **selection)

@@ -153,8 +153,7 @@ class GRPOConfig(TrainingSettings):
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
-        """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored; the
-        evaluation's as ``eval={...}`` or ``eval_<setting>=...``)."""
+        """Like ``SFTConfig.for_profile``; the evaluation starts from the SFT stage's."""
         sft_eval = SFTConfig.for_profile(profile).eval
         return cls.from_profile(profile, overrides, "grpo", "GRPO", sft_eval)
 

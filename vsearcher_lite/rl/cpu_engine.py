@@ -119,13 +119,11 @@ def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judg
                                            "correct": successes[t.id], "samples": k}
                                           for t in candidates])
     kept = prescreened_tasks(candidates, successes, k)
-    levels = sorted({t.difficulty for t in candidates})
-    counts = {lvl: {"screened": sum(1 for t in candidates if t.difficulty == lvl),
-                    "mixed": sum(1 for t in candidates if t.difficulty == lvl
-                                 and 0 < successes[t.id] < k),
-                    "all_correct": sum(1 for t in candidates if t.difficulty == lvl
-                                       and successes[t.id] == k)}
-              for lvl in levels}
+    counts = {}
+    for lvl in sorted({t.difficulty for t in candidates}):
+        got = [successes[t.id] for t in candidates if t.difficulty == lvl]
+        counts[lvl] = {"screened": len(got), "mixed": sum(0 < c < k for c in got),
+                       "all_correct": got.count(k)}
     seconds = round(time.perf_counter() - t0, 2)
     log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; solved "
         f"sometimes but not always: {sum(c['mixed'] for c in counts.values())}; training on "

@@ -19,8 +19,7 @@ from vsearcher_lite.tools.factory import make_toolbox
 
 
 def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
-    """The starting checkpoint: ``config.init`` or ``RUN_DIR/sft/checkpoint``; a clear error when
-    missing."""
+    """The starting checkpoint: ``config.init`` or ``RUN_DIR/sft/checkpoint``."""
     path = Path(config.init) if config.init else Path(run_dir) / "sft" / "checkpoint"
     if not (path / "config.json").is_file():
         if config.init:
@@ -32,8 +31,7 @@ def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
 
 
 def task_path(run_dir: str | Path, config: GRPOConfig) -> Path:
-    """``config.train_file``, else the file of ``config.task_source``: the RL pool or SFT's training
-    tasks."""
+    """``config.train_file``, else the RL pool or SFT's training tasks (``task_source``)."""
     if config.train_file:
         return Path(config.train_file)
     return Path(run_dir) / "filter" / ("rl_tasks.jsonl" if config.task_source == "rl"
@@ -70,8 +68,7 @@ def tasks_in_sft_data(run_dir: str | Path, tasks: list) -> int | None:
 
 def check_pool_unseen(run_dir: str | Path, tasks: list, config: GRPOConfig,
                       log: Callable[[str], None]) -> int | None:
-    """For the RL pool: warn when SFT's data holds some of its tasks (an older run folder filtered
-    again)."""
+    """Warn when SFT's data holds some RL-pool tasks (an older run folder filtered again)."""
     if config.train_file or config.task_source != "rl":
         return None
     seen = tasks_in_sft_data(run_dir, tasks)
@@ -186,7 +183,6 @@ def tool_top_k(config: GRPOConfig) -> int:
 
 
 def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
-    """The run's toolbox with the profile's result count and observation style: the tools as the SFT
-    data and the evaluation show them (one toolbox, shared by the episode threads)."""
+    """The run's toolbox, showing the tools as the SFT data and the evaluation do."""
     return make_toolbox(run_dir, world=config.world, top_k=tool_top_k(config),
                         observations=prompt_variant_for(config.profile))

@@ -84,8 +84,7 @@ def zero_variance_share(rows: list[dict]) -> float | None:
 
 
 def training_summary(rows: list[dict], samples_excluded: list[bool]) -> dict:
-    """The training part of ``metrics.json``: first and last 20 % of steps, and shares over the
-    run."""
+    """The training part of ``metrics.json``: first vs last 20 % of steps, shares over the run."""
     out: dict = {"steps": len(rows)}
     for key, name in (("reward", "reward"), ("accuracy", "accuracy"),
                       ("format_failure_share", "format_failure_rate"),
