@@ -1,15 +1,11 @@
 """The cpu engine of the grpo stage: a plain PyTorch loop (``config.engine == "cpu"``).
 
-One step: draw P tasks (``TaskSampler``); run G episodes of each in lockstep on one batched
-backend, judged and re-rendered into ids and policy-token masks (``rollout.rollout_groups``),
-with more rounds under dynamic sampling (``draw_groups``); group-normalise the rewards and apply
-the fatal-aware option and the A.4 exclusions (``update.assign_advantages``); one no-grad pass
-for the logged entropy, the rollout policy's ("old") log-probabilities and, when ``beta > 0``,
-the reference's; ``mu`` AdamW updates (micro-batches with gradient accumulation, constant
-learning rate, gradient norm clipped); one row of ``steps.csv``.
-
-With ``save_every`` the state after a step goes to ``RUN_DIR/grpo/resume.pt``, and the same
-command continues from it after an interruption.
+Each step draws P tasks, runs G episodes of each in lockstep on one batched backend (more rounds
+under dynamic sampling, ``draw_groups``), group-normalises the rewards
+(``update.assign_advantages``), takes the old (and reference) log-probabilities in one no-grad
+pass, makes ``mu`` AdamW updates with gradient accumulation and clipping, and writes a row of
+``steps.csv``. With ``save_every`` the state after a step goes to ``RUN_DIR/grpo/resume.pt``, and
+the same command continues from it after an interruption.
 """
 
 from __future__ import annotations

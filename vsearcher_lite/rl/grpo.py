@@ -1,16 +1,13 @@
 """Stage `grpo`: multi-turn GRPO in the search environment (paper 2.3, A.4); the engine dispatch.
 
-``run_grpo(run_dir, config) -> metrics`` evaluates the SFT checkpoint (``RUN_DIR/sft/checkpoint``
-or ``config.init``) greedily on the held-out tasks (name ``sft``; stored results are reused after
-a re-run check), trains, saves ``RUN_DIR/grpo/checkpoint`` in the SFT checkpoint's layout (so
-``transformers:RUN_DIR/grpo/checkpoint`` is an evaluation policy), evaluates it on the same tasks
-(name ``rl``) and reports their paired difference with its standard error. ``config.engine``
-picks ``cpu`` (a plain PyTorch loop, ``cpu_engine``) or ``trl`` (TRL's ``GRPOTrainer``,
-``trl_engine``, the GPU profiles); both share ``inputs``, ``rollout``, ``objective``, ``steps``
-and ``paired_eval``.
+``run_grpo(run_dir, config) -> metrics`` evaluates the SFT checkpoint greedily on the held-out
+tasks (``eval/sft``, reused after a re-run check), trains, saves ``RUN_DIR/grpo/checkpoint`` in
+the SFT checkpoint's layout (an evaluation policy as ``transformers:RUN_DIR/grpo/checkpoint``),
+evaluates it on the same tasks (``eval/rl``) and reports their paired difference with its
+standard error. ``config.engine`` picks ``cpu`` (a plain PyTorch loop) or ``trl`` (TRL's
+``GRPOTrainer``, the GPU profiles). ``RUN_DIR/grpo/`` also holds ``steps.csv``,
+``rollouts.jsonl`` (one summary per trajectory) and ``metrics.json``.
 
-Outputs in ``RUN_DIR/grpo/``: ``checkpoint/``, ``steps.csv``, ``rollouts.jsonl`` (one summary per
-trajectory, no token ids), ``metrics.json``; the evaluations in ``RUN_DIR/eval/{sft,rl}``.
 Deviations from the paper are the profiles' (``profiles/<profile>.toml``, each with its reason);
 the cpu profile's small KL to the SFT model (0.02) guards against the collapse small models
 show without it.

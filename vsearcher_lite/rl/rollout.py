@@ -1,13 +1,10 @@
 """Rollouts: G episodes per task through the project's ReAct loop, as training rows.
 
-A step's episodes run on their own threads, generating in lockstep through one batched backend
-(``chat.batched``). Each finished trajectory is judged, rewarded, re-rendered into token ids by
-TRL's assistant-only collator (what SFT trains on; it gives the policy-token mask) and flagged:
-erroneous steps, the fatal step, the exclusion, tool calls, token counts.
-
-The loop works on text (any backend, an HTTP server too), so training re-renders the
-conversation as the next turn's prompt showed it; the old log-probabilities come from one
-forward pass of the rollout policy over that sequence (``update.py``), not from the sampler.
+A step's episodes generate in lockstep through one batched backend (``chat.batched``); each
+finished trajectory is judged, rewarded, flagged and re-rendered into token ids by TRL's
+assistant-only collator (what SFT trains on; it gives the policy-token mask). The loop works on
+text (any backend, an HTTP server too), so the old log-probabilities come from one forward pass
+of the rollout policy over the re-rendered sequence (``update.py``), not from the sampler.
 """
 
 from __future__ import annotations

@@ -1,28 +1,21 @@
-"""The TRL engine: ``trl.GRPOTrainer`` driven by this project's rollouts (the GPU profiles).
+"""The TRL engine: ``trl.GRPOTrainer`` driven by this project's rollouts (the GPU profiles); it
+writes the same files as the cpu engine. How the pieces meet (TRL 1.16):
 
-``run_grpo_trl(run_dir, config) -> metrics`` writes the same files as the cpu engine. How the
-pieces meet (TRL 1.16):
+- The dataset holds one row per task draw (the difficulty mix), in order: the episode's first
+  messages, the question image and the task id. TRL repeats each row G times.
+- ``rollout_func`` runs one episode per row in lockstep over the trainer's model (or TRL's
+  colocated vLLM), judged and encoded by ``rollout.rollout_groups``, and returns ``prompt_ids``
+  (equal to TRL's own rendering of the prompt, from which TRL rebuilds the pixel values),
+  ``completion_ids``, ``env_mask`` (the loss mask: policy tokens minus exclusions and, with
+  ``fatal_aware``, the post-fatal ones), the reward, the fatal flag and the tool images.
+- ``VSearcherGRPOTrainer`` adds what TRL cannot express: (1) it hands the batch's rows to the
+  rollout function, which only receives the prompts; (2) TRL's rollout_func path carries only the
+  prompt's images, so it adds the tool calls' images and lets TRL's tool-image path
+  (``self.tools`` set for one batch) build the pixel values; (3) the fatal-aware clamp
+  ``max(A, 0)`` after TRL's group normalisation.
 
-- **The dataset** holds one row per task draw (``TaskSampler``, the difficulty mix), in order
-  (``shuffle_dataset=False``): the system prompt and question as
-  ``agent.protocol.initial_messages`` writes them, the question image and the task id. TRL
-  repeats each row G times.
-- **``rollout_func``** runs one episode per row in lockstep over the trainer's model (or TRL's
-  colocated vLLM engine), judged and re-rendered by the cpu engine's ``rollout.rollout_groups``,
-  and returns ``prompt_ids`` / ``completion_ids`` (split where the first assistant turn starts),
-  ``env_mask`` (1 on policy tokens; 0 on tool responses, on excluded trajectories and, with
-  ``fatal_aware``, from the fatal step on), the reward, the fatal flag and the tool images.
-  ``prompt_ids`` must equal TRL's own rendering of the prompt, from which TRL rebuilds the pixel
-  values. TRL normalises the rewards per group and aggregates the loss (``trl_args``).
-
-**``VSearcherGRPOTrainer``** adds what TRL cannot express: (1) it hands the batch's rows to the
-rollout function, which only receives the prompts; (2) since TRL's rollout_func path carries only
-the prompt's images, it adds those tool calls returned and lets TRL's tool-image path
-(``self.tools`` set for one batch) build the pixel values; (3) the fatal-aware one-sided clamp,
-``max(A, 0)`` after TRL's group normalisation.
-
-Unlike the cpu engine, zero-variance groups are not dropped (no policy gradient, but their tokens
-count in the per-token normaliser and the KL), and TRL logs the entropy of trained tokens only.
+Unlike the cpu engine, zero-variance groups are not dropped (no gradient, but their tokens count
+in the per-token normaliser and the KL), and TRL logs the entropy of trained tokens only.
 """
 
 from __future__ import annotations
