@@ -178,11 +178,8 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            max_response_tokens=config.max_response_tokens)
 
 
-def tool_top_k(config: GRPOConfig) -> int:
-    return config.top_k or TrajectoryConfig.for_profile(config.profile).top_k
-
-
 def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
     """The run's toolbox, showing the tools as the SFT data and the evaluation do."""
-    return make_toolbox(run_dir, world=config.world, top_k=tool_top_k(config),
+    top_k = config.top_k or TrajectoryConfig.for_profile(config.profile).top_k
+    return make_toolbox(run_dir, world=config.world, top_k=top_k,
                         observations=prompt_variant_for(config.profile))

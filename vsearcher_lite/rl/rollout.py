@@ -141,10 +141,7 @@ def first_trained_position(mask: list[int]) -> int:
     >>> first_trained_position([0, 0, 1, 1]), first_trained_position([0, 0])
     (2, 2)
     """
-    for i, m in enumerate(mask):
-        if m:
-            return i
-    return len(mask)
+    return next((i for i, m in enumerate(mask) if m), len(mask))
 
 
 def to_example(trajectory: Trajectory) -> dict:

@@ -70,13 +70,6 @@ def prompt_row(task, prompt_variant: str, today: str | None) -> dict:
             "task_id": task.id}
 
 
-def build_dataset(rows: list[dict]):
-    import datasets
-
-    ds = datasets.Dataset.from_list(rows)
-    return ds.cast_column("images", datasets.Sequence(datasets.Image()))
-
-
 def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int,
                             end_id: int) -> tuple[list, list, list]:
     """``(prompt_ids, completion_ids, env_mask)`` of one rendered trajectory: the prompt ends where
@@ -289,6 +282,7 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
 def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
                  log: Callable[[str], None] = print) -> dict:
     """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the cpu engine's saving and evaluation."""
+    import datasets
     import torch
     from transformers import TrainerCallback
 
@@ -313,7 +307,8 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, prompt_variant_for(config.profile), today)
             for _ in range(n_steps) for t in sampler.draw(config.prompts_per_step)]
-    dataset = build_dataset(rows)
+    dataset = datasets.Dataset.from_list(rows).cast_column("images",
+                                                           datasets.Sequence(datasets.Image()))
 
     model, processor = load_model(config)
     suppress_vision_tokens(model, processor.tokenizer)

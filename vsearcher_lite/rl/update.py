@@ -46,11 +46,6 @@ def padded_masks(samples: list[RolloutSample], length: int, attr: str = "loss_ma
     return padded_values(masks, length, torch.long)
 
 
-def model_inputs(batch: dict) -> dict:
-    keep = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
-    return {k: batch[k] for k in keep if k in batch}
-
-
 def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = False):
     """``log p(ids[b, t] | ids[b, :t])`` where ``positions_mask`` is 1, ``(B, T)`` (0 elsewhere),
     and with ``with_entropy`` those distributions' entropies. Only those positions go through the
@@ -59,7 +54,8 @@ def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = Fals
     import torch
 
     device = next(model.parameters()).device
-    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in model_inputs(batch).items()}
+    keep = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
+    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items() if k in keep}
     ids = inputs["input_ids"]
     want = positions_mask.to(device).bool().clone()
     want[:, 0] = False  # the first token has no prediction
