@@ -41,13 +41,10 @@ def suppress_vision_tokens(model, tokenizer) -> list[int]:
 
 def freeze_vision(model) -> int:
     """Freeze the vision tower and its projector; returns how many parameters were frozen."""
-    visual = model.model.visual
-    n = 0
-    for p in visual.parameters():
-        if p.requires_grad:
-            p.requires_grad_(False)
-            n += p.numel()
-    return n
+    params = [p for p in model.model.visual.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    return sum(p.numel() for p in params)
 
 
 def lora_config(config):
