@@ -101,9 +101,8 @@ def image_token_count(processor, path: str | Path) -> int:
 
 
 def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
-    """The token length of each record as training sees it, without processing any pixels: the
-    template rendered to text and tokenized in one batch, each image adding the tokens the
-    processor expands it into. Equal to the collator's lengths (a test checks it)."""
+    """Each record's token length as training sees it, without processing pixels (the template
+    tokenized as text, plus each image's expansion); equal to the collator's (a test checks it)."""
     from trl.data_utils import prepare_multimodal_messages
 
     tokenizer = getattr(processor, "tokenizer", processor)
