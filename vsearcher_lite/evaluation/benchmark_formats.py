@@ -272,12 +272,10 @@ def parse_mmsearchexam(record: dict, ctx: ParseContext) -> BenchmarkRow:
 
 def parse_browsecomp_vl(record: dict, ctx: ParseContext) -> BenchmarkRow:
     question = text_field(record, "question", ctx)
-    if "answers" in record:
-        answers = answer_list(record["answers"], "answers", ctx)
-    elif "answer" in record:
-        answers = answer_list(record["answer"], "answer", ctx)
-    else:
+    key = "answers" if "answers" in record else "answer"
+    if key not in record:
         raise ctx.fail(f"missing field 'answers' ({FORMAT_FIELDS['browsecomp-vl']})")
+    answers = answer_list(record[key], key, ctx)
     if not answers:
         raise ctx.fail("field 'answers' is empty")
     image_field = "image_path" if "image_path" in record else "image"

@@ -1,25 +1,17 @@
 """Benchmark files as ``Task`` records: MM-SearchExam, MMSearch, BrowseComp-VL, SimpleVQA, our own.
 
 ``load_benchmark(path, format=None, ...) -> list[Task]`` reads a file, checks every row
-(``benchmark_formats``) and brings its images into a local cache; ``check_benchmark(path)`` only
-checks and counts. Formats and the fields used (as their authors publish them):
+(``benchmark_formats``: one parser per format, with the fields as their authors publish them)
+and brings its images into a local cache; ``check_benchmark(path)`` only checks and counts. The
+formats: ``mmsearchexam`` (the VSearcher release, 283 rows); ``browsecomp-vl`` (WebWatcher's
+``bc_vl_level{1,2}.jsonl``; the level comes from the file name or image URL); ``mmsearch``
+(``CaraJ/MMSearch`` end2end; the paper keeps the 171 rows with an image: ``images_only=True``);
+``simplevqa`` (``m-a-p/SimpleVQA``; the paper samples 180 English ones: ``language="EN"``,
+``sample=180``); ``task`` (this project's ``Task`` JSONL, e.g. ``RUN_DIR/filter/exam.jsonl``).
 
-- ``mmsearchexam`` (the VSearcher release, 283 rows): ``question``, ``image_path`` (a URL),
-  ``answer``; rows are numbered.
-- ``browsecomp-vl`` (WebWatcher's ``bc_vl_level{1,2}.jsonl``): ``question``, ``image_path``,
-  ``answers`` (the first is gold), ``domain``; the level comes from the file name or image URL.
-- ``mmsearch`` (``CaraJ/MMSearch`` end2end): ``sample_id``, ``query``, ``query_image`` (null on
-  129 text-only rows; the paper keeps the 171 with one: ``images_only=True``), ``gt_answer``,
-  ``alternative_gt_answers``, ``area``.
-- ``simplevqa`` (``m-a-p/SimpleVQA``): ``data_id``, ``image``, ``question``, ``answer``,
-  ``language``, ``vqa_category``; the paper samples 180 English ones (``language="EN"``,
-  ``sample=180``).
-- ``task``: this project's ``Task`` JSONL (``RUN_DIR/filter/exam.jsonl``).
-
-Files are JSONL (a JSON array in ``.json`` too) or Parquet. An image field may hold a URL, a
-local path (from the working folder, then the file's folder), a ``data:`` URL or base64, bytes,
-or a ``{"bytes", "path"}`` struct. The cache stores each image once under a content name; URLs
-are downloaded once (remembered in ``urls.jsonl``) through ``HttpClient`` with the SSRF guard.
+An image field may hold a URL, a local path, a ``data:`` URL or base64, bytes, or a
+``{"bytes", "path"}`` struct. The cache stores each image once under a content name; URLs are
+downloaded once (remembered in ``urls.jsonl``) through ``HttpClient`` with the SSRF guard.
 """
 
 from __future__ import annotations
@@ -224,10 +216,8 @@ def load_benchmark_report(
     """``{"format", "tasks", "skipped": [problem lines], "images": cache stats}`` for a file.
 
     ``image_dir`` is the cache folder (needed when images are embedded or downloaded); ``client``
-    replaces the guarded ``HttpClient``, ``fetch(url) -> bytes`` the whole download (tests). With
-    ``skip_bad_images`` a row whose image fails is left out and listed in ``skipped``.
-    ``selection`` takes ``select_rows``'s options (``images_only``, ``language``, ``sample``,
-    ``seed``, ``limit``).
+    replaces the guarded ``HttpClient``, ``fetch(url) -> bytes`` the whole download (tests);
+    ``selection`` takes ``select_rows``'s options.
     """
     fmt, rows = read_rows(path, format)
     rows = select_rows(rows, **selection)

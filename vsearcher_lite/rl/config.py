@@ -1,9 +1,8 @@
 """Settings of the GRPO stage (paper 2.3, A.4): one dataclass whose defaults are the paper's.
 
 ``GRPOConfig.for_profile(profile, **overrides)`` applies the profile's ``[grpo]`` table
-(``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The cpu engine
-is the project's own loop (``cpu_engine``); ``trl`` is TRL's ``GRPOTrainer`` (``trl_engine``).
-The held-out evaluation (``eval``) is the SFT stage's, so its results can be reused.
+(``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The held-out
+evaluation (``eval``) is the SFT stage's, so its results can be reused.
 """
 
 from __future__ import annotations
@@ -44,12 +43,11 @@ CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", 
 
 @dataclass
 class GRPOConfig(TrainingSettings):
-    """Everything ``run_grpo`` needs besides the run folder; the defaults are the paper's.
+    """Everything ``run_grpo`` needs besides the run folder.
 
-    ``prompts_per_step`` (P) tasks are drawn per step and each is rolled out ``generations`` (G)
-    times; ``mu`` optimizer updates are made on each batch of P x G trajectories (on-policy when 1;
-    the clipping only acts when it is more). ``dynamic_sampling`` (cpu engine; DAPO) drops groups
-    whose rewards are all equal and draws P more tasks, up to ``max_draw_rounds`` rounds a step.
+    Each step draws ``prompts_per_step`` (P) tasks and rolls each out ``generations`` (G) times;
+    ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1; the clipping
+    only acts when it is more).
     """
 
     profile: str = "cpu"
@@ -155,8 +153,7 @@ class GRPOConfig(TrainingSettings):
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
-        """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored; the
-        evaluation's as ``eval={...}`` or ``eval_<setting>=...``)."""
+        """Like ``SFTConfig.for_profile``; the evaluation starts from the SFT stage's."""
         sft_eval = SFTConfig.for_profile(profile).eval
         return cls.from_profile(profile, overrides, "grpo", "GRPO", sft_eval)
 

@@ -1,25 +1,11 @@
 """The cpu engine of the grpo stage: a plain PyTorch loop (``config.engine == "cpu"``).
 
-One step:
-
-1. draw P training tasks (``TaskSampler``: the difficulty mix, or the highest-variance tasks)
-   from the RL pool (``task_source``: ``RUN_DIR/filter/rl_tasks.jsonl``, seeds SFT never trained
-   on; or SFT's own ``train.jsonl``);
-2. run G episodes of each in the environment, in lockstep on one batched backend, judge them,
-   re-render them into ids and policy-token masks (``rollout.rollout_groups``); with dynamic
-   sampling (``draw_groups``, DAPO) groups whose rewards are all equal are dropped and more rounds
-   of P tasks are drawn until P groups have reward variance (at most ``max_draw_rounds`` rounds);
-3. group-normalise the rewards; apply the fatal-aware clamp and mask (option), the exclusions of
-   A.4 and drop zero-variance groups (``update.assign_advantages``);
-4. one no-grad pass over the batch's trajectories: the mean token entropy of the policy tokens
-   (logged), the rollout policy's log-probabilities (GRPO's "old" policy) and, when
-   ``beta > 0``, the reference model's;
-5. ``mu`` AdamW updates on the batch (micro-batches with gradient accumulation, clipped ratio,
-   k3 KL, token-level mean), constant learning rate, gradient norm clipped;
-6. one row of ``RUN_DIR/grpo/steps.csv`` (``steps.step_row``).
-
-With ``save_every`` the state after a step (weights, optimizer, sampler, rows) goes to
-``RUN_DIR/grpo/resume.pt``, and the same command continues from it after an interruption.
+Each step draws P tasks, runs G episodes of each in lockstep on one batched backend (more rounds
+under dynamic sampling, ``draw_groups``), group-normalises the rewards
+(``update.assign_advantages``), takes the old (and reference) log-probabilities in one no-grad
+pass, makes ``mu`` AdamW updates with gradient accumulation and clipping, and writes a row of
+``steps.csv``. With ``save_every`` the state after a step goes to ``RUN_DIR/grpo/resume.pt``, and
+the same command continues from it after an interruption.
 """
 
 from __future__ import annotations
@@ -65,21 +51,15 @@ from vsearcher_lite.runtime import resolve_device, set_threads
 from vsearcher_lite.training.checkpoint import freeze_vision, suppress_vision_tokens
 
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
-
-
 RL_EVAL_SLACK = 1.2  # the RL model's episodes may run longer than the start's
 
 
 def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list[RolloutSample]]],
                 config: GRPOConfig) -> tuple[list[list[RolloutSample]], list[RolloutSample], dict]:
-    """The step's groups: ``(groups to train on, every sample drawn, accounting)``.
-
-    ``rollout(tasks, round)`` runs one group per task. Without ``dynamic_sampling`` one round of
-    P tasks is the batch, as drawn. With it (DAPO), groups whose rewards are all equal are dropped
-    and rounds of P more tasks are drawn until P groups with reward variance are in hand or
-    ``max_draw_rounds`` rounds have run; the first P such groups (in draw order) are the batch,
-    later ones are surplus (drawn, not trained). Every drawn group is recorded by the sampler.
-    """
+    """``(groups to train on, every sample drawn, accounting)`` of a step; ``rollout(tasks, round)``
+    runs one group per task. With ``dynamic_sampling`` (DAPO) zero-variance groups are dropped and
+    rounds of P more tasks drawn until P groups have reward variance (later ones are surplus) or
+    ``max_draw_rounds`` rounds have run."""
     want = config.prompts_per_step
     rounds = config.max_draw_rounds if config.dynamic_sampling else 1
     batch: list[list[RolloutSample]] = []
@@ -110,11 +90,8 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
 
 def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
               tasks_per_call: int = 4) -> dict[str, int]:
-    """Task id -> correct answers in ``samples`` sampled episodes of the current policy (no update).
-
-    The episodes are seeded apart from training's (step -1). A task with ``0 < correct < samples``
-    is one where the policy succeeds sometimes but not always: the tasks whose groups carry signal.
-    """
+    """Task id -> correct answers in ``samples`` episodes of the current policy, seeded apart
+    from training's (step -1)."""
     out: dict[str, int] = {}
     for part in chunks(tasks, max(1, tasks_per_call)):
         groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
@@ -125,10 +102,8 @@ def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSett
 
 def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge,
                   config: GRPOConfig, out: Path, log: Callable[[str], None]) -> dict:
-    """The ``prescreen`` curriculum: screen ``prescreen_tasks`` candidates (drawn by the difficulty
-    mix) with
-    ``prescreen_samples`` episodes each, write ``prescreen.jsonl``; returns the kept ``tasks`` and
-    counts."""
+    """The ``prescreen`` curriculum: ``prescreen_samples`` episodes of ``prescreen_tasks``
+    candidates (drawn by the mix), written to ``prescreen.jsonl``; the kept tasks and counts."""
     t0 = time.perf_counter()
     candidates = TaskSampler(tasks, config.difficulty_mix,
                              seed=config.seed).draw(min(config.prescreen_tasks, len(tasks)))
@@ -140,13 +115,11 @@ def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judg
                                            "correct": successes[t.id], "samples": k}
                                           for t in candidates])
     kept = prescreened_tasks(candidates, successes, k)
-    levels = sorted({t.difficulty for t in candidates})
-    counts = {lvl: {"screened": sum(1 for t in candidates if t.difficulty == lvl),
-                    "mixed": sum(1 for t in candidates if t.difficulty == lvl
-                                 and 0 < successes[t.id] < k),
-                    "all_correct": sum(1 for t in candidates if t.difficulty == lvl
-                                       and successes[t.id] == k)}
-              for lvl in levels}
+    counts = {}
+    for lvl in sorted({t.difficulty for t in candidates}):
+        got = [successes[t.id] for t in candidates if t.difficulty == lvl]
+        counts[lvl] = {"screened": len(got), "mixed": sum(0 < c < k for c in got),
+                       "all_correct": got.count(k)}
     seconds = round(time.perf_counter() - t0, 2)
     log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; solved "
         f"sometimes but not always: {sum(c['mixed'] for c in counts.values())}; training on "
@@ -156,8 +129,8 @@ def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judg
 
 
 def prescreened_tasks(tasks: list, successes: dict[str, int], samples: int) -> list:
-    """The curriculum of a pre-screen: per difficulty, the tasks solved sometimes but not always
-    (``0 < correct < samples``); a difficulty with none keeps all its tasks. File order.
+    """Per difficulty, the tasks solved sometimes but not always (their groups carry signal); a
+    difficulty with none keeps all its tasks. File order.
 
     >>> from types import SimpleNamespace as T
     >>> tasks = [T(id="a", difficulty="easy"), T(id="b", difficulty="easy"),
@@ -171,8 +144,7 @@ def prescreened_tasks(tasks: list, successes: dict[str, int], samples: int) -> l
 
 
 def load_policy(init_path: Path, config: GRPOConfig):
-    """``(model, processor)`` ready for the cpu engine, on ``config.device``: vision placeholders
-    never generated, the vision tower frozen (as in SFT and the paper)."""
+    """``(model, processor)`` on ``config.device``, the vision tower frozen (as in the paper)."""
     from vsearcher_lite.model.tiny import load_base
 
     model, processor = load_base(init_path, dtype=config.torch_dtype(),
@@ -183,10 +155,7 @@ def load_policy(init_path: Path, config: GRPOConfig):
 
 
 RESUME_FILE = "resume.pt"
-
-
-#: Settings that may change between an interrupted run and its resume (how long, where, how it
-#: is shown).
+#: Settings that may change between an interrupted run and its resume.
 RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate", "progress",
                "threads", "device", "report_to")
 
@@ -194,9 +163,8 @@ RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate"
 def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSampler,
                         rows: list[dict], excluded: list[bool], task_ids: list[str],
                         screened: dict | None, config: GRPOConfig, batch_stats: Any = None) -> Path:
-    """Everything the next step depends on, in ``out/resume.pt`` (written aside, then renamed): the
-    weights, the optimizer, the task sampler, the rows so far, and the rollout backend's statistics
-    (its call count seeds the next batches)."""
+    """Everything the next step depends on, in ``out/resume.pt`` (written aside, then renamed); the
+    rollout backend's statistics too, as its call count seeds the next batches."""
     import torch
 
     identity = resume_identity(config.to_dict(), RESUME_FREE)
@@ -212,8 +180,7 @@ def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSam
 
 def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
     """The state an interrupted run of the same settings saved, or None (a run without
-    ``save_every`` starts over and removes any). Other settings are refused, naming the first that
-    differs."""
+    ``save_every`` starts over and removes it); other settings are refused, naming the first."""
     import torch
 
     path = out / RESUME_FILE
@@ -246,11 +213,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
     model, processor = load_policy(init_path, config)
     # made once the tasks and the model have loaded: a bad input leaves no folder
     out = rd.stage(config.name)
-    ref_model = None
-    if config.beta > 0:
-        ref_model = copy.deepcopy(model).eval()
-        for p in ref_model.parameters():
-            p.requires_grad_(False)
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.beta > 0 else None
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate,
                                   betas=(config.adam_beta1, config.adam_beta2),
@@ -359,8 +322,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
             save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags,
                                 [t.id for t in tasks], screened, config, backend.stats)
     bar.close()
-    # training time over every resume (each row carries it; a resume that had no step left adds
-    # none)
+    # training time over every resume (each row carries it)
     train_seconds = rows[-1]["seconds"] if rows else time.perf_counter() - train_start
     log(f"[grpo] {len(rows)} steps in {train_seconds:.1f} s "
         f"({train_seconds / max(len(rows), 1):.1f} s/step), "

@@ -1,10 +1,6 @@
-"""What a GRPO run starts from and trains on, shared by the cpu and the TRL engine.
-
-The starting checkpoint (``resolve_init``), the training tasks (``train_tasks``: the RL pool
-``RUN_DIR/filter/rl_tasks.jsonl`` or SFT's own tasks, with a warning when SFT already trained
-on some of the pool), the task sampler that draws each step's P tasks (``TaskSampler``), and
-the episodes' settings and toolbox (``rollout_settings``, ``rollout_toolbox``: the tools as the
-SFT data and the evaluation show them).
+"""What a GRPO run starts from and trains on, shared by both engines: the starting checkpoint,
+the training tasks (the RL pool or SFT's own), the sampler of each step's P tasks, and the
+episodes' settings and toolbox.
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ from vsearcher_lite.tools.factory import make_toolbox
 
 
 def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
-    """The starting checkpoint: ``config.init`` or ``RUN_DIR/sft/checkpoint``; a clear error when
-    missing."""
+    """The starting checkpoint: ``config.init`` or ``RUN_DIR/sft/checkpoint``."""
     path = Path(config.init) if config.init else Path(run_dir) / "sft" / "checkpoint"
     if not (path / "config.json").is_file():
         if config.init:
@@ -36,8 +31,7 @@ def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
 
 
 def task_path(run_dir: str | Path, config: GRPOConfig) -> Path:
-    """``config.train_file``, else the file of ``config.task_source``: the RL pool or SFT's training
-    tasks."""
+    """``config.train_file``, else the RL pool or SFT's training tasks (``task_source``)."""
     if config.train_file:
         return Path(config.train_file)
     return Path(run_dir) / "filter" / ("rl_tasks.jsonl" if config.task_source == "rl"
@@ -45,14 +39,13 @@ def task_path(run_dir: str | Path, config: GRPOConfig) -> Path:
 
 
 def train_tasks(run_dir: str | Path, config: GRPOConfig) -> list:
-    """The training tasks of the difficulties in ``difficulty_mix`` (file order), from
-    ``task_path``."""
+    """The tasks of ``task_path`` whose difficulty is in ``difficulty_mix``, in file order."""
     path = task_path(run_dir, config)
     if not path.exists():
         if not config.train_file and config.task_source == "rl":
             raise InputError(f"{path}: no RL task pool; run `vsearcher-lite filter --run-dir "
-                             f"{run_dir}` (it writes "
-                             "the pool), or train on SFT's tasks with --task-source sft")
+                             f"{run_dir}` (it writes the pool), or train on SFT's tasks with "
+                             "--task-source sft")
         raise InputError(f"{path}: no training tasks; run `vsearcher-lite filter` first")
     wanted = {d for d, w in config.difficulty_mix.items() if w > 0}
     tasks = [t for t in load_tasks(path) if t.difficulty in wanted]
@@ -64,9 +57,8 @@ def train_tasks(run_dir: str | Path, config: GRPOConfig) -> list:
 
 
 def tasks_in_sft_data(run_dir: str | Path, tasks: list) -> int | None:
-    """How many of ``tasks`` have accepted teacher trajectories
-    (``RUN_DIR/trajectories/accepted.jsonl``, SFT's data); ``None`` when there are none. Non-zero
-    for the RL pool when the SFT data predates the pool."""
+    """How many of ``tasks`` have accepted teacher trajectories (SFT's data); ``None`` when there
+    are none. Non-zero for the RL pool when the SFT data predates the pool."""
     path = Path(run_dir) / "trajectories" / "accepted.jsonl"
     if not path.is_file():
         return None
@@ -76,8 +68,7 @@ def tasks_in_sft_data(run_dir: str | Path, tasks: list) -> int | None:
 
 def check_pool_unseen(run_dir: str | Path, tasks: list, config: GRPOConfig,
                       log: Callable[[str], None]) -> int | None:
-    """For the RL pool: warn when SFT's data holds some of its tasks (an older run folder filtered
-    again)."""
+    """Warn when SFT's data holds some RL-pool tasks (an older run folder filtered again)."""
     if config.train_file or config.task_source != "rl":
         return None
     seen = tasks_in_sft_data(run_dir, tasks)
@@ -110,13 +101,11 @@ def mix_counts(n: int, mix: dict[str, float], available: set[str]) -> dict[str, 
 
 
 class TaskSampler:
-    """Draws the P tasks of each step.
+    """Draws the P tasks of each step, each difficulty its share (``mix_counts``).
 
-    ``mix``: each difficulty gets its share of the P draws (``mix_counts``); within a difficulty the
-    tasks come in a seeded shuffled order, reshuffled after each pass. ``variance``: the same
-    shares, but within a difficulty the tasks whose estimated success rate ``p = (s + 1) / (n + 2)``
-    (s successes in n sampled trajectories so far) maximises ``p (1 - p)`` come first, so the
-    groups GRPO sees are the ones most likely to have reward variance (unseen tasks have p = 1/2).
+    ``mix``: within a difficulty, a seeded shuffled order, reshuffled after each pass. ``variance``:
+    the tasks whose estimated success rate ``p = (s + 1) / (n + 2)`` (s successes in n trajectories
+    so far) maximises ``p (1 - p)`` first, the groups most likely to have reward variance.
     """
 
     def __init__(self, tasks: list, mix: dict[str, float], seed: int = 0, curriculum: str = "mix"):
@@ -189,12 +178,8 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            max_response_tokens=config.max_response_tokens)
 
 
-def tool_top_k(config: GRPOConfig) -> int:
-    return config.top_k or TrajectoryConfig.for_profile(config.profile).top_k
-
-
 def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
-    """The run's toolbox with the profile's result count and observation style: the tools as the SFT
-    data and the evaluation show them (one toolbox, shared by the episode threads)."""
-    return make_toolbox(run_dir, world=config.world, top_k=tool_top_k(config),
+    """The run's toolbox, showing the tools as the SFT data and the evaluation do."""
+    top_k = config.top_k or TrajectoryConfig.for_profile(config.profile).top_k
+    return make_toolbox(run_dir, world=config.world, top_k=top_k,
                         observations=prompt_variant_for(config.profile))

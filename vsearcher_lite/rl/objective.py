@@ -1,20 +1,13 @@
 """The maths of multi-turn GRPO as small pure functions (paper 2.3 and A.4), shared by both
-engines (``cpu_engine.py``, ``trl_engine.py``) and worked through in notebook 07.
+engines and worked through in notebook 07.
 
-In the order a step applies them:
-
-1. reward (eq. 6): 1 for a judged-correct answer in the strict format, else 0; optionally a
-   correct answer that searched earns ``search_penalty`` (MMSearch-R1);
-2. group-normalised advantage ``(r - mean) / (std + eps)`` over one task's G samples, unbiased
-   std and TRL's eps, so both engines agree; equal rewards give no signal (zero variance);
-3. policy-token mask: only the assistant turns (up to ``<|im_end|>``) are trained;
-4. fatal-aware option (OpenSearch-VL): from the first of K = 3 consecutive erroneous steps on,
-   tokens are masked and the advantage is clamped at >= 0;
-5. exclusion (A.4): over a limit, timed out or failed trajectories count in the group's
-   statistics but not in the loss;
-6. clipped ratio loss, aggregated per token (DAPO, TRL's default) or per sequence (GRPO);
-7. k3 KL to a reference, weighted by ``beta`` (0 in the paper);
-8. paired difference of two policies on the same tasks.
+In the order a step applies them: the reward (eq. 6, optionally MMSearch-R1's search penalty);
+the group-normalised advantage (unbiased std and TRL's eps, so both engines agree); the
+policy-token mask (assistant turns only); the fatal-aware option (OpenSearch-VL: masked from the
+first of K = 3 consecutive erroneous steps, advantage clamped at >= 0); the A.4 exclusions (in
+the group's statistics, not in the loss); the clipped ratio loss, aggregated per token (DAPO,
+TRL's default) or per sequence (GRPO), plus ``beta`` times a k3 KL (0 in the paper); and the
+paired difference of two policies on the same tasks.
 """
 
 from __future__ import annotations
@@ -281,8 +274,8 @@ def aggregate(per_token, mask, mode: str = "token", n_tokens: float | None = Non
     mask = mask.to(per_token.dtype)
 
     def count(default):
-        given = None if n_tokens is None else torch.as_tensor(float(n_tokens), dtype=mask.dtype)
-        return (default if given is None else given).clamp(min=1.0)
+        n = default if n_tokens is None else torch.as_tensor(float(n_tokens), dtype=mask.dtype)
+        return n.clamp(min=1.0)
 
     if mode == "token":
         return (per_token * mask).sum() / count(mask.sum())
@@ -301,11 +294,8 @@ def grpo_loss(logp, old_logp, advantages, mask, *, ref_logp=None, beta: float = 
     import torch
 
     per_token, clipped = clipped_token_loss(logp, old_logp, advantages, clip_low, clip_high)
-    total = per_token
-    kl = None
-    if beta and ref_logp is not None:
-        kl = k3_kl(logp, ref_logp)
-        total = per_token + beta * kl
+    kl = k3_kl(logp, ref_logp) if beta and ref_logp is not None else None
+    total = per_token if kl is None else per_token + beta * kl
     loss = aggregate(total, mask, aggregation, n_tokens)
     with torch.no_grad():
         m = mask.to(per_token.dtype)

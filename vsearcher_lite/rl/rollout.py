@@ -1,14 +1,10 @@
 """Rollouts: G episodes per task through the project's ReAct loop, as training rows.
 
-All ``P x G`` episodes of a step run at once on their own threads, generating in lockstep through
-one batched backend (``chat.batched``). Each finished trajectory is judged and rewarded
-(``objective.trajectory_reward``), re-rendered into token ids with the chat template and TRL's
-assistant-only collator (exactly what SFT trains on; gives the policy-token mask), and flagged:
-erroneous steps, the fatal step, why it is excluded, tool calls, token counts.
-
-The loop works on text (any backend, an HTTP server too), so training re-renders the
-conversation as the next turn's prompt showed it; the old log-probabilities come from one
-forward pass of the rollout policy over that sequence (``update.py``), not from the sampler.
+A step's episodes generate in lockstep through one batched backend (``chat.batched``); each
+finished trajectory is judged, rewarded, flagged and re-rendered into token ids by TRL's
+assistant-only collator (what SFT trains on; it gives the policy-token mask). The loop works on
+text (any backend, an HTTP server too), so the old log-probabilities come from one forward pass
+of the rollout policy over the re-rendered sequence (``update.py``), not from the sampler.
 """
 
 from __future__ import annotations
@@ -103,10 +99,6 @@ class RolloutSample:
     def excluded(self) -> bool:
         return self.exclusion is not None
 
-    @property
-    def n_searches(self) -> int:
-        return sum(self.tool_counts.get(t, 0) for t in SEARCH_TOOLS)
-
     def summary(self) -> dict:
         """A flat record for ``rollouts.jsonl`` (no token ids)."""
         enc, traj = self.encoded, self.trajectory
@@ -149,15 +141,11 @@ def first_trained_position(mask: list[int]) -> int:
     >>> first_trained_position([0, 0, 1, 1]), first_trained_position([0, 0])
     (2, 2)
     """
-    for i, m in enumerate(mask):
-        if m:
-            return i
-    return len(mask)
+    return next((i for i, m in enumerate(mask) if m), len(mask))
 
 
 def to_example(trajectory: Trajectory) -> dict:
-    """A trajectory as one collator example: list-of-parts messages with image placeholders, and the
-    image paths in order (``agent.export.to_trl_record``)."""
+    """A trajectory as one collator example: list-of-parts messages and the image paths."""
     record = to_trl_record(trajectory)
     return {"messages": with_string_parts(record)["messages"], "images": record["images"]}
 
@@ -235,11 +223,9 @@ def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int,
                    step: int = 0, first_sample: list[int] | None = None,
                    timing: RolloutTiming | None = None,
                    run: Callable[..., Trajectory] = run_episode) -> list[list[RolloutSample]]:
-    """``generations`` episodes of every task, in lockstep on ``backend``; one list per task.
-
-    ``backend``: a ``chat.batched.LockstepBatcher`` (another ``ChatBackend`` runs the episodes
-    one after another). ``first_sample[g]`` numbers ``tasks[g]``'s samples from there, so a task
-    listed several times (TRL's repeated rows) gets distinct sampling seeds.
+    """``generations`` episodes of every task, in lockstep when ``backend`` is a
+    ``LockstepBatcher`` (else one after another); one list per task. ``first_sample[g]`` numbers
+    ``tasks[g]``'s samples from there, so a task listed several times gets distinct seeds.
     """
     offsets = first_sample or [0] * len(tasks)
     jobs = [(g, task, offsets[g] + k) for g, task in enumerate(tasks) for k in range(generations)]

@@ -1,10 +1,5 @@
-"""The log of a GRPO run, shared by both engines: one ``steps.csv`` row per step and the
-training part of ``metrics.json``.
-
-``step_row`` summarises what the policy did in a step (reward, accuracy, entropy, response
-length, tool calls by type, format-failure, excluded and fatal shares, group counts) and what
-the update did (KL, loss, clip fraction, gradient norm); ``training_summary`` compares the
-first and last 20 % of steps.
+"""The log of a GRPO run, shared by both engines: one ``steps.csv`` row per step (what the
+policy did and what the update did) and the training part of ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -17,11 +12,7 @@ from vsearcher_lite.rl.rollout import RolloutSample
 from vsearcher_lite.runio import RunDir, csv_text, mean, read_number_rows
 
 STAGE = "grpo"
-
-
 TOOL_NAMES = ("text_search", "image_search", "visit")
-
-
 STEP_FIELDS = ("step", "seconds", "step_seconds", "rollout_seconds", "update_seconds", "reward",
                "accuracy", "entropy", "response_length", "response_tokens", "turns", "tool_calls",
                "text_search", "image_search", "visit", "format_failure_share", "excluded_share",
@@ -93,26 +84,19 @@ def zero_variance_share(rows: list[dict]) -> float | None:
 
 
 def training_summary(rows: list[dict], samples_excluded: list[bool]) -> dict:
-    """The training part of ``metrics.json``: first and last 20 % of steps, and shares over the
-    run."""
-    rewards = [r.get("reward") for r in rows]
-    return {
-        "steps": len(rows),
-        "reward_first_20pct": share(rewards, first=True),
-        "reward_last_20pct": share(rewards, first=False),
-        "accuracy_first_20pct": share([r.get("accuracy") for r in rows], first=True),
-        "accuracy_last_20pct": share([r.get("accuracy") for r in rows], first=False),
-        "format_failure_rate_first_20pct": share([r.get("format_failure_share") for r in rows],
-                                                 first=True),
-        "format_failure_rate_last_20pct": share([r.get("format_failure_share") for r in rows],
-                                                first=False),
-        "tool_calls_first_20pct": share([r.get("tool_calls") for r in rows], first=True),
-        "tool_calls_last_20pct": share([r.get("tool_calls") for r in rows], first=False),
-        "excluded_share": (sum(samples_excluded) / len(samples_excluded)) if samples_excluded
-            else None,
-        "zero_variance_group_share": zero_variance_share(rows),
-        "kl_last": next((r["kl"] for r in reversed(rows) if r.get("kl") is not None), None),
-    }
+    """The training part of ``metrics.json``: first vs last 20 % of steps, shares over the run."""
+    out: dict = {"steps": len(rows)}
+    for key, name in (("reward", "reward"), ("accuracy", "accuracy"),
+                      ("format_failure_share", "format_failure_rate"),
+                      ("tool_calls", "tool_calls")):
+        values = [r.get(key) for r in rows]
+        out[f"{name}_first_20pct"] = share(values, first=True)
+        out[f"{name}_last_20pct"] = share(values, first=False)
+    out["excluded_share"] = (sum(samples_excluded) / len(samples_excluded)
+                             if samples_excluded else None)
+    out["zero_variance_group_share"] = zero_variance_share(rows)
+    out["kl_last"] = next((r["kl"] for r in reversed(rows) if r.get("kl") is not None), None)
+    return out
 
 
 def read_metrics(run_dir: str | Path, name: str = STAGE) -> dict:

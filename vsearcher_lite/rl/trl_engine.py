@@ -1,39 +1,21 @@
-"""The TRL engine: ``trl.GRPOTrainer`` driven by this project's rollouts (the GPU profiles).
+"""The TRL engine: ``trl.GRPOTrainer`` driven by this project's rollouts (the GPU profiles); it
+writes the same files as the cpu engine. How the pieces meet (TRL 1.16):
 
-``run_grpo_trl(run_dir, config) -> metrics`` writes the same files as the cpu engine
-(``grpo/{checkpoint, steps.csv, rollouts.jsonl, metrics.json}``, ``eval/{sft,rl}``).
+- The dataset holds one row per task draw (the difficulty mix), in order: the episode's first
+  messages, the question image and the task id. TRL repeats each row G times.
+- ``rollout_func`` runs one episode per row in lockstep over the trainer's model (or TRL's
+  colocated vLLM), judged and encoded by ``rollout.rollout_groups``, and returns ``prompt_ids``
+  (equal to TRL's own rendering of the prompt, from which TRL rebuilds the pixel values),
+  ``completion_ids``, ``env_mask`` (the loss mask: policy tokens minus exclusions and, with
+  ``fatal_aware``, the post-fatal ones), the reward, the fatal flag and the tool images.
+- ``VSearcherGRPOTrainer`` adds what TRL cannot express: (1) it hands the batch's rows to the
+  rollout function, which only receives the prompts; (2) TRL's rollout_func path carries only the
+  prompt's images, so it adds the tool calls' images and lets TRL's tool-image path
+  (``self.tools`` set for one batch) build the pixel values; (3) the fatal-aware clamp
+  ``max(A, 0)`` after TRL's group normalisation.
 
-How the pieces meet (TRL 1.16):
-
-- **The dataset** holds one row per task draw (``TaskSampler``, the difficulty mix), in order
-  (``shuffle_dataset=False``): ``prompt`` the system prompt and question exactly as
-  ``agent.protocol.initial_messages`` writes them, ``images`` the question image, ``task_id``.
-  TRL repeats each row G times.
-- **``rollout_func(prompts, trainer)``** (``make_rollout_func``) runs one episode per row in
-  lockstep on a batched backend over the trainer's model (``BatchedTransformersChat``; with
-  ``use_vllm``, TRL's colocated vLLM engine), judges and re-renders them with the cpu engine's
-  ``rollout.rollout_groups``, and returns ``prompt_ids`` / ``completion_ids`` (split where the
-  first assistant turn starts), ``env_mask`` (1 on policy tokens; 0 on tool responses, on a
-  trajectory excluded by A.4 and, with ``fatal_aware``, from the fatal step on), the reward, the
-  fatal flag and the tool images. ``prompt_ids`` must equal TRL's own rendering of the prompt
-  (TRL rebuilds the pixel values from it); the rollout stops with a clear error otherwise.
-- **The reward function** returns the rollout's reward (``objective.trajectory_reward``); TRL
-  normalises it per group (unbiased std, eps 1e-4, ``scale_rewards="group"``) and aggregates the
-  loss per token over the batch (``loss_type="dapo"``) or per sequence (``"grpo"``).
-
-**The one subclass, ``VSearcherGRPOTrainer``**, does what TRL cannot express:
-
-1. it hands the batch's rows to the rollout function (which only receives the prompts; the task
-   is in the row's ``task_id``);
-2. image search returns images inside the completion, and TRL's rollout_func path carries only the
-   prompt's: the subclass adds the tool images to each sample's and lets TRL's tool-image path
-   (``self.tools`` set for one batch) build the pixel values and ``mm_token_type_ids``;
-3. the fatal-aware one-sided clamp: after TRL's group normalisation, a fatal trajectory's
-   advantage becomes ``max(A, 0)`` (``objective.clamp_fatal_advantage``).
-
-Differences from the cpu engine: zero-variance groups are not dropped (advantage 0, so no policy
-gradient, but their tokens count in the per-token normaliser and the KL), and the entropy TRL
-logs is over the trained tokens only.
+Unlike the cpu engine, zero-variance groups are not dropped (no gradient, but their tokens count
+in the per-token normaliser and the KL), and TRL logs the entropy of trained tokens only.
 """
 
 from __future__ import annotations
@@ -81,26 +63,11 @@ _TOOL_IMAGES_MARKER = "tool images in completions"
 
 
 def prompt_row(task, prompt_variant: str, today: str | None) -> dict:
-    """One dataset row: the episode's first two messages in TRL's list-of-parts shape, the image
-    path and the task id."""
+    """One dataset row: the episode's first two messages (list-of-parts), image path, task id."""
     messages = initial_messages(task.question, task.image_path, today=today, variant=prompt_variant)
-    parts = []
-    for m in messages:
-        c = m["content"]
-        c = c if isinstance(c, list) else [{"type": "text", "text": c}]
-        parts.append({"role": m["role"], "content": [
-            {"type": "image"} if p.get("type") == "image" else dict(type="text", text=p.get("text"))
-            for p in c]})
-    return {"prompt": with_string_parts({"messages": parts})["messages"],
+    return {"prompt": with_string_parts({"messages": messages})["messages"],
             "images": [str(Path(task.image_path).resolve())] if task.image_path else [],
             "task_id": task.id}
-
-
-def build_dataset(rows: list[dict]):
-    import datasets
-
-    ds = datasets.Dataset.from_list(rows)
-    return ds.cast_column("images", datasets.Sequence(datasets.Image()))
 
 
 def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int,
@@ -315,6 +282,7 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
 def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
                  log: Callable[[str], None] = print) -> dict:
     """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the cpu engine's saving and evaluation."""
+    import datasets
     import torch
     from transformers import TrainerCallback
 
@@ -339,7 +307,8 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, prompt_variant_for(config.profile), today)
             for _ in range(n_steps) for t in sampler.draw(config.prompts_per_step)]
-    dataset = build_dataset(rows)
+    dataset = datasets.Dataset.from_list(rows).cast_column("images",
+                                                           datasets.Sequence(datasets.Image()))
 
     model, processor = load_model(config)
     suppress_vision_tokens(model, processor.tokenizer)

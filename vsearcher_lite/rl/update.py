@@ -1,9 +1,5 @@
-"""The cpu engine's update: advantages and masks of one step, log-probabilities, AdamW steps.
-
-``assign_advantages`` group-normalises the rewards and applies the fatal-aware clamp and mask
-and the A.4 exclusions; ``score_samples`` takes the rollout policy's ("old") and the reference
-model's log-probabilities in one no-grad pass; ``update_policy`` makes ``mu`` clipped-ratio
-updates with the k3 KL (``objective.grpo_loss``). torch is imported where it is used.
+"""The cpu engine's update: a step's advantages and masks, the old and reference
+log-probabilities, and ``mu`` clipped-ratio AdamW updates (``objective.grpo_loss``).
 """
 
 from __future__ import annotations
@@ -22,12 +18,9 @@ from vsearcher_lite.rl.rollout import RolloutSample, TrajectoryEncoder
 
 
 def assign_advantages(groups: list[list[RolloutSample]], config: GRPOConfig) -> dict:
-    """Set each sample's ``advantage``, ``loss_mask`` and ``in_loss``; returns the step's group
-    statistics.
-
-    Every reward enters its group's baseline; then the fatal-aware clamp and mask (when enabled),
-    the A.4 exclusions, and the zero-variance drop decide what reaches the loss.
-    """
+    """Set each sample's ``advantage``, ``loss_mask`` and ``in_loss``; returns group counts. Every
+    reward enters its group's baseline; the fatal-aware option, the A.4 exclusions and the
+    zero-variance drop then decide what reaches the loss."""
     zero_variance = 0
     for group in groups:
         stats = group_advantages([s.reward for s in group], scale=config.scale_rewards)
@@ -49,30 +42,20 @@ def padded_masks(samples: list[RolloutSample], length: int, attr: str = "loss_ma
     """A ``(B, length)`` tensor of per-sample masks, right-padded with 0."""
     import torch
 
-    out = torch.zeros(len(samples), length, dtype=torch.long)
-    for i, s in enumerate(samples):
-        m = getattr(s, attr) if attr != "policy_mask" else s.encoded.policy_mask
-        out[i, : len(m)] = torch.tensor(m[:length], dtype=torch.long)
-    return out
-
-
-def model_inputs(batch: dict) -> dict:
-    keep = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
-    return {k: batch[k] for k in keep if k in batch}
+    masks = [getattr(s, attr) if attr != "policy_mask" else s.encoded.policy_mask for s in samples]
+    return padded_values(masks, length, torch.long)
 
 
 def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = False):
-    """Log-probabilities of the taken tokens at the masked positions, ``(B, T)`` (0 elsewhere).
-
-    ``positions_mask[b, t] = 1`` asks for ``log p(ids[b, t] | ids[b, :t])``. Only those positions go
-    through the output layer (the policy tokens are a small share of a trajectory), which saves
-    most of the vocabulary projection. With ``with_entropy`` the entropy of each of those
-    next-token distributions is returned too.
+    """``log p(ids[b, t] | ids[b, :t])`` where ``positions_mask`` is 1, ``(B, T)`` (0 elsewhere),
+    and with ``with_entropy`` those distributions' entropies. Only those positions go through the
+    output layer: policy tokens are a small share of a trajectory.
     """
     import torch
 
     device = next(model.parameters()).device
-    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in model_inputs(batch).items()}
+    keep = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
+    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items() if k in keep}
     ids = inputs["input_ids"]
     want = positions_mask.to(device).bool().clone()
     want[:, 0] = False  # the first token has no prediction
@@ -106,9 +89,8 @@ def chunks(items: list, size: int) -> list[list]:
 
 def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncoder, micro_batch: int,
                   ref_model=None) -> dict:
-    """No-grad pass: entropy over every sample's policy tokens; old (and reference) log-probs of the
-    samples in the loss, stored on them as ``old_logp`` / ``ref_logp`` lists aligned with their
-    ids."""
+    """No-grad pass: the mean entropy over the policy tokens; each sample's old (and reference)
+    log-probs stored on it as ``old_logp`` / ``ref_logp``, aligned with its ids."""
     import torch
 
     ent_sum, ent_n = 0.0, 0
@@ -136,12 +118,12 @@ def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncode
     return {"entropy": ent_sum / ent_n if ent_n else None}
 
 
-def padded_values(rows: list[list[float]], length: int):
+def padded_values(rows: list[list[float]], length: int, dtype=None):
     import torch
 
-    out = torch.zeros(len(rows), length)
+    out = torch.zeros(len(rows), length, dtype=dtype)
     for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r[:length])
+        out[i, : len(r)] = torch.tensor(r[:length], dtype=dtype)
     return out
 
 

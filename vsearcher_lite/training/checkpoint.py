@@ -1,13 +1,8 @@
 """The model both trainers train: loaded, frozen where it should be, wrapped in LoRA, saved.
 
-SFT (``training.sft``) and both GRPO engines (``rl``) load the base the same way (``load_model``:
-the config's dtype, 4-bit NF4 for QLoRA), never let it generate a vision placeholder
-(``suppress_vision_tokens``), freeze the vision tower for full fine-tuning (``freeze_vision``,
-as in the paper), train LoRA adapters with the same settings (``lora_config``) and save the
-result as a plain Hugging Face folder (``save_checkpoint``). One module below both stages, so
-the RL stage does not import the SFT stage for them. ``model.tiny`` (which imports transformers)
-is imported where it is used. ``config`` is an ``SFTConfig`` or a
-``GRPOConfig`` (the fields read here are common to both).
+SFT and both GRPO engines load, freeze, adapt and save the model the same way; the module sits
+below both stages, so the RL stage does not import the SFT stage. ``config`` is an ``SFTConfig``
+or a ``GRPOConfig`` (the fields read here are common to both).
 """
 
 from __future__ import annotations
@@ -45,15 +40,11 @@ def suppress_vision_tokens(model, tokenizer) -> list[int]:
 
 
 def freeze_vision(model) -> int:
-    """Freeze the vision tower and its projector (merger, deepstack mergers); returns how many
-    parameters were frozen."""
-    visual = model.model.visual
-    n = 0
-    for p in visual.parameters():
-        if p.requires_grad:
-            p.requires_grad_(False)
-            n += p.numel()
-    return n
+    """Freeze the vision tower and its projector; returns how many parameters were frozen."""
+    params = [p for p in model.model.visual.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    return sum(p.numel() for p in params)
 
 
 def lora_config(config):
@@ -67,11 +58,9 @@ def lora_config(config):
 def save_checkpoint(trainer, processor, out_dir: Path, config) -> Path:
     """Save the trained model as a plain Hugging Face folder at ``out_dir``, atomically.
 
-    LoRA / QLoRA: the adapter goes to ``out_dir.parent / "adapter"`` and ``out_dir`` gets the
-    base with the adapter merged (a QLoRA adapter is merged into the base reloaded unquantised,
-    in the config's dtype), so evaluation and GRPO load it like any checkpoint. Full fine-tuning
-    under FSDP / DeepSpeed goes through ``trainer.save_model`` (which gathers the shards); only
-    the main process writes the processor and renames.
+    LoRA / QLoRA: the adapter goes to ``out_dir.parent / "adapter"`` and ``out_dir`` gets it merged
+    into the base (reloaded unquantised for QLoRA), so later stages load it like any checkpoint.
+    FSDP / DeepSpeed go through ``trainer.save_model``, which gathers the shards.
     """
     from vsearcher_lite.model.tiny import save_base
 

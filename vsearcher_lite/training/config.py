@@ -2,8 +2,8 @@
 
 ``SFTConfig.for_profile(profile, **overrides)`` applies the profile's ``[sft]`` table
 (``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The held-out
-evaluation of base and SFT model is an embedded ``EvalConfig`` (``eval``), reused by GRPO and the
-comparison. A profile is a recipe, not a place: every profile trains on ``device``.
+evaluation (``eval``) is reused by GRPO and the comparison. A profile is a recipe, not a place:
+every profile trains on ``device``.
 """
 
 from __future__ import annotations
@@ -46,13 +46,7 @@ CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval
 
 @dataclass
 class SFTConfig(TrainingSettings):
-    """Everything ``run_sft`` needs besides the run folder; the defaults are the paper's.
-
-    ``answer_weight``: the loss weight of answer-bearing assistant tokens (inside
-    ``<answer>...</answer>`` and every earlier occurrence of the same token sequence in the
-    assistant turns); 1.0 is the plain assistant-only loss. With ``minutes`` the learning-rate
-    schedule runs on whichever of steps or time is further along, so a capped run still ends low.
-    """
+    """Everything ``run_sft`` needs besides the run folder."""
 
     profile: str = "cpu"
     name: str = option("sft", "output folder RUN_DIR/<name> and evaluation name (default: sft)")
@@ -142,10 +136,9 @@ class SFTConfig(TrainingSettings):
         stage_eval_config(self)
 
     def eval_config(self, **overrides: Any) -> EvalConfig:
-        """The held-out evaluation settings of this stage (``eval`` with the stage's seed, world and
-        device). Base and SFT model are evaluated with them; GRPO and notebook 08's comparison use
-        the same, so that the results stored under ``RUN_DIR/eval/`` can be reused. ``None``
-        overrides are ignored."""
+        """The held-out evaluation settings (``eval`` with the stage's seed, world and device), the
+        same for GRPO and notebook 08, so results stored under ``RUN_DIR/eval/`` can be reused;
+        ``None`` overrides are ignored."""
         return stage_eval_config(self, **overrides)
 
 

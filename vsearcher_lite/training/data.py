@@ -1,11 +1,8 @@
 """Teacher trajectories as a TRL chat dataset, and the token-level views of what SFT trains.
 
-``load_sft_records`` checks the records of ``trajectories/export/sft_trl.jsonl`` (messages with
-image placeholders, image paths relative to the run folder), resolves the paths and names a bad
-line; ``to_dataset`` casts the images for the collator. TRL's vision collator masks every token
-but the assistant turns (paper 2.2: loss on the model's own turns only); ``trained_spans``
-decodes what is trained, so a test and notebook 06 can check it. ``answer_token_weights`` and
-``copy_token_weights`` are the loss weightings of the cpu recipe.
+TRL's vision collator masks every token but the assistant turns (paper 2.2: loss on the model's
+own turns only); ``trained_spans`` shows what is trained, so a test and notebook 06 can check it.
+``answer_token_weights`` and ``copy_token_weights`` are the cpu recipe's loss weightings.
 """
 
 from __future__ import annotations
@@ -104,9 +101,8 @@ def image_token_count(processor, path: str | Path) -> int:
 
 
 def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
-    """The token length of each record as training sees it, without processing any pixels: the
-    template rendered to text and tokenized in one batch, each image adding the tokens the
-    processor expands it into. Equal to the collator's lengths (a test checks it)."""
+    """Each record's token length as training sees it, without processing pixels (the template
+    tokenized as text, plus each image's expansion); equal to the collator's (a test checks it)."""
     from trl.data_utils import prepare_multimodal_messages
 
     tokenizer = getattr(processor, "tokenizer", processor)

@@ -1,10 +1,6 @@
-"""The SFT trainer: TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule.
-
-``run_sft`` (``training.sft``) builds it with ``trl_args``. The pure pieces it rests on are
-here too: the learning-rate multiplier (``schedule_factor``), how far a time-capped run is
-(``run_progress``), what the time budget says after a step (``stop_rule``), and ``loss.csv``
-(``loss_csv``). ``sft_trainer_classes`` defines the two classes on first use, so importing this
-module does not import torch or TRL.
+"""The SFT trainer: TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule, and the
+pure pieces it rests on. ``sft_trainer_classes`` defines the classes on first use, so importing
+this module does not import torch or TRL.
 """
 
 from __future__ import annotations
@@ -40,12 +36,9 @@ def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0
 
 def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None,
                  min_steps: int = 0) -> float:
-    """How far training is: the larger of the step share and the time share (when time-capped).
-
-    A run stopped by its time budget then still walks the whole schedule, ending at the low
-    learning rate, whatever the speed of the machine. With a floor of ``min_steps`` (a machine too
-    slow to make that many steps within the budget trains on to the floor), the time share never
-    runs ahead of ``step / min_steps``: the schedule then spans the floor's steps instead.
+    """How far training is: the larger of the step share and the time share (when time-capped),
+    so a run stopped by its budget still ends at the low learning rate on any machine. With a
+    ``min_steps`` floor the time share never runs ahead of ``step / min_steps``.
 
     >>> run_progress(10, 100, 30.0, 60.0), run_progress(10, 100, 30.0, None)
     (0.5, 0.1)
@@ -66,14 +59,9 @@ def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float 
 
 
 def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> str:
-    """What the time budget says after ``step`` optimizer steps and ``elapsed_s`` seconds of
-    training:
-    ``"go"`` (within the budget), ``"time"`` (spent: stop) or ``"floor"`` (spent, but fewer than
-    ``min_steps`` steps made: go on).
-
-    The floor keeps a slow machine from handing back a model that has not learned the protocol yet
-    (on a CPU twice as slow as the one the cpu budget was set on, the budget alone left 22 steps and
-    a model that scored 0; docs/results.md).
+    """After ``step`` steps and ``elapsed_s`` seconds: ``"go"`` (within the budget), ``"time"``
+    (spent: stop) or ``"floor"`` (spent, but fewer than ``min_steps``: go on). The floor keeps a
+    slow machine from handing back a model that has not learned the protocol yet.
 
     >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0)
     ('go', 'time')
@@ -98,13 +86,9 @@ def sft_trainer_classes():
     from trl import SFTTrainer
 
     class AgentSFTTrainer(SFTTrainer):
-        """TRL's ``SFTTrainer`` with two additions: a weighted loss and a time-aware schedule.
-
-        With ``answer_weight == copy_weight == 1`` the loss is TRL's own (assistant tokens, mean per
-        token). Otherwise each trained token's cross-entropy is multiplied by its weight
-        (``data.answer_token_weights``, then ``data.copy_token_weights`` for the other tokens) and
-        the sum is divided by the number of trained tokens, as TRL does, so weight 1 gives TRL's
-        number exactly.
+        """TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule. Each trained
+        token's cross-entropy is multiplied by its weight and the sum divided by the number of
+        trained tokens, as TRL does, so weights of 1 give TRL's loss exactly.
         """
 
         def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
@@ -180,9 +164,7 @@ def sft_trainer_classes():
             return self.lr_scheduler
 
     class LossLog(TrainerCallback):
-        """Collects one row per logged step and stops training when the time budget is spent, but
-        not before ``min_steps`` (``stop_rule``); says so once when the floor outlasts the
-        budget."""
+        """Collects one row per logged step and stops training as ``stop_rule`` says."""
 
         def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
                      min_steps: int = 0, log: Callable[[str], None] = print,
@@ -252,9 +234,8 @@ def sft_trainer_classes():
 
 
 def one_progress_bar(trainer) -> None:
-    """Remove transformers' own progress display: it adds a table row (in a notebook) or prints a
-    line (in a terminal) for every logged step, hundreds of them at ``logging_steps=1``; the loss
-    log's single bar and ``loss.csv`` replace it."""
+    """Remove transformers' own progress display, a line per logged step (hundreds at
+    ``logging_steps=1``); the loss log's single bar and ``loss.csv`` replace it."""
     from transformers.trainer_callback import ProgressCallback
 
     trainer.remove_callback(ProgressCallback)
