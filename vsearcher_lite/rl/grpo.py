@@ -1,7 +1,7 @@
 """Stage `grpo`: multi-turn GRPO in the search environment (paper 2.3, A.4); the engine dispatch.
 
 ``run_grpo(run_dir, config) -> metrics`` starts from the SFT checkpoint (``RUN_DIR/sft/checkpoint``
-or ``config.init``), evaluates it greedily on the held-out tasks (``evaluation.evaluate``, name
+or ``config.init``), evaluates it greedily on the held-out tasks (``scoring.evaluate``, name
 ``sft``; stored results are reused after a re-run check), trains, saves ``RUN_DIR/grpo/checkpoint``
 (the SFT checkpoint's layout, so ``transformers:RUN_DIR/grpo/checkpoint`` is an evaluation
 policy), evaluates the RL model on the same tasks with the same settings (name ``rl``) and reports

@@ -1,8 +1,9 @@
-"""CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter`` (the synthesis stages in order).
+"""CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter``, ``trajectories`` (the synthesis
+stages in order).
 
 Each command calls the stage's library function (``run_seeds``, ``run_inject_text``,
-``run_inject_image``, ``run_filter``), which builds missing inputs with defaults, writes
-``RUN_DIR/<stage>/metrics.json`` and resumes where an interrupted run stopped.
+``run_inject_image``, ``run_filter``, ``generate_trajectories``), which builds missing inputs with
+defaults, writes ``RUN_DIR/<stage>/metrics.json`` and resumes where an interrupted run stopped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import json
 import sys
 from pathlib import Path
 
+from vsearcher_lite.options import add_config_options
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.synthesis.trajectories import (
+    CLI_OPTIONS,
+    TrajectoryConfig,
+    run_trajectories_command,
+)
 
 
 def parse_mix(text: str) -> dict[str, int]:
@@ -288,3 +295,12 @@ def register(subparsers, common) -> None:
     inject_options(p)
     seed_options(p)
     p.set_defaults(func=cmd_filter)
+
+    p = subparsers.add_parser(
+        "trajectories", parents=[common],
+        help="teacher trajectories with rejection sampling (notebook 05)",
+        description="Run the teacher through the ReAct loop over the filtered tasks, judge the "
+                    "answers, keep the correct trajectories, and export them for SFT. Writes "
+                    "RUN_DIR/trajectories/.")
+    add_config_options(p, TrajectoryConfig, CLI_OPTIONS)
+    p.set_defaults(func=run_trajectories_command)

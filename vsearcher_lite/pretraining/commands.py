@@ -66,7 +66,7 @@ def _check_init(init: str) -> None:
 
 def config_from_args(args):
     """The ``PretrainConfig`` a parsed command line asks for."""
-    from vsearcher_lite.model.pretrain import PretrainConfig
+    from vsearcher_lite.pretraining.pretrain import PretrainConfig
 
     recipe = args.recipe or "full"
     if recipe in ("continue", "fresh") and not args.init:
@@ -128,7 +128,7 @@ def probe_options_from_args(args) -> dict:
 
 
 def _cmd_probe_only(args) -> int:
-    from vsearcher_lite.model.pretrain import probe_checkpoint
+    from vsearcher_lite.pretraining.pretrain import probe_checkpoint
 
     metrics = probe_checkpoint(args.init, **probe_options_from_args(args))
     summary = {k: metrics[k] for k in ("probes", "probe_run", "checkpoint_bytes")}
@@ -141,7 +141,7 @@ def _cmd_pretrain(args) -> int:
     if args.agent_tasks is not None and args.agent_tasks < 0:
         raise InputError("--agent-tasks must be 0 (skip the agent probe) or more, "
                          f"got {args.agent_tasks}")
-    from vsearcher_lite.model.pretrain import pretrain
+    from vsearcher_lite.pretraining.pretrain import pretrain
 
     if args.probe_only:
         return _cmd_probe_only(args)
