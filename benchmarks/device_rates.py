@@ -51,11 +51,11 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads on the CPU (default 2)")
     args = p.parse_args()
 
-    from vsearcher_lite.evaluation.evaluate import evaluate
     from vsearcher_lite.rl.config import GRPOConfig
     from vsearcher_lite.rl.grpo import run_grpo
     from vsearcher_lite.rl.steps import read_steps
     from vsearcher_lite.runtime import resolve_device
+    from vsearcher_lite.scoring.evaluate import evaluate
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.heldout import heldout_tasks
     from vsearcher_lite.training.sft import read_loss_curve, run_sft

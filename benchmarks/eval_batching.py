@@ -41,7 +41,7 @@ def main() -> int:
 
     import torch
 
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+    from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.heldout import heldout_tasks
 

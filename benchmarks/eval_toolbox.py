@@ -49,7 +49,7 @@ def main() -> int:
     args = p.parse_args()
 
     from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate, load_results
+    from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate, load_results
     from vsearcher_lite.tools.factory import make_toolbox
 
     run = Path(args.run_dir)

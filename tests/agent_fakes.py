@@ -125,7 +125,7 @@ def build_sandbox_run(root: Path) -> Path:
 
 def image_tasks(run: Path) -> list:
     """Every image task of the run, before filtering (so all three difficulties are present)."""
-    from vsearcher_lite.agent.trajectories import load_tasks
+    from vsearcher_lite.synthesis.trajectories import load_tasks
 
     return load_tasks(run / "inject-image" / "tasks.jsonl")
 

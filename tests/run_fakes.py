@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from vsearcher_lite.agent.task import LEVEL_ORDER
-from vsearcher_lite.agent.trajectories import rollouts_csv
 from vsearcher_lite.evaluation.comparison import comparison_metrics
 from vsearcher_lite.rl.steps import steps_csv
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text
 from vsearcher_lite.synthesis.filters import rows_to_csv
+from vsearcher_lite.synthesis.trajectories import rollouts_csv
 from vsearcher_lite.training.sft_trainer import loss_csv
 
 # Synthesized -> kept per difficulty, and what each filter removed (in the filters' order).

@@ -1,5 +1,5 @@
 """The package's imports flow one way: no module imports, directly or around a circle, a module
-that imports it back.
+that imports it back, and no package imports one of a layer above its own (``LAYERS``).
 
 The graph is read from the source with ``ast``: every ``import`` and ``from ... import``, at module
 level or inside a function, relative or absolute. ``from vsearcher_lite.x import y`` is an edge to
@@ -121,6 +121,78 @@ def test_the_package_has_no_import_cycles():
     assert len(graph) > 50  # the package was found
     found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(describe(c, graph) for c in found)
+
+
+#: The package's layers, bottom first. A module imports modules of its own package and of lower
+#: layers only: never a higher layer's, nor another package's of its own layer. Each name is a
+#: subpackage or a top-level module; ``vsearcher_lite`` is the package's ``__init__``.
+LAYERS = (
+    "vsearcher_lite runio cache profiles stepper",  # import nothing of the package
+    "options runtime net",  # options from fields, the device and threads, HTTP and secrets
+    "manifest model",  # the run manifest; the tiny base's tokenizer and architecture
+    "chat world",  # chat backends; the sandbox and the live web
+    "tools",  # text_search, image_search, visit
+    "agent",  # protocol, format check, judges, the ReAct loop, teachers, exports
+    "config",  # the settings the stages share (EvalConfig)
+    "scoring synthesis",  # the evaluation runner; the data stages, seeds to trajectories
+    "pretraining training",  # the tiny base's pretraining; SFT
+    "rl",  # GRPO, from the SFT checkpoint
+    "evaluation",  # the eval stage: benchmarks, the comparison
+    "reference bench",  # the shipped full-length run; the benchmarks
+    "report",  # report.html
+    "notebooks",  # reproduce
+    "cli",  # the vsearcher-lite command (imports the stages' commands by name)
+    "__main__",  # python -m vsearcher_lite
+)
+
+
+def package_of(module: str) -> str:
+    """``vsearcher_lite.agent.loop`` -> ``agent``; ``vsearcher_lite.runio`` -> ``runio``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_of(layers: tuple[str, ...]) -> dict[str, int]:
+    return {name: i for i, names in enumerate(layers) for name in names.split()}
+
+
+def upward_edges(graph: dict[str, set[str]], layers: tuple[str, ...]) -> list[str]:
+    """``a -> b`` for every import of a module in a layer at or above the importer's, outside
+    its own package."""
+    level = layer_of(layers)
+    found = []
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            pa, pb = package_of(a), package_of(b)
+            if pa != pb and level[pb] >= level[pa]:
+                found.append(f"{a} -> {b}")
+    return found
+
+
+def test_the_layer_checker_flags_imports_upward_and_across_a_layer():
+    graph = {
+        "vsearcher_lite": set(),
+        "vsearcher_lite.low": {"vsearcher_lite.low.a"},
+        "vsearcher_lite.low.a": {"vsearcher_lite"},
+        "vsearcher_lite.low.b": {"vsearcher_lite.high.c"},
+        "vsearcher_lite.high.c": {"vsearcher_lite.low.a", "vsearcher_lite.peer"},
+        "vsearcher_lite.peer": {"vsearcher_lite.low"},
+    }
+    layers = ("vsearcher_lite", "low", "high peer")
+    assert upward_edges(graph, layers) == [
+        "vsearcher_lite.high.c -> vsearcher_lite.peer",
+        "vsearcher_lite.low.b -> vsearcher_lite.high.c",
+    ]
+
+
+def test_packages_import_downward():
+    graph = import_graph()
+    packages = {package_of(m) for m in graph}
+    listed = set(layer_of(LAYERS))
+    assert packages == listed, (f"packages without a layer: {sorted(packages - listed)}; "
+                                f"layers naming no package: {sorted(listed - packages)}")
+    found = upward_edges(graph, LAYERS)
+    assert not found, "imports at or above the importer's layer:\n" + "\n".join(found)
 
 
 MAX_FILE_LINES = 600

@@ -96,9 +96,9 @@ def test_benchmark_task_fields_must_be_text(tmp_path, field, value):
 
 
 def test_settings_out_of_range_are_refused_before_any_work():
-    from vsearcher_lite.evaluation.evaluate import EvalConfig
     from vsearcher_lite.rl.config import GRPOConfig
     from vsearcher_lite.runtime import set_threads
+    from vsearcher_lite.scoring.evaluate import EvalConfig
     from vsearcher_lite.training.config import SFTConfig
 
     with pytest.raises(ValueError, match="threads must be at least 1"):
@@ -125,7 +125,7 @@ def test_settings_out_of_range_are_refused_before_any_work():
 
 def test_chat_specs_with_a_bad_url_or_a_missing_folder(tmp_path):
     from vsearcher_lite.chat import make_chat
-    from vsearcher_lite.evaluation.policies import _chat_from_spec
+    from vsearcher_lite.scoring.policies import _chat_from_spec
 
     for spec in ("openai:m@notaurl", "openai:m@ftp://host/v1"):
         with pytest.raises(InputError, match="must start with http"):
@@ -166,7 +166,7 @@ def test_failed_evaluation_leaves_nothing_behind(tmp_path):
     """No world in the run folder: the error comes before config.json or the tool cache is
     written."""
     from vsearcher_lite.agent.task import Task
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+    from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate
 
     run = tmp_path / "run"
     task = Task(

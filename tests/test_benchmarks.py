@@ -490,7 +490,7 @@ def test_an_mmsearchexam_file_is_evaluated_with_its_non_ascii_answers_and_long_q
     from agent_fakes import answer, make_toolbox
 
     from vsearcher_lite.chat import ScriptedChat, message_text
-    from vsearcher_lite.evaluation import evaluate as ev
+    from vsearcher_lite.scoring import evaluate as ev
 
     rows = exam_rows()
     path = write_jsonl(tmp_path / "mmsearchexam.jsonl", rows)

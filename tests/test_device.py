@@ -17,11 +17,11 @@ import threading
 import pytest
 
 from vsearcher_lite.cli import build_parser, main
-from vsearcher_lite.evaluation import evaluate as ev
-from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.runio import InputError, write_jsonl
 from vsearcher_lite.runtime import resolve_device
+from vsearcher_lite.scoring import evaluate as ev
+from vsearcher_lite.scoring import policies as ev_policies
 from vsearcher_lite.training.config import SFTConfig
 
 
@@ -370,7 +370,7 @@ def test_sft_cpu_recipe_and_its_evaluation_on_cuda(tmp_path, gpu_run):
 @pytest.mark.gpu
 def test_the_evaluation_model_is_on_cuda_and_evaluates(tmp_path, gpu_run):
     needs_cuda()
-    from vsearcher_lite.agent.trajectories import load_tasks
+    from vsearcher_lite.synthesis.trajectories import load_tasks
 
     tasks = load_tasks(gpu_run / "filter" / "heldout.jsonl")[:2]
     for profile in ("cpu", "single_gpu"):

@@ -11,9 +11,6 @@ import pytest
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.cli import main
 from vsearcher_lite.evaluation import comparison as cmp
-from vsearcher_lite.evaluation import evaluate as ev
-from vsearcher_lite.evaluation import identity as ev_identity
-from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.evaluation.plots import (
     comparison_bars,
     comparison_groups,
@@ -22,6 +19,9 @@ from vsearcher_lite.evaluation.plots import (
 from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.model.tiny import default_base_dir
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.scoring import evaluate as ev
+from vsearcher_lite.scoring import identity as ev_identity
+from vsearcher_lite.scoring import policies as ev_policies
 from vsearcher_lite.training.config import SFTConfig
 
 # the tiny model's turns are cut short: these tests check plumbing, not skill

@@ -13,12 +13,12 @@ from vsearcher_lite.agent.judge import LLMJudge, MatchJudge
 from vsearcher_lite.agent.protocol import COMPACT_QUESTION_CUE
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ScriptedChat, message_text
-from vsearcher_lite.evaluation import evaluate as ev
-from vsearcher_lite.evaluation import identity as ev_identity
-from vsearcher_lite.evaluation import metrics as ev_metrics
-from vsearcher_lite.evaluation import policies as ev_policies
 from vsearcher_lite.manifest import read_manifest
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.scoring import evaluate as ev
+from vsearcher_lite.scoring import identity as ev_identity
+from vsearcher_lite.scoring import metrics as ev_metrics
+from vsearcher_lite.scoring import policies as ev_policies
 
 
 def four_tasks():

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from vsearcher_lite.cli import main
-from vsearcher_lite.evaluation import evaluate as ev
 from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks, load_benchmark
+from vsearcher_lite.scoring import evaluate as ev
 
 
 @pytest.fixture(scope="module")

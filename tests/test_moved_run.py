@@ -4,11 +4,15 @@ import shutil
 
 from agent_fakes import SMALL_WORLD_ENTITIES
 
-from vsearcher_lite.agent.trajectories import TrajectoryConfig, generate_trajectories, load_accepted
 from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
-from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate, load_results
+from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate, load_results
 from vsearcher_lite.synthesis.filters import run_filter
 from vsearcher_lite.synthesis.inject import InjectConfig
+from vsearcher_lite.synthesis.trajectories import (
+    TrajectoryConfig,
+    generate_trajectories,
+    load_accepted,
+)
 from vsearcher_lite.training.data import load_sft_records
 from vsearcher_lite.world.store import ensure_world
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from vsearcher_lite.agent.trajectories import TrajectoryConfig
 from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.evaluation.comparison import ComparisonConfig
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.reference import REFERENCE_COMPARISON, REFERENCE_GRPO, REFERENCE_SFT
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.synthesis.inject import InjectConfig
+from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
 from vsearcher_lite.training.config import SFTConfig
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "profile_configs.json").read_text())

@@ -34,7 +34,7 @@ def base(tmp_path_factory):
 
 
 def traj_config(run, **kw):
-    from vsearcher_lite.agent.trajectories import TrajectoryConfig
+    from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
 
     kw.setdefault("task_file", str(run / "inject-image" / "tasks.jsonl"))
     return TrajectoryConfig.for_profile("cpu", progress=False, **kw)
@@ -129,7 +129,7 @@ def test_eval_settings_out_of_range_are_one_line_errors(
     [
         (
             ["pretrain", "--agent-tasks", "-1"],
-            "vsearcher_lite.model.pretrain",
+            "vsearcher_lite.pretraining.pretrain",
             "pretrain",
             "--agent-tasks",
         ),
@@ -155,7 +155,7 @@ def test_other_commands_refuse_out_of_range_counts(
 
 
 def test_a_rerun_with_another_teacher_does_not_mix_rollouts(base, tmp_path):
-    from vsearcher_lite.agent.trajectories import generate_trajectories, load_rollouts
+    from vsearcher_lite.synthesis.trajectories import generate_trajectories, load_rollouts
 
     run = fresh_run(base, tmp_path)
     first = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=2))
@@ -183,7 +183,7 @@ def test_a_rerun_with_another_teacher_does_not_mix_rollouts(base, tmp_path):
 
 
 def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
-    from vsearcher_lite.agent.trajectories import generate_trajectories
+    from vsearcher_lite.synthesis.trajectories import generate_trajectories
 
     run = fresh_run(base, tmp_path)
     generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1))
@@ -207,7 +207,7 @@ def failing_then_answering():
 
 
 def test_trajectories_retry_episodes_that_ended_on_a_policy_error(base, tmp_path):
-    from vsearcher_lite.agent.trajectories import generate_trajectories
+    from vsearcher_lite.synthesis.trajectories import generate_trajectories
 
     run = fresh_run(base, tmp_path)
     tasks = image_tasks(run)[:2]
@@ -257,7 +257,7 @@ def eval_task(tmp_path):
 
 
 def test_eval_retries_tasks_that_ended_on_a_policy_error(tmp_path):
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+    from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate
 
     task, hits = eval_task(tmp_path)
     down, up = failing_then_answering()
@@ -275,7 +275,7 @@ def test_eval_retries_tasks_that_ended_on_a_policy_error(tmp_path):
 
 
 def test_eval_refuses_to_mix_the_verdicts_of_two_llm_judges(tmp_path):
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+    from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate
 
     task, hits = eval_task(tmp_path)
     policy = ScriptedChat(lambda messages: answer("1874"))
@@ -501,7 +501,7 @@ def files_holding(root, text):
 
 
 def test_a_key_in_a_policy_spec_is_masked_in_every_eval_file(tmp_path):
-    from vsearcher_lite.evaluation.evaluate import EvalConfig, evaluate
+    from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate
 
     task, hits = eval_task(tmp_path)
     run = tmp_path / "run"
@@ -530,7 +530,7 @@ def test_a_key_in_a_policy_spec_is_masked_in_every_eval_file(tmp_path):
 
 
 def test_a_key_in_a_teacher_spec_is_masked_in_the_trajectories_files(base, tmp_path):
-    from vsearcher_lite.agent.trajectories import generate_trajectories
+    from vsearcher_lite.synthesis.trajectories import generate_trajectories
 
     run = fresh_run(base, tmp_path)
     with ReplayChatServer([answer("unknown")] * 4) as server:
@@ -547,7 +547,7 @@ def test_a_key_in_a_teacher_spec_is_masked_in_the_trajectories_files(base, tmp_p
 
 
 def test_the_llm_teachers_usage_is_in_the_trajectories_metrics(base, tmp_path):
-    from vsearcher_lite.agent.trajectories import generate_trajectories
+    from vsearcher_lite.synthesis.trajectories import generate_trajectories
 
     run = fresh_run(base, tmp_path)
     with ReplayChatServer([answer("unknown")] * 3) as server:

@@ -10,15 +10,15 @@ from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import LLMJudge
 from vsearcher_lite.agent.loop import TERMINATIONS
 from vsearcher_lite.agent.protocol import system_prompt
-from vsearcher_lite.agent.trajectories import (
+from vsearcher_lite.chat import ScriptedChat
+from vsearcher_lite.runio import InputError
+from vsearcher_lite.synthesis.trajectories import (
     TrajectoryConfig,
     generate_trajectories,
     load_accepted,
     load_rollouts,
     replay_accepted,
 )
-from vsearcher_lite.chat import ScriptedChat
-from vsearcher_lite.runio import InputError
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 import pytest
 from agent_fakes import sample_trajectory
 
-from vsearcher_lite.agent.plots import (
+from vsearcher_lite.synthesis.trajectories import rollouts_csv
+from vsearcher_lite.synthesis.trajectory_plots import (
     acceptance_bars,
     acceptance_by_level,
     read_rollout_rows,
@@ -13,7 +14,6 @@ from vsearcher_lite.agent.plots import (
     trajectory_viewer,
     viewer_steps,
 )
-from vsearcher_lite.agent.trajectories import rollouts_csv
 
 ROWS = [
     {"difficulty": "hard", "n_tool_calls": 9, "accepted": False, "termination": "answer"},

@@ -24,7 +24,8 @@ WORLDS = ("sandbox", "live")
 # docstring maps each command to its module).
 COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
     "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
-    "evaluation.commands", "tools.commands", "model.commands", "bench", "notebooks", "reference"))
+    "evaluation.commands", "tools.commands", "pretraining.commands", "bench", "notebooks",
+    "reference"))
 
 
 def common_options() -> argparse.ArgumentParser:

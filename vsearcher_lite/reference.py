@@ -74,8 +74,8 @@ def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
 
 def policy_numbers(records: list[dict]) -> dict:
     """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as the
-    evaluation computes them (``evaluation.metrics.eval_metrics``)."""
-    from vsearcher_lite.evaluation.metrics import eval_metrics
+    evaluation computes them (``scoring.metrics.eval_metrics``)."""
+    from vsearcher_lite.scoring.metrics import eval_metrics
 
     if not records:
         return {"n_tasks": 0}
@@ -172,7 +172,7 @@ def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
     the report draw them as they draw a run."""
     from vsearcher_lite.agent.task import in_level_order
     from vsearcher_lite.evaluation.comparison import comparison_metrics
-    from vsearcher_lite.evaluation.metrics import eval_metrics
+    from vsearcher_lite.scoring.metrics import eval_metrics
 
     results: dict[str, dict[str, dict]] = {}
     status: dict[str, dict] = {}

@@ -144,7 +144,7 @@ def synthesis_section(run_dir: Path) -> str:
 
 
 def trajectories_section(run_dir: Path) -> str:
-    from vsearcher_lite.agent.plots import read_rollout_rows, tool_call_histogram
+    from vsearcher_lite.synthesis.trajectory_plots import read_rollout_rows, tool_call_histogram
 
     _require(run_dir / "trajectories" / "rollouts.csv")
     rows = read_rollout_rows(run_dir)

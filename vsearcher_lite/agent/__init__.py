@@ -1,4 +1,4 @@
-"""The agent (paper 2.2, A.1, A.3): one protocol, the ReAct loop, judges, teachers, rejection.
+"""The agent (paper 2.2, A.1, A.3): one protocol, the ReAct loop, judges, teachers, exports.
 
 Modules, in the order a reader meets them:
 
@@ -8,8 +8,8 @@ Modules, in the order a reader meets them:
     judge         Judge, MatchJudge (offline), LLMJudge (HLE/BrowseComp style), make_judge
     loop          run_episode -> Trajectory, with limits and one termination reason
     teacher       HeuristicTeacher (sandbox), with brief (what it knows) and reading (its eyes)
-    trajectories  generate_trajectories: the `trajectories` stage (rejection sampling)
     export        TRL, LLaMA-Factory ShareGPT and plain JSONL exports
-    plots         notebook 05's figures and trajectory viewer
-    commands      CLI: `trajectories` and `format-check`
+    commands      CLI: `format-check`
+
+The stage that runs the teacher and keeps what it gets right is ``synthesis.trajectories``.
 """

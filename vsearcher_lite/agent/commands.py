@@ -1,4 +1,4 @@
-"""CLI: ``vsearcher-lite trajectories`` (rejection sampling) and ``format-check FILE``."""
+"""CLI: ``vsearcher-lite format-check FILE``, the strict format check of a file of turns."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 from vsearcher_lite.agent.format import strict_format_check
-from vsearcher_lite.agent.trajectories import (
-    CLI_OPTIONS,
-    TrajectoryConfig,
-    run_trajectories_command,
-)
 from vsearcher_lite.chat import message_text
-from vsearcher_lite.options import add_config_options
 from vsearcher_lite.runio import InputError, read_jsonl_numbered
 
 
@@ -67,15 +61,6 @@ def _cmd_format_check(args) -> int:
 
 
 def register(subparsers, common) -> None:
-    p = subparsers.add_parser(
-        "trajectories", parents=[common],
-        help="teacher trajectories with rejection sampling (notebook 05)",
-        description="Run the teacher through the ReAct loop over the filtered tasks, judge the "
-                    "answers, keep the correct trajectories, and export them for SFT. Writes "
-                    "RUN_DIR/trajectories/.")
-    add_config_options(p, TrajectoryConfig, CLI_OPTIONS)
-    p.set_defaults(func=run_trajectories_command)
-
     f = subparsers.add_parser(
         "format-check", parents=[common],
         help="check assistant turns against the strict agent format",

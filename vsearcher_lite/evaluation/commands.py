@@ -137,8 +137,8 @@ def run_eval_command(args) -> int:
     if args.compare:
         return compare_command(args)
     from vsearcher_lite.evaluation import benchmarks
-    from vsearcher_lite.evaluation.evaluate import evaluate
-    from vsearcher_lite.evaluation.policies import policy_label
+    from vsearcher_lite.scoring.evaluate import evaluate
+    from vsearcher_lite.scoring.policies import policy_label
 
     if args.policy is not None and not args.policy.strip():
         raise InputError("--policy is empty: give teacher, base, direct, a checkpoint folder, "

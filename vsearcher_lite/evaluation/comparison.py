@@ -2,9 +2,9 @@
 run's exam and held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
 
 ``run_comparison(run_dir, config) -> metrics`` evaluates each policy (``policy_spec``) with
-``evaluate.evaluate`` on ``exam`` (``filter/exam.jsonl``: 10 injection rounds, unseen seeds) and
-``heldout`` (``filter/heldout.jsonl``, capped round-robin across difficulties). A checkpoint not
-trained yet is reported missing, never guessed at. Each cell is stored as
+``scoring.evaluate.evaluate`` on ``exam`` (``filter/exam.jsonl``: 10 injection rounds, unseen
+seeds) and ``heldout`` (``filter/heldout.jsonl``, capped round-robin across difficulties). A
+checkpoint not trained yet is reported missing, never guessed at. Each cell is stored as
 ``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages wrote with the
 same settings are adopted first, and ``evaluate`` resumes, so only missing tasks run.
 
@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.task import LEVEL_ORDER, Task
-from vsearcher_lite.evaluation.evaluate import EvalConfig, adopt_results, evaluate, resolve_judge
-from vsearcher_lite.evaluation.identity import run_identity
-from vsearcher_lite.evaluation.policies import Policy, make_policy
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
+from vsearcher_lite.scoring.evaluate import EvalConfig, adopt_results, evaluate, resolve_judge
+from vsearcher_lite.scoring.identity import run_identity
+from vsearcher_lite.scoring.policies import Policy, make_policy
+from vsearcher_lite.training.config import SFTConfig
+from vsearcher_lite.training.heldout import balanced_head
 
 STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
@@ -84,8 +86,6 @@ class ComparisonConfig:
 
     def heldout_eval_config(self) -> EvalConfig:
         """The SFT stage's evaluation settings, with this comparison's judge and threads."""
-        from vsearcher_lite.training.config import SFTConfig
-
         sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world,
                                     progress=self.progress)
         overrides = {"judge": self.judge, "concurrency": self.concurrency, **self.eval_overrides}
@@ -108,8 +108,6 @@ class ComparisonConfig:
 
 def base_spec(profile: str) -> str:
     """The base model of a profile: the shipped tiny base on cpu, Qwen3-VL elsewhere."""
-    from vsearcher_lite.training.config import SFTConfig
-
     base = SFTConfig.for_profile(profile).base
     return "base" if base is None else f"transformers:{base}"
 
@@ -160,8 +158,6 @@ def exam_and_heldout(tasks: list[Task]) -> dict[str, list[Task]]:
 def select_tasks(tasks: dict[str, list[Task]], config: ComparisonConfig) -> dict[str, list[Task]]:
     """The exam's first ``exam_max_tasks``; the held-out tasks of the chosen difficulties, capped
     round-robin across difficulties (the SFT stage's rule, so its results are reused)."""
-    from vsearcher_lite.training.heldout import balanced_head
-
     exam = list(tasks.get("exam", []))
     if config.exam_max_tasks is not None:
         exam = exam[: config.exam_max_tasks]

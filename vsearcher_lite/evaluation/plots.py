@@ -1,11 +1,11 @@
 """Figures of the evaluation, redrawn from saved summaries without rerunning anything: table 1
-rows, figure 4's grouped bars and tool calls per policy, from ``evaluate.read_summary`` (one
+rows, figure 4's grouped bars and tool calls per policy, from ``scoring.evaluate.read_summary`` (one
 ``RUN_DIR/eval`` summary) or from the comparison's metrics (notebook 08)."""
 
 from __future__ import annotations
 
 from vsearcher_lite.agent.task import in_level_order
-from vsearcher_lite.evaluation.metrics import TOOL_NAMES
+from vsearcher_lite.scoring.metrics import TOOL_NAMES
 
 # The order a reader expects in figure 4, for the names this project's notebooks use.
 PREFERRED_ORDER = ("direct", "base", "sft", "rl", "grpo", "teacher")

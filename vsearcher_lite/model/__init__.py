@@ -1,8 +1,8 @@
-"""The cpu profile's tiny base VLM: tokenizer, model, pretraining corpus, pretraining.
+"""The cpu profile's tiny base VLM: its tokenizer and its architecture, used by every stage that
+loads it (the local chat backend, SFT, GRPO, evaluation, pretraining).
 
-Modules: ``tokenizer``, ``tiny`` (config, processor, build, save, load), ``worlds`` and
-``corpus`` (the pretraining documents), ``packing`` (rows and losses), ``pretrain`` (the
-stage), ``probes``, ``card`` and ``commands`` (``vsearcher-lite pretrain``). Importing ``tiny``
-registers the image-only processor with ``AutoProcessor``; this package itself imports nothing
-heavy (the CLI imports it).
+Modules: ``tokenizer`` (byte-level BPE with single-token markup and years) and ``tiny`` (config,
+image-only processor, build, save, load). Importing ``tiny`` registers the image-only processor
+with ``AutoProcessor``; this package itself imports nothing heavy. Pretraining the base is the
+``pretraining`` package's stage.
 """

@@ -15,12 +15,12 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.chat.batched import BatchedTransformersChat, run_lockstep
-from vsearcher_lite.evaluation.evaluate import eval_dir, evaluate, load_results, toolbox_source
-from vsearcher_lite.evaluation.policies import Policy
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.objective import paired_difference
 from vsearcher_lite.rl.steps import STAGE
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.scoring.evaluate import eval_dir, evaluate, load_results, toolbox_source
+from vsearcher_lite.scoring.policies import Policy
 from vsearcher_lite.training.heldout import heldout_tasks
 
 

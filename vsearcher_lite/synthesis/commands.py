@@ -1,8 +1,9 @@
-"""CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter`` (the synthesis stages in order).
+"""CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter``, ``trajectories`` (the synthesis
+stages in order).
 
 Each command calls the stage's library function (``run_seeds``, ``run_inject_text``,
-``run_inject_image``, ``run_filter``), which builds missing inputs with defaults, writes
-``RUN_DIR/<stage>/metrics.json`` and resumes where an interrupted run stopped.
+``run_inject_image``, ``run_filter``, ``generate_trajectories``), which builds missing inputs with
+defaults, writes ``RUN_DIR/<stage>/metrics.json`` and resumes where an interrupted run stopped.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from vsearcher_lite.synthesis.inject import (
 )
 from vsearcher_lite.synthesis.seeds import CLI_OPTIONS as SEED_OPTIONS
 from vsearcher_lite.synthesis.seeds import SeedConfig, parse_mix, run_seeds
+from vsearcher_lite.synthesis.trajectories import CLI_OPTIONS as TRAJECTORY_OPTIONS
+from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, run_trajectories_command
 
 __all__ = ["parse_mix", "parse_warmup_levels", "register"]
 
@@ -193,3 +196,12 @@ def register(subparsers, common) -> None:
     add_config_options(p.add_argument_group("injection"), InjectConfig, INJECT_OPTIONS)
     seed_options(p)
     p.set_defaults(func=cmd_filter)
+
+    p = subparsers.add_parser(
+        "trajectories", parents=[common],
+        help="teacher trajectories with rejection sampling (notebook 05)",
+        description="Run the teacher through the ReAct loop over the filtered tasks, judge the "
+                    "answers, keep the correct trajectories, and export them for SFT. Writes "
+                    "RUN_DIR/trajectories/.")
+    add_config_options(p, TrajectoryConfig, TRAJECTORY_OPTIONS)
+    p.set_defaults(func=run_trajectories_command)

@@ -11,10 +11,10 @@ import html
 from pathlib import Path
 from typing import Any, Iterable
 
-from vsearcher_lite.agent.plots import LEVEL_COLOURS, image_data_url
 from vsearcher_lite.agent.task import LEVEL_ORDER
 from vsearcher_lite.runio import RunDir
 from vsearcher_lite.synthesis.filters import FILTER_ORDER
+from vsearcher_lite.synthesis.trajectory_plots import LEVEL_COLOURS, image_data_url
 
 STAGE_NAMES = {
     "synthesized": "synthesized",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.agent.trajectories import load_tasks
 from vsearcher_lite.runio import InputError
+from vsearcher_lite.synthesis.trajectories import load_tasks
 
 
 def balanced_head(items: list, n: int | None, key: Callable[[Any], str]) -> list:

@@ -5,7 +5,7 @@ multi-turn trajectories of ``RUN_DIR/trajectories/export/sft_trl.jsonl`` with th
 assistant turns only (system, question, image and tool-response tokens masked; ``data.py``),
 saves it into ``RUN_DIR/sft/checkpoint`` (atomically), then runs the base and the SFT model
 through the same ReAct loop on the same held-out tasks with the same greedy settings
-(``evaluation.evaluate``): the first two bars of the paper's figure 4.
+(``scoring.evaluate``): the first two bars of the paper's figure 4.
 
 Outputs in ``RUN_DIR/sft/``: ``checkpoint/`` (model, processor, tokenizer, generation config),
 ``adapter/`` (LoRA / QLoRA only), ``loss.csv`` (one row per logged step), ``metrics.json``
@@ -29,9 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.agent.trajectories import TrajectoryConfig, generate_trajectories
 from vsearcher_lite.config import resume_identity, training_budget_s
-from vsearcher_lite.evaluation.evaluate import evaluate
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -44,6 +42,8 @@ from vsearcher_lite.runio import (
     write_jsonl,
 )
 from vsearcher_lite.runtime import set_threads
+from vsearcher_lite.scoring.evaluate import evaluate
+from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
 from vsearcher_lite.training.checkpoint import (
     freeze_vision,
     load_model,

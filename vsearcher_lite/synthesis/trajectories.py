@@ -61,6 +61,9 @@ from vsearcher_lite.runio import (
     read_jsonl,
     write_jsonl,
 )
+from vsearcher_lite.synthesis.filters import run_filter
+from vsearcher_lite.synthesis.inject import InjectConfig
+from vsearcher_lite.synthesis.sources import open_sandbox
 
 STAGE = "trajectories"
 # Settings that shape an episode: a rerun reuses only rollouts made with the same ones
@@ -152,9 +155,6 @@ def ensure_tasks(run_dir: str | Path, config: TrajectoryConfig) -> list[Task]:
     if not path.exists():
         if config.task_file:
             raise InputError(f"{path}: task file not found")
-        from vsearcher_lite.synthesis.filters import run_filter
-        from vsearcher_lite.synthesis.inject import InjectConfig
-
         inject = InjectConfig.for_profile(config.profile, seed=config.seed,
                                           progress=config.progress)
         run_filter(run_dir, world=config.world, inject_config=inject)
@@ -170,8 +170,6 @@ def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig,
     if config.world not in ("sandbox", "live"):
         raise InputError(f"unknown world {config.world!r}: use 'sandbox' or 'live'")
     if config.world == "sandbox":
-        from vsearcher_lite.synthesis.sources import open_sandbox
-
         open_sandbox(run_dir, seed=config.seed)  # builds RUN_DIR/world when it is missing
     mode = cache_mode or config.cache_mode
     return lambda: make_toolbox(run_dir, world=config.world, cache_mode=mode, top_k=config.top_k,

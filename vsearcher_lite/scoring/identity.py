@@ -15,9 +15,9 @@ from typing import Callable
 from vsearcher_lite.agent.judge import Judge
 from vsearcher_lite.agent.loop import TRANSIENT_TERMINATIONS
 from vsearcher_lite.agent.task import Task
-from vsearcher_lite.evaluation.policies import Policy
 from vsearcher_lite.manifest import scrub_secrets
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_json, read_json
+from vsearcher_lite.scoring.policies import Policy
 
 
 def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:

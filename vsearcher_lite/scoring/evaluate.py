@@ -1,4 +1,4 @@
-"""Stage `eval`: any policy through the ReAct loop on a benchmark, judged (paper 2.4, 3.2, 4).
+"""The evaluation runner: any policy through the ReAct loop on tasks, judged (paper 2.4, 3.2, 4).
 
 ``evaluate(run_dir, tasks, policy, ...) -> metrics`` (settings: ``EvalConfig``) is the runner of
 the eval command, the SFT and GRPO stages and the comparison: one episode per task through
@@ -44,22 +44,6 @@ from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatBackend, usage_of
 from vsearcher_lite.config import EvalConfig
-from vsearcher_lite.evaluation.identity import (
-    changed_settings,
-    guard_resume,
-    previous_results,
-    run_identity,
-    stored_identity,
-)
-from vsearcher_lite.evaluation.metrics import (
-    comparison_csv,
-    eval_metrics,
-    result_record,
-    results_csv,
-    summary_entry,
-    wall_time,
-)
-from vsearcher_lite.evaluation.policies import Policy, make_policy, slug
 from vsearcher_lite.manifest import scrub_secrets, update_json_file, utc_now, write_manifest
 from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.runio import (
@@ -71,6 +55,22 @@ from vsearcher_lite.runio import (
     check_folder_name,
     read_json,
 )
+from vsearcher_lite.scoring.identity import (
+    changed_settings,
+    guard_resume,
+    previous_results,
+    run_identity,
+    stored_identity,
+)
+from vsearcher_lite.scoring.metrics import (
+    comparison_csv,
+    eval_metrics,
+    result_record,
+    results_csv,
+    summary_entry,
+    wall_time,
+)
+from vsearcher_lite.scoring.policies import Policy, make_policy, slug
 from vsearcher_lite.tools.factory import make_toolbox
 from vsearcher_lite.world.store import open_world
 

@@ -22,7 +22,7 @@ from typing import Any
 from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
 from vsearcher_lite.agent.protocol import content_with_placeholders, message_images
 from vsearcher_lite.agent.task import in_level_order
-from vsearcher_lite.agent.trajectories import STAGE
+from vsearcher_lite.synthesis.trajectories import STAGE
 
 #: One colour per task level, in every figure of notebooks 01-05.
 LEVEL_COLOURS = {"onehop": "#8fbcd4", "easy": "#4c9f70", "medium": "#e0a030", "hard": "#c0392b",

@@ -14,8 +14,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from vsearcher_lite.model.pretrain import PretrainConfig, ProbeConfig
 from vsearcher_lite.options import add_config_options, options_given
+from vsearcher_lite.pretraining.pretrain import PretrainConfig, ProbeConfig
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 
@@ -110,7 +110,7 @@ def probe_options_from_args(args) -> dict:
 
 
 def _cmd_probe_only(args) -> int:
-    from vsearcher_lite.model.pretrain import probe_checkpoint
+    from vsearcher_lite.pretraining.pretrain import probe_checkpoint
 
     metrics = probe_checkpoint(args.init_from, **probe_options_from_args(args))
     summary = {k: metrics[k] for k in ("probes", "probe_run", "checkpoint_bytes")}
@@ -123,7 +123,7 @@ def _cmd_pretrain(args) -> int:
     if args.probes_agent_tasks is not None and args.probes_agent_tasks < 0:
         raise InputError("--agent-tasks must be 0 (skip the agent probe) or more, "
                          f"got {args.probes_agent_tasks}")
-    from vsearcher_lite.model.pretrain import pretrain
+    from vsearcher_lite.pretraining.pretrain import pretrain
 
     if args.probe_only:
         return _cmd_probe_only(args)

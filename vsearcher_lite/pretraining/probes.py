@@ -7,7 +7,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from vsearcher_lite.model.corpus import (
+from vsearcher_lite.model.tokenizer import PAD_TOKEN, token_id
+from vsearcher_lite.pretraining.corpus import (
     Doc,
     doc_kv,
     doc_lookup,
@@ -17,8 +18,7 @@ from vsearcher_lite.model.corpus import (
     doc_repeat,
     doc_restate,
 )
-from vsearcher_lite.model.packing import encode_doc
-from vsearcher_lite.model.tokenizer import PAD_TOKEN, token_id
+from vsearcher_lite.pretraining.packing import encode_doc
 
 
 def doc_lookup_far(world, rng: random.Random) -> Doc:

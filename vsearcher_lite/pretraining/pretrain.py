@@ -34,7 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.model.card import (
+from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, build_tokenizer
+from vsearcher_lite.options import option, positive, positive_number
+from vsearcher_lite.pretraining.card import (
     CARD_NAME,
     LOG_FIELDS,
     LOG_NAME,
@@ -46,17 +48,15 @@ from vsearcher_lite.model.card import (
     read_log_rows,
     with_new_probes,
 )
-from vsearcher_lite.model.corpus import DEFAULT_MIX, STAGE_B_MIX, Corpus
-from vsearcher_lite.model.packing import Packer, role_means, token_losses, weighted_mean
-from vsearcher_lite.model.probes import run_agent_probe, run_copy_probes
-from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, build_tokenizer
-from vsearcher_lite.model.worlds import (
+from vsearcher_lite.pretraining.corpus import DEFAULT_MIX, STAGE_B_MIX, Corpus
+from vsearcher_lite.pretraining.packing import Packer, role_means, token_losses, weighted_mean
+from vsearcher_lite.pretraining.probes import run_agent_probe, run_copy_probes
+from vsearcher_lite.pretraining.worlds import (
     CORPUS_WORLD_SEEDS,
     DEFAULT_WORLD_ENTITIES,
     DEFAULT_WORLD_SEED,
     probe_world,
 )
-from vsearcher_lite.options import option, positive, positive_number
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text, mean
 from vsearcher_lite.runtime import resolve_device, set_threads
 

@@ -1,0 +1,11 @@
+"""Scoring a policy on tasks: the evaluation runner the SFT, GRPO and eval stages share.
+
+- ``evaluate``: ``evaluate(run_dir, tasks, policy, ...)``, any policy through the ReAct loop,
+  judged, resumable; its settings are ``config.EvalConfig``;
+- ``policies``: the policy specs (``teacher``, ``base``, a chat spec, ``direct:<spec>``);
+- ``metrics``: one record per task, Pass@1 and its breakdowns, the tables;
+- ``identity``: what stored results were made with, and when they may be reused.
+
+None of these imports a stage, so training, RL and the ``eval`` stage (``evaluation``) all call
+the same runner.
+"""
