@@ -34,11 +34,9 @@ _SPEC_FORMS = "expected 'openai:<model>@<base_url>', 'transformers:<path>' or a 
 
 
 def make_chat(spec: "str | dict | ChatBackend", **overrides: Any) -> ChatBackend:
-    """A chat backend from a spec: a backend (returned as is), a string or a dict.
-
-    Strings: ``"openai:<model>@<base_url>"``, ``"openai:<model>"`` or ``"openai"`` (the rest from
-    the environment), ``"transformers:<path or hub id>"``. Dicts: ``{"backend": "openai",
-    "model": ..., ...}`` with the constructor's keywords; ``overrides`` add keywords.
+    """A chat backend from a spec: a backend (as is), ``"openai:<model>@<base_url>"``,
+    ``"openai[:<model>]"`` (the rest from the environment), ``"transformers:<path or hub id>"``,
+    or a dict ``{"backend": ..., **constructor keywords}``; ``overrides`` add keywords.
 
     >>> make_chat("openai:qwen2.5-vl@http://127.0.0.1:8000/v1")
     OpenAIChat(model='qwen2.5-vl', base_url='http://127.0.0.1:8000/v1')
