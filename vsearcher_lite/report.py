@@ -1,12 +1,9 @@
 """``RUN_DIR/report.html``: one offline page showing what a reproduction found.
 
-``report_html(summary, run_dir)`` draws from the files the stages saved (never by rerunning one):
-table 1 and figure 4 (``comparison/metrics.json``), the filter funnel, tool calls per trajectory
-(figure 3), the SFT loss and base vs SFT, GRPO's figures 5 and 6, every notebook's status, time
-and memory, and the shipped reference run beside the short live one. Every figure says what it
-counts. A stage that has not run gets one line naming the notebook that makes it; an unreadable
-file gets one line naming the error, and the rest of the page is still drawn. plotly.js is
-embedded once, in the head.
+The page is drawn from the files the stages saved, never by rerunning one, with the shipped
+reference run beside the short live one. A stage that has not run gets one line naming the
+notebook that makes it; an unreadable file gets one line naming the error, and the rest of the
+page is still drawn.
 """
 
 from __future__ import annotations
