@@ -160,7 +160,7 @@ class Toolbox:
         if name == IMAGE_SEARCH.name:
             hits = self.image.search(question_image, self.top_k)[: self.top_k]
             return ToolResult(
-                name, format_image_hits(hits), images=[h.image for h in hits if h.image is not None],
+                name, format_image_hits(hits), images=[h.image for h in hits if h.image],
                 data={"hits": [{"url": h.url, "title": h.title, "score": h.score} for h in hits]})
         if name == VISIT.name:
             page = self.reader.read(args["url"])
