@@ -3,10 +3,9 @@ LLM role, and the ``make_chat`` factory. Modules: ``base`` (the interface, image
 usage), ``openai`` (OpenAI-compatible HTTP), ``local`` (a ``transformers`` model), ``batched``
 (many concurrent episodes on one model, in lockstep).
 
-Messages use the OpenAI shape; ``content`` is a string or a list of ``{"type": "text", ...}`` and
-``{"type": "image", "image": <path or URL>}`` parts, which each backend converts for its server
-or model. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed``; the
-local backend (``chat.local``) also takes ``repeat_guard``.
+Messages use the OpenAI shape, with ``{"type": "image", "image": <path or URL>}`` parts that each
+backend converts. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``,
+``seed``; local models also take ``repeat_guard``.
 """
 
 from __future__ import annotations

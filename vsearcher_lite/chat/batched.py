@@ -1,16 +1,12 @@
 """Many ReAct episodes, one model: chat backends that answer concurrent ``chat`` calls in a batch.
 
-GRPO runs P x G episodes per step and the evaluation hundreds; one ``generate`` per turn per
-episode spends a small model's time on per-call overhead, while one batch gives token-identical
-greedy output in a fraction of the time. The batching lives behind ``ChatBackend``, so episodes
-still run through ``agent.loop.run_episode``, one thread per episode: each calls ``chat`` and
-waits, and the thread that finds the batch ready generates for all waiting requests at once.
-
-A batch is ready in **lockstep** mode (``with backend.lockstep(n)``, GRPO rollouts) when every
-episode still running waits, so batches, their order and seeds are the same on every run;
-otherwise (the evaluation's thread pool) when ``max_batch`` requests wait or the oldest has
-waited ``max_wait_s``. ``BatchedTransformersChat`` uses a local Hugging Face model,
-``BatchedVLLMChat`` the vLLM engine TRL keeps in sync with the trained weights (multi_gpu).
+One ``generate`` per turn per episode spends a small model's time on per-call overhead; one batch
+gives token-identical greedy output in a fraction of the time. The batching lives behind
+``ChatBackend``, so episodes still run through ``agent.loop.run_episode``, one thread each: the
+thread that finds the batch ready generates for all waiting requests. In **lockstep** mode (GRPO
+rollouts) a batch is ready when every episode still running waits, so batches, their order and
+seeds are the same on every run; otherwise when ``max_batch`` requests wait or the oldest has
+waited ``max_wait_s``.
 """
 
 from __future__ import annotations
@@ -169,16 +165,12 @@ class LockstepBatcher(ChatBackend, abc.ABC):
         return request.result  # type: ignore[return-value]
 
     def _ready(self) -> bool:
-        if self._active is not None:
-            if len(self._pending) >= self._active:
-                return True
-            oldest = min(r.arrived for r in self._pending)
-            # a stuck episode must not hang the rest
-            return time.monotonic() - oldest > self.lockstep_timeout_s
-        if len(self._pending) >= self.max_batch:
+        lockstep = self._active is not None
+        if len(self._pending) >= (self._active if lockstep else self.max_batch):
             return True
-        oldest = min(r.arrived for r in self._pending)
-        return time.monotonic() - oldest >= self.max_wait_s
+        waited = time.monotonic() - min(r.arrived for r in self._pending)
+        # In lockstep, the timeout keeps a stuck episode from hanging the rest.
+        return waited > self.lockstep_timeout_s if lockstep else waited >= self.max_wait_s
 
     def _wait_time(self) -> float:
         return self.max_wait_s if self._active is None else 1.0

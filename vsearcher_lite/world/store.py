@@ -1,16 +1,10 @@
 """Building the sandbox into one SQLite file plus an image folder, and opening it again.
 
-Layout of a world folder::
-
-    world/
-      world.sqlite    entities, aliases, facts, pages, links, images (+ features), FTS5 index
-      images/         one PNG per picture (entity pictures I*.png, look-alikes L*.png)
-      manifest.json   the settings it was built with (n_entities, seed, generator version)
-      metrics.json    counts and the build time
-
-A build goes into a temporary sibling folder renamed into place at the end, so an interrupted
-build leaves nothing half-written. The same seed gives byte-identical database content and image
-files (fixed insertion order, every random choice seeded).
+A world folder holds ``world.sqlite`` (entities, facts, pages, links, images with features, the
+FTS5 index), ``images/`` (one PNG per picture), ``manifest.json`` (its settings) and
+``metrics.json``. A build goes into a temporary sibling folder renamed into place at the end, so
+an interrupted build leaves nothing half-written. The same seed gives byte-identical database
+content and image files (fixed insertion order, every random choice seeded).
 """
 
 from __future__ import annotations
