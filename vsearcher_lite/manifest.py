@@ -73,8 +73,7 @@ def jsonable(value: Any) -> Any:
 
 
 def scrub_secrets(value: Any) -> Any:
-    """``value`` (JSON-safe) with credentials masked: a value under a credential-like name
-    whole, every other string through ``redact``.
+    """``value`` (JSON-safe) with credentials masked.
 
     >>> scrub_secrets({"api_key": "abc123456", "url": "https://x.test/s?key=abc&q=1", "n": 3})
     {'api_key': '***', 'url': 'https://x.test/s?key=***&q=1', 'n': 3}
@@ -223,9 +222,8 @@ def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Itera
 
 def update_json_file(path: str | os.PathLike, update: Callable[[dict], dict | None], *,
                      lock_timeout: float = LOCK_TIMEOUT_S) -> dict:
-    """Read a JSON object file (``{}`` if missing), apply ``update`` (in place or returning a new
-    dict) and write it atomically, under the file's lock; returns what was written. A file that
-    is not a JSON object is an ``InputError`` and is never overwritten."""
+    """Apply ``update`` to a JSON object file (``{}`` if missing) under its lock; returns what was
+    written. A file that is not a JSON object is an ``InputError``, never overwritten."""
     path = Path(path)
     with _thread_lock, file_lock(path.with_name(path.name + ".lock"), lock_timeout):
         data: dict = {}

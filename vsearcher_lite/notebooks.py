@@ -265,8 +265,7 @@ def reproduce(
     log: Any = print,
 ) -> dict:
     """Run the numbered notebooks in order and return the summary. The first failure stops the
-    run: the files are still written (with ``failed``) and ``NotebookFailed`` is raised.
-    ``reference_dir``: the full-length run of notebooks 06-08 the report shows."""
+    run: the files are still written (with ``failed``) and ``NotebookFailed`` is raised."""
     from vsearcher_lite.manifest import utc_now, write_manifest
     from vsearcher_lite.reference import REFERENCE_DIR, reference_summary
 

@@ -68,8 +68,7 @@ def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
 
 
 def policy_numbers(records: list[dict]) -> dict:
-    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as
-    the evaluation computes them."""
+    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file."""
     from vsearcher_lite.evaluation.metrics import eval_metrics
 
     if not records:
@@ -163,8 +162,7 @@ def read_log(ref: str | Path, stage: str) -> list[dict]:
 
 
 def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
-    """The reference's per-task results as the comparison stage's metrics, so notebook 08 and
-    the report draw them as they draw a run."""
+    """The reference's results as comparison metrics, so they are drawn as a run's are."""
     from vsearcher_lite.agent.task import in_level_order
     from vsearcher_lite.evaluation.comparison import comparison_metrics
     from vsearcher_lite.evaluation.metrics import eval_metrics
@@ -220,8 +218,8 @@ def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
 
 
 def reference_summary(ref: str | Path = REFERENCE_DIR) -> dict:
-    """What ``summary.json`` records of the reference: where it is, how it was made and its
-    headline numbers, or why it could not be read."""
+    """What ``summary.json`` records of the reference (how it was made, its numbers), or why it
+    could not be read."""
     ref = Path(ref)
     try:
         card = read_card(ref)

@@ -26,8 +26,7 @@ class InputError(ValueError):
 
 
 def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
-    """``rows`` as CSV text under a header of ``fields``: other keys are left out, missing and
-    ``None`` cells are empty.
+    """``rows`` as CSV under a header of ``fields`` (other keys left out, missing cells empty).
 
     >>> csv_text([{"step": 1, "loss": 2.5, "note": "x"}, {"step": 2}], ["step", "loss"])
     'step,loss\\n1,2.5\\n2,\\n'
@@ -40,8 +39,7 @@ def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
 
 
 def mean(values: Iterable[float | None], digits: int = 4) -> float | None:
-    """The mean of the values that are not None, rounded; None when there are none (the metrics
-    files' convention for "nothing to average").
+    """The mean of the values that are not None, rounded; None when there are none.
 
     >>> mean([1, 2, None, 4]), mean([], 2), mean([2 / 3], 3)
     (2.3333, None, 0.667)
@@ -133,12 +131,8 @@ def read_json(path: str | os.PathLike) -> Any:
 def jsonl_records(
     lines: Iterable[str], source: str, *, strict: bool = True, tolerate_torn_tail: bool = False
 ) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of JSONL text.
-
-    A malformed line raises ``InputError`` naming ``source`` and the line number. With
-    ``tolerate_torn_tail`` a last line without its newline (an interrupted append) is skipped
-    with a warning instead; with ``strict=False`` every malformed line is.
-    """
+    """``(line number, object)`` for each non-blank line of JSONL text; a malformed line raises
+    ``InputError``, or is skipped with a warning if it is a torn tail or ``strict`` is False."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -253,8 +247,7 @@ FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def check_folder_name(name: Any, what: str, hint: str = "") -> str:
-    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no
-    path); ``hint`` ends the error message (e.g. a suggested name).
+    """``name`` if it can name one folder inside a run; ``hint`` ends the error message.
 
     >>> check_folder_name("sft-v2", "--name")
     'sft-v2'
@@ -313,8 +306,7 @@ class RunDir:
         return path
 
     def relative(self, value: Any) -> Any:
-        """``value`` (text or JSON-like) with paths inside the run folder made relative (``.``
-        for the folder itself)."""
+        """``value`` (text or JSON-like) with paths inside the run folder made relative."""
         if isinstance(value, str):
             if value in self._names:
                 return "."

@@ -1,11 +1,9 @@
 """An HTTP client that holds up against real web APIs (httpx underneath).
 
-One ``HttpClient`` per backend (Serper, Vision, Jina, Wikidata, the chat endpoint ...). A call
-has a timeout per attempt and a bounded ``total_timeout``; retries 429, 5xx, connection errors,
-timeouts and truncated bodies with full-jitter backoff, honouring ``Retry-After``; fails at once
-on other 4xx with a message a user can act on; waits for a slot (``max_concurrency``) and a
-token (``rate_per_s``) so a backend is never hammered; with a ``guard`` checks every redirect
-hop; and never puts a secret into an error message.
+One ``HttpClient`` per backend. A call has a bounded total time over its retries; retries 429,
+5xx, connection errors and truncated bodies with full-jitter backoff and ``Retry-After``; fails
+at once on other 4xx with a message a user can act on; respects concurrency and rate limits;
+with a ``guard`` checks every redirect hop; and never puts a secret into an error message.
 
 >>> import httpx
 >>> def app(request):

@@ -1,10 +1,8 @@
-"""Live search backends (paper appendix A.1) and the record/replay plumbing every live backend
-shares.
+"""Live search backends (paper appendix A.1) and the record/replay plumbing of every live backend.
 
-With a ``ToolCache``, live requests (without keys) are recorded with the raw response; in
-``replay`` mode only recorded answers are served, with no network and no keys, and an unrecorded
-request raises ``ReplayMiss``. Only answers that would come back the same are recorded: never
-throttling, outages or key problems.
+With a ``ToolCache``, live requests (without keys) are recorded with the raw response; ``replay``
+serves only recorded answers, with no network and no keys. Only answers that would come back the
+same are recorded: never throttling, outages or key problems.
 """
 
 from __future__ import annotations
@@ -193,9 +191,8 @@ class GoogleCustomSearch(HttpBackend, TextSearchBackend):
 
 
 class HttpImageChecker:
-    """Is an image URL reachable and really an image (paper A.1)? Sniffs the first bytes, fetched
-    through the SSRF guard. Definite answers are recorded; a transient failure answers False and
-    is not recorded."""
+    """Is an image URL reachable and really an image (paper A.1)? Sniffs the first bytes; only
+    definite answers are recorded (a transient failure answers False)."""
 
     def __init__(self, client: HttpClient | None = None, *, cache: ToolCache | None = None,
                  guard: UrlGuard | None = None, max_bytes: int = 65536,

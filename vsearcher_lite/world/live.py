@@ -1,10 +1,7 @@
 """The live knowledge source: Wikidata SPARQL for seeds and facts, Wikipedia (or a local Kiwix
-server) for pages.
-
-``LiveKnowledge`` implements ``KnowledgeSource`` over the real web, so the same synthesis code
-runs on the sandbox and on Wikipedia (paper section 2.1, appendix A.2). With a ``ToolCache``
-every response, "not found" included, is recorded, so a replay needs no network and raises the
-same errors.
+server) for pages, so the same synthesis code runs on the sandbox and the real web (paper 2.1,
+A.2). With a ``ToolCache`` every response, "not found" included, is recorded: a replay needs no
+network and raises the same errors.
 """
 
 from __future__ import annotations
@@ -128,8 +125,6 @@ def article_title_from_url(url: str, article_prefixes: tuple[str, ...]) -> str |
 
 @dataclass
 class ArticleHtml:
-    """What the page reader needs from one article's HTML."""
-
     title: str
     paragraphs: list[str]
     image_url: str | None

@@ -1,8 +1,8 @@
 """The sandbox's works and happenings: buildings, events, first ascents, artworks, species and
 ships, each dated inside its maker's working life and placed where something already stood.
 
-``WorkStages`` is a part of ``WorldGenerator`` (``world/generator.py``): its stages run after the
-places, people and organisations exist and use the generator's pickers and indexes.
+``WorkStages`` is part of ``WorldGenerator``: its stages run after places, people and
+organisations exist.
 """
 
 from __future__ import annotations
