@@ -53,7 +53,7 @@ def query_terms(query: str) -> list[str]:
     words = [w.lower().replace("_", " ").strip() for w in _WORD.findall(query or "")]
     words = [w for w in words if w]
     kept = [w for w in words if w not in STOPWORDS and w not in ("not", "and", "or", "near")]
-    return list(dict.fromkeys(kept or words))[:MAX_QUERY_TERMS]  # duplicates dropped, in order
+    return list(dict.fromkeys(kept or words))[:MAX_QUERY_TERMS]
 
 
 def fts_query(query: str) -> str | None:
