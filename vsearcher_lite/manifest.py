@@ -268,8 +268,7 @@ def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None,
 
 def write_manifest(run_dir: str | os.PathLike, stage: str, config: dict, seconds: float, *,
                    seeds: dict | None = None, extra: dict | None = None) -> dict:
-    """Record one stage in the run's manifest; returns its entry. ``seeds`` adds seeds not in
-    ``config``; ``extra`` adds plain fields."""
+    """Record one stage in the run's manifest; returns its entry."""
     if not stage or not str(stage).strip():
         raise ValueError("write_manifest needs a stage name")
     entry = RunDir(run_dir).relative(stage_entry(config, seconds, seeds=seeds, extra=extra))

@@ -200,8 +200,7 @@ class PeakMemory:
 
 
 def max_rss_mb(who: str = "children") -> float:
-    """The OS's high-water mark of resident memory in MB: of the largest finished child process
-    (``who="children"``, the kernels) or of this process (``"self"``)."""
+    """The OS's peak resident memory in MB of the largest finished child, or of ``"self"``."""
     import resource
 
     whose = resource.RUSAGE_CHILDREN if who == "children" else resource.RUSAGE_SELF

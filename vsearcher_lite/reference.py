@@ -218,8 +218,7 @@ def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
 
 
 def reference_summary(ref: str | Path = REFERENCE_DIR) -> dict:
-    """What ``summary.json`` records of the reference (how it was made, its numbers), or why it
-    could not be read."""
+    """What ``summary.json`` records of the reference, or why it could not be read."""
     ref = Path(ref)
     try:
         card = read_card(ref)
@@ -366,8 +365,7 @@ def stage_seconds(run_dir: Path, name: str) -> float | None:
 
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
                   log=print) -> dict[str, float]:
-    """SFT, GRPO and the comparison at full length in ``run_dir`` (earlier stages built with their
-    defaults when missing), skipping a finished stage; each stage's wall seconds."""
+    """SFT, GRPO and the comparison at full length, skipping finished stages; wall seconds."""
     import time
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison

@@ -285,8 +285,7 @@ STYLE = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1
 
 def report_html(summary: dict, run_dir: str | Path | None = None, *, html_links: bool = True,
                 reference_dir: str | Path | None = None) -> str:
-    """The report page: settings, the failure if any, the sections drawn from ``run_dir``'s saved
-    files (none when it is None), the reference run's (when given) and every notebook's run."""
+    """The report page: settings, sections from ``run_dir`` and the reference, the notebooks."""
     settings = summary.get("settings", {})
     peak = (summary.get("peak_memory") or {}).get("peak_tree_rss_mb")
     body = ["<h1>vsearcher-lite reproduction</h1>",

@@ -226,8 +226,7 @@ class JsonlLog:
 
 
 def check_same_settings(where: str | os.PathLike, earlier: dict, now: dict) -> None:
-    """An ``InputError`` naming the first setting that differs, so resuming the interrupted run
-    at ``where`` never mixes two runs' settings.
+    """An ``InputError`` naming the first setting that differs: a resume never mixes two runs.
 
     >>> check_same_settings("run/sft", {"lr": 1e-3}, {"lr": 1e-3})
     >>> check_same_settings("run/sft", {"lr": 1e-3}, {"lr": 0.1})

@@ -64,8 +64,7 @@ class StepView:
         return f"StepView({len(self.steps)} steps: {name})"
 
     def position(self, index: int | None = None) -> str:
-        """Where the view stands (``{i}`` for the number when ``index`` is None: the script fills
-        it in).
+        """Where the view stands (``{i}`` for the number when ``index`` is None).
 
         >>> StepView(["a", "b", "c"]).position(1), StepView(["a", "b", "c"], first=0).position(1)
         ('step 2 of 3', 'step 1 (0 to 2)')

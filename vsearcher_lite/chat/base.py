@@ -32,8 +32,7 @@ class ChatBackend(abc.ABC):
 
 
 class ScriptedChat(ChatBackend):
-    """Replies from a script (a list of strings or a function of the messages), for tests and
-    teaching; every call is recorded in ``calls``.
+    """Replies from a script (strings or a function of the messages); calls kept in ``calls``.
 
     >>> bot = ScriptedChat(["hello", "bye"])
     >>> bot.chat([{"role": "user", "content": "hi"}]), bot.chat([])
@@ -178,8 +177,7 @@ def usage_of(backend: ChatBackend) -> dict[str, int]:
 
 
 def roles_usage(roles: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Token usage per LLM role (a backend, or anything holding one in ``.chat``) for
-    ``metrics.json``; a backend shared by several roles is reported once, as ``role1+role2``.
+    """Token usage per LLM role; a backend shared by roles is reported once (``role1+role2``).
 
     >>> roles_usage({"writer": ScriptedChat([]), "judge": object()})
     {}

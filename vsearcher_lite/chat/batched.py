@@ -106,8 +106,7 @@ class LockstepBatcher(ChatBackend, abc.ABC):
 
     @contextlib.contextmanager
     def lockstep(self, n_episodes: int) -> Iterator["LockstepBatcher"]:
-        """Within the block, a batch is generated when all episodes still running wait; each
-        episode thread calls ``bind(key)`` first and ``leave()`` at its end (``run_lockstep``)."""
+        """Batch when every running episode waits (see ``run_lockstep``: ``bind``, ``leave``)."""
         with self._cond:
             if self._active is not None:
                 raise RuntimeError("a lockstep session is already running on this backend")
@@ -267,8 +266,7 @@ def single_token_ids(tokenizer, strings) -> tuple[list[int], list[str]]:
 
 
 class BatchedTransformersChat(LockstepBatcher):
-    """A loaded image-text model and its processor behind the batcher (left-padded ``generate``);
-    decoding matches ``chat.local.TransformersChat``. The model's train mode is restored after."""
+    """A loaded image-text model behind the batcher, decoding as ``chat.local.TransformersChat``."""
 
     name = "transformers-batched"
 

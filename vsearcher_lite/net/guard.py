@@ -170,8 +170,7 @@ class UrlGuard:
         self._approved_addresses(host, port, block)
 
     def approved_addresses(self, host: str, port: int) -> list[IPAddress]:
-        """The addresses of ``host`` that may be connected to, or ``BlockedUrl``; used at connect
-        time by ``pinned_transport`` (not whatever a second DNS answer says)."""
+        """The connectable addresses of ``host`` at connect time, or ``BlockedUrl``."""
         host = host.lower().strip("[]").rstrip(".")
 
         def block(reason: str) -> BlockedUrl:
@@ -257,8 +256,7 @@ def _ip_literal(host: str) -> IPAddress | None:
 
 
 class PinnedNetworkBackend(httpcore.SyncBackend):
-    """An httpcore network backend that connects only to addresses the guard approves, resolved
-    at the moment of connecting (TLS still verifies the certificate against the host name)."""
+    """Connects only to guard-approved addresses (TLS still checks the certificate's host)."""
 
     def __init__(self, guard: UrlGuard):
         self.guard = guard

@@ -107,8 +107,7 @@ def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
 
 
 class TokenBucket:
-    """A thread-safe token bucket: ``rate`` tokens per second, holding at most ``capacity``;
-    ``acquire`` returns how long the caller slept."""
+    """A thread-safe token bucket; ``acquire`` returns how long the caller slept."""
 
     def __init__(self, rate: float, capacity: float = 1.0, *,
                  clock: Callable[[], float] = time.monotonic,
@@ -253,8 +252,7 @@ class HttpClient:
     def _attempt(self, method: str, url: str, params: Any, json: Any, data: Any,
                  headers: dict[str, str], max_bytes: int | None, deadline: float | None,
                  call_secrets: set[str]) -> httpx.Response:
-        """One attempt, following redirects (each hop checked by the guard). Raises
-        ``_RetryableFailure`` for transient problems and ``HttpError`` for permanent ones."""
+        """One attempt, redirects followed; ``_RetryableFailure`` for transient problems."""
         current = _with_params(url, params)
         for hop in range(MAX_REDIRECTS + 1):
             self._check_guard(current, call_secrets)

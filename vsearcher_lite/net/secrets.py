@@ -115,8 +115,7 @@ def _lookup(var: str, env_file: str | os.PathLike | None) -> str | None:
 
 def get_secret(var: str, *, env_file: str | os.PathLike | None = None,
                required: bool = True) -> str | None:
-    """The value of ``var`` (environment, else the ``.env`` file), remembered for ``redact``;
-    ``None``, or an ``InputError`` naming the variable and its purpose when ``required``."""
+    """``var`` from the environment or env file, kept for ``redact``; ``InputError`` if required."""
     value = _lookup(var, env_file)
     if value is None:
         if required:

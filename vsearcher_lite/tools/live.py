@@ -118,8 +118,7 @@ def make_live_backends(*, chat: ChatBackend | None = None, cache: ToolCache | No
                        image: str | None = None, reader: str | None = None,
                        guard: UrlGuard | None = None, http_options: dict | None = None,
                        summariser: Summariser | None = None) -> LiveBackends:
-    """Live backends for the three tools, chosen by ``choose_live_backends``; ``chat`` gives an
-    ``LLMSummariser`` for visits (else the extractive summary)."""
+    """Live backends for the three tools; ``chat`` writes visit summaries (else extractive)."""
     names = choose_live_backends(cache=cache, env_file=env_file, text=text, image=image,
                                  reader=reader)
     common = {"cache": cache, "env_file": env_file, "http_options": http_options}

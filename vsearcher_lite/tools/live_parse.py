@@ -223,8 +223,7 @@ def parse_jina_text(body: str, url: str, *, max_chars: int = 20000) -> PageConte
 
 
 def parse_jina_json(payload: Any, url: str, *, max_chars: int = 20000) -> PageContent:
-    """A ``PageContent`` from Jina Reader's JSON envelope; an error ``code`` or no ``data`` raises
-    ``ToolError`` with Jina's readable message."""
+    """A ``PageContent`` from Jina Reader's JSON envelope (``ToolError`` on an error code)."""
     payload = _expect_object(payload, "Jina Reader")
     data = payload.get("data")
     code = payload.get("code")

@@ -127,8 +127,7 @@ class JinaReader(_PageReaderBase):
 
 
 class DirectFetchReader(_PageReaderBase):
-    """Pages fetched directly (through the SSRF guard) and turned into text locally: the default
-    reader when no Jina key is set."""
+    """Pages fetched directly through the SSRF guard: the reader when no Jina key is set."""
 
     name = "direct"
     service = "fetch"
@@ -157,8 +156,7 @@ class DirectFetchReader(_PageReaderBase):
 
 def page_from_fetch(record: dict, url: str, *,
                     max_chars: int = DEFAULT_MAX_PAGE_CHARS) -> PageContent:
-    """A ``PageContent`` from a recorded fetch of HTML or text; anything else (an image, a PDF)
-    raises ``ToolError`` naming the URL and the content type."""
+    """A ``PageContent`` from a recorded fetch of HTML or text (else ``ToolError``)."""
     content_type = (record.get("content_type") or "").split(";")[0].strip().lower()
     text = record.get("text") or ""
     looks_html = "<html" in text[:2048].lower() or "<body" in text[:4096].lower()
@@ -190,8 +188,7 @@ SUMMARY_INSTRUCTIONS = (
 
 def build_summary_messages(page: PageContent, goal: str,
                            max_page_chars: int = DEFAULT_SUMMARY_PAGE_CHARS) -> list[dict]:
-    """The chat messages for a goal-conditioned page summary; the goal comes after the cut page
-    text, so it is never cut off.
+    """The messages for a goal-conditioned summary; the goal comes after the cut page text.
 
     >>> msgs = build_summary_messages(PageContent("https://a.org", "A", ["x " * 100]), "find y", 50)
     >>> msgs[-1]["content"].rstrip().endswith("Goal: find y"), len(msgs[-1]["content"]) < 400

@@ -60,8 +60,7 @@ class ReplayMiss(ToolError, CacheMiss):
 
 
 class HttpBackend:
-    """A backend's ``HttpClient`` and key, made on the first live call (so replay needs neither),
-    and record/replay through the cache."""
+    """A backend's ``HttpClient`` and key, made on the first live call, and record/replay."""
 
     service = "live"
     key_var: str | None = None
@@ -314,8 +313,7 @@ class VisionWebDetection(HttpBackend, ImageSearchBackend):
 
 
 class SerperLens(HttpBackend, ImageSearchBackend):
-    """Google Lens visual matches through Serper (``POST /lens``). Lens fetches the image
-    itself, so the question image must be at a public http(s) URL."""
+    """Google Lens through Serper; Lens fetches the image itself, so it must be public."""
 
     name = "serper_lens"
     service = "serper-lens"

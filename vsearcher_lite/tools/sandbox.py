@@ -44,8 +44,7 @@ def _as_world(world) -> SandboxWorld:
 
 
 def query_terms(query: str) -> list[str]:
-    """The searchable words of a query: lowercase, stopwords dropped (unless nothing else is
-    left), duplicates removed, at most ``MAX_QUERY_TERMS``.
+    """A query's searchable words: lowercase, no stopwords (unless that leaves none), no repeats.
 
     >>> query_terms('Who designed "the Orsk Bridge" (1874)? NOT AND')
     ['designed', 'orsk', 'bridge', '1874']

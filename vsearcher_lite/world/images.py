@@ -469,8 +469,7 @@ def perturb(img: Image.Image, seed: int | str) -> Image.Image:
 
 def perturb_image(src_path: str | Path, dst_path: str | Path, seed: int | str = 0,
                   quality: int | None = None) -> Path:
-    """Write the perturbed JPEG copy of ``src_path`` to ``dst_path`` (deterministic for a seed;
-    quality drawn from 70-90 unless given)."""
+    """Write the perturbed JPEG copy of ``src_path`` (seeded; quality 70-90 unless given)."""
     src_path, dst_path = Path(src_path), Path(dst_path)
     if not src_path.is_file():
         raise FileNotFoundError(f"{src_path}: image not found")
@@ -518,8 +517,7 @@ def image_features(img: Image.Image) -> np.ndarray:
 
 
 def image_complexity(img: Image.Image) -> dict:
-    """How busy a picture is (distinct colours, edge density, entropy), for the image-too-simple
-    filter of synthesis."""
+    """How busy a picture is, for the image-too-simple filter of synthesis."""
     arr = np.asarray(img.convert("RGB").resize((WIDTH, HEIGHT)), np.int32)
     quant = (arr // 16).reshape(-1, 3)
     codes = (quant[:, 0] * 16 + quant[:, 1]) * 16 + quant[:, 2]

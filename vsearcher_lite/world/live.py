@@ -168,8 +168,7 @@ def parse_summary(payload: Any) -> dict:
 
 
 class LiveKnowledge(KnowledgeSource):
-    """``KnowledgeSource`` over Wikidata and Wikipedia (REST API), or ``kiwix-serve`` when given
-    ``kiwix_url`` and ``kiwix_book``."""
+    """``KnowledgeSource`` over Wikidata and Wikipedia (REST API or ``kiwix-serve``)."""
 
     name = "live"
 
@@ -208,8 +207,7 @@ class LiveKnowledge(KnowledgeSource):
 
     @classmethod
     def from_env(cls, *, cache: ToolCache | None = None, **overrides: Any) -> "LiveKnowledge":
-        """A source set from ``$VSEARCHER_KIWIX_URL``/``_BOOK`` and ``$VSEARCHER_SPARQL_URL``;
-        keyword arguments win over the environment."""
+        """A source set from ``$VSEARCHER_KIWIX_*`` and ``$VSEARCHER_SPARQL_URL``; keywords win."""
         settings: dict[str, Any] = {}
         if os.environ.get(KIWIX_URL_VAR):
             settings["kiwix_url"] = os.environ[KIWIX_URL_VAR]
@@ -311,8 +309,7 @@ class LiveKnowledge(KnowledgeSource):
               statements_min: int = wd.DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
               exclude_people: bool = True, limit: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> list[Seed]:
-        """Rare-but-documented seeds, de-duplicated by QID, in window order;
-        ``progress(window_index, n_seeds)`` is called after each window."""
+        """Rare-but-documented seeds, de-duplicated by QID, in window order."""
         seeds: list[Seed] = []
         seen: set[str] = set()
         queries = self.seed_queries(sitelinks_max, statements_min, require_image=require_image,

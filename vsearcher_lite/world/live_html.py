@@ -267,8 +267,7 @@ def html_to_page(
     html: str, url: str, *, max_chars: int = 20000, entity_id: str | None = None,
     prose_only: bool = False,
 ) -> PageContent:
-    """A readable ``PageContent`` of an HTML page: its text blocks (``<p>`` only with
-    ``prose_only``) capped at ``max_chars``, and its representative image."""
+    """A readable ``PageContent`` of an HTML page (``<p>`` blocks only with ``prose_only``)."""
     x = extract_html(html, url)
     blocks = x.paragraphs if prose_only else [text for _, text in x.blocks]
     # Menus and share bars repeat on many pages: keep each block once.

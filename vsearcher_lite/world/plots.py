@@ -7,8 +7,7 @@ from collections import Counter
 
 def rarity_figure(stats: list[dict], sitelinks_max: int | None = None,
                   statements_min: int | None = None):
-    """Sitelinks x statements of every entity (``SandboxKnowledge.stats()``, log axes), with the
-    seed region of paper section 2.1 shaded: rare but well documented."""
+    """Sitelinks x statements of every entity, with the seed region (paper 2.1) shaded."""
     import plotly.graph_objects as go
 
     fig = go.Figure()

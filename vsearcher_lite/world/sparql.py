@@ -155,8 +155,7 @@ def build_facts_query(qid: str, limit: int = MAX_FACTS) -> str:
 
 
 def sparql_rows(payload: Any) -> list[dict[str, str]]:
-    """The bindings of an ``application/sparql-results+json`` document as ``{var: value}`` rows
-    (string values; unbound OPTIONAL variables absent).
+    """The bindings of a SPARQL JSON result as ``{var: value}`` rows (unbound ones absent).
 
     >>> x = {"type": "literal", "value": "1"}
     >>> sparql_rows({"head": {"vars": ["x"]}, "results": {"bindings": [{"x": x}, {}]}})

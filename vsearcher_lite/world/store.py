@@ -265,8 +265,7 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_builds(out_dir: str | os.PathLike) -> list[Path]:
-    """Delete the build folders ``.<name>.build-<pid>-*`` whose process is gone (without a pid:
-    older than ``STALE_BUILD_S``); returns the removed ones."""
+    """Delete the build folders a killed build left behind; returns them."""
     out_dir = Path(out_dir)
     removed = []
     if not out_dir.parent.is_dir():
@@ -331,8 +330,7 @@ def open_world(path: str | os.PathLike) -> "SandboxWorld":
 
 
 class SandboxWorld:
-    """A built world on disk: its folder, a read-only SQLite connection per thread, the manifest,
-    and lazily the knowledge source over it."""
+    """A built world on disk, with a read-only SQLite connection per thread."""
 
     def __init__(self, root: str | os.PathLike):
         # Absolute: image paths built from it go into task files and cached tool answers, which
@@ -373,8 +371,7 @@ class SandboxWorld:
 
     @property
     def fingerprint(self) -> str:
-        """A tool-cache namespace naming this world's content, so one world's observations are
-        never served for another."""
+        """A tool-cache namespace naming this world's content (never served for another)."""
         m = self.manifest
         return f"sandbox-v{m.get('generator_version')}-n{m.get('n_entities')}-s{m.get('seed')}"
 

@@ -189,8 +189,7 @@ class WorkStages:
 
     def _depiction(self, rng: random.Random, year: int, natural: list[Draft],
                    exclude: Draft | None) -> Draft | None:
-        """Something that existed when the work was made: a landscape feature, a settlement,
-        a building, a person (a portrait) or an event."""
+        """Something that existed when the work was made (a place, building, person or event)."""
         choice = rng.random()
         if choice < 0.1:
             return None
