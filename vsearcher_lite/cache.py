@@ -1,9 +1,8 @@
 """A persistent cache of tool and API calls in one SQLite file, safe across processes.
 
-Every request is stored with its response, keyed by a hash of ``(namespace, request)``: reruns
-are reproducible and cheap, and a live run is recorded and replayed this way. SQLite in WAL mode,
-one short transaction per entry and one connection per thread, so processes and threads can
-share a cache file.
+Every response is stored under a hash of ``(namespace, request)``, so reruns are reproducible and
+cheap and a live run can be replayed. WAL mode and one connection per thread let processes and
+threads share a cache file.
 """
 
 from __future__ import annotations
@@ -34,10 +33,8 @@ _WAL_SWITCH = threading.Lock()
 
 
 def enable_wal(conn, attempts: int = 40, wait_s: float = 0.05) -> None:
-    """Put the connection's database in WAL mode (it persists in the file).
-
-    Two connections switching a new file at once get "database is locked" at once rather than
-    after the busy timeout, so the switch is retried with growing waits (at most 0.5 s).
+    """Put the connection's database in WAL mode, retrying: two connections switching a new file
+    at once get "database is locked" at once, not after the busy timeout.
 
     >>> class Flaky:  # locked twice, then WAL
     ...     def __init__(self): self.calls = []

@@ -1,27 +1,10 @@
 """The run manifest: ``RUN_DIR/run_manifest.json`` says how each stage of a run was produced.
 
-(Not ``RUN_DIR/manifest.json``: ``world.store.world_dir`` takes any folder holding a
-``manifest.json`` for a sandbox world folder, so that name in a run dir would hide
-``RUN_DIR/world``.)
-
-``write_manifest(run_dir, stage, config, seconds)`` records, under ``stages[<stage>]``:
-
-- ``config``: the stage's settings, made JSON-safe and scrubbed of secrets (values under
-  key-like names such as ``api_key`` are masked, and every string goes through
-  ``net.secrets.redact``, which masks each key read in this process and anything shaped like one);
-- ``seeds``: every setting named ``seed`` or ``*_seed`` found in the config (with its dotted path),
-  plus any passed explicitly;
-- ``packages``: the installed versions of the libraries a result depends on (torch,
-  transformers, trl, peft ...) and the Python version and platform;
-- ``git``: the commit of the checkout the package runs from and whether it had uncommitted
-  changes (``None`` outside a git checkout, or where git is not installed: never an error);
-- ``seconds`` (the stage's wall time) and ``finished_at`` (UTC).
-
-Paths inside the run folder are recorded relative to it (``runio.RunDir.relative``).
-
-Several stages may finish at once (a notebook kernel and a CLI run sharing a run dir), so the
-file is updated under a lock: read, update one stage, write atomically (``runio``), release.
-A stage run twice keeps its latest entry and counts its runs.
+Each ``stages[<stage>]`` entry holds the stage's config (JSON-safe, secrets masked), its seeds,
+the versions of the packages a result depends on, the git commit and dirty flag, the command,
+the wall time and the finish time. A stage run twice keeps its latest entry and counts its runs.
+The file is updated under a lock, since a notebook and a CLI run may share a run dir. (Not
+``manifest.json``: ``world.store.world_dir`` takes a folder holding one for a world folder.)
 """
 
 from __future__ import annotations
@@ -41,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from vsearcher_lite.net.secrets import MASK, redact
-from vsearcher_lite.runio import InputError, RunDir, atomic_write_json
+from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, read_json
 
 MANIFEST_FILE = "run_manifest.json"
 MANIFEST_VERSION = 1
@@ -91,9 +74,6 @@ def jsonable(value: Any) -> Any:
 
 def scrub_secrets(value: Any) -> Any:
     """``value`` (JSON-safe) with credentials masked.
-
-    A value stored under a credential-like name is replaced whole; every other string is passed
-    through ``redact`` (known keys, ``key=...`` query parameters, bearer tokens, key shapes).
 
     >>> scrub_secrets({"api_key": "abc123456", "url": "https://x.test/s?key=abc&q=1", "n": 3})
     {'api_key': '***', 'url': 'https://x.test/s?key=***&q=1', 'n': 3}
@@ -153,11 +133,8 @@ def source_root() -> Path:
 
 
 def git_state(path: str | os.PathLike | None = None, *, timeout: float = 5.0) -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout at ``path``.
-
-    Outside a git checkout, without git installed, or when git is slow, both are ``None``: a
-    manifest must never stop a run.
-    """
+    """``{"commit": sha, "dirty": bool}`` of the checkout at ``path``; both ``None`` without a
+    checkout or git, or when git is slow: a manifest must never stop a run."""
     where = str(path if path is not None else source_root())
 
     def run(*args: str) -> str | None:
@@ -185,12 +162,9 @@ def utc_now() -> str:
 
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (a sidecar lock file) for the ``with`` block.
-
-    POSIX: ``fcntl.flock``, released by the OS even if the holder crashes; the lock file is removed
-    on release (a lock taken on a file since removed is retried on the new one). Elsewhere: a lock
-    file created exclusively, removed on exit, and broken when older than ``STALE_LOCK_S``.
-    """
+    """Hold an exclusive lock on the lock file ``path`` for the ``with`` block: ``fcntl.flock``
+    (released by the OS if the holder crashes), elsewhere a file created exclusively and broken
+    when older than ``STALE_LOCK_S``. The lock file is removed on release."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
@@ -220,8 +194,7 @@ def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Itera
         try:
             yield
         finally:
-            # Removed while still held, so a waiter that opened it sees it is gone and opens afresh:
-            # no lock file is left in the run folder.
+            # Removed while held: a waiter that opened it sees it is gone and opens afresh.
             path.unlink(missing_ok=True)
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
             fh.close()
@@ -249,12 +222,8 @@ def file_lock(path: str | os.PathLike, timeout: float = LOCK_TIMEOUT_S) -> Itera
 
 def update_json_file(path: str | os.PathLike, update: Callable[[dict], dict | None], *,
                      lock_timeout: float = LOCK_TIMEOUT_S) -> dict:
-    """Read a JSON object file, apply ``update`` (which may edit in place or return a new dict),
-    write it atomically, all under the file's lock; returns what was written.
-
-    A missing file starts as ``{}``; a file that is not a JSON object is an ``InputError`` (it is
-    left as it is, never overwritten).
-    """
+    """Apply ``update`` to a JSON object file (``{}`` if missing) under its lock; returns what was
+    written. A file that is not a JSON object is an ``InputError``, never overwritten."""
     path = Path(path)
     with _thread_lock, file_lock(path.with_name(path.name + ".lock"), lock_timeout):
         data: dict = {}
@@ -283,7 +252,7 @@ def manifest_path(run_dir: str | os.PathLike) -> Path:
 
 def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None,
                 extra: dict | None = None) -> dict:
-    """The manifest record of one stage run (see the module docstring)."""
+    """The manifest record of one stage run."""
     clean = scrub_secrets(jsonable(config or {}))
     found = find_seeds(clean)
     found.update(jsonable(seeds or {}))
@@ -299,10 +268,7 @@ def stage_entry(config: dict, seconds: float, *, seeds: dict | None = None,
 
 def write_manifest(run_dir: str | os.PathLike, stage: str, config: dict, seconds: float, *,
                    seeds: dict | None = None, extra: dict | None = None) -> dict:
-    """Record one stage in ``RUN_DIR/run_manifest.json`` (merge-safe); returns the stage's entry.
-
-    ``seeds`` adds seeds that are not in ``config``; ``extra`` adds plain fields to the entry.
-    """
+    """Record one stage in the run's manifest; returns its entry."""
     if not stage or not str(stage).strip():
         raise ValueError("write_manifest needs a stage name")
     entry = RunDir(run_dir).relative(stage_entry(config, seconds, seeds=seeds, extra=extra))
@@ -323,18 +289,13 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, config: dict, seconds
 def read_manifest(run_dir: str | os.PathLike) -> dict:
     """The run's manifest (``{}`` when no stage has written one yet)."""
     path = manifest_path(run_dir)
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    return read_json(path) if path.exists() else {}
 
 
 @contextlib.contextmanager
 def recorded_stage(run_dir: str | os.PathLike, stage: str, config: dict,
                    **kwargs: Any) -> Iterator[None]:
-    """Time the ``with`` block and, when it finishes without an error, ``write_manifest`` it.
+    """Time the ``with`` block and ``write_manifest`` it if it finishes without an error.
 
     >>> import tempfile
     >>> run = tempfile.mkdtemp()

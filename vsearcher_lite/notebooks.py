@@ -1,12 +1,10 @@
 """Notebooks as programs: clean-checking, execution under papermill, and the reproduction.
 
-``notebook_problems`` lists what keeps a notebook from being committed clean (``python -m
-vsearcher_lite.notebooks --clean FILES`` fixes it); ``execute_notebook`` runs one with papermill
-and names the failing cell; ``reproduce`` runs every numbered notebook in order into
-``RUN_DIR/notebooks/`` (with HTML copies), then writes ``summary.json`` and ``report.html``, also
-after a failure. Peak memory is measured two ways: the sampled sum over the whole process tree
-(``peak_tree_rss_mb``; a spike shorter than the interval can be missed) and the largest finished
-child's exact high-water mark (``max_process_rss_mb``, from ``getrusage``).
+``python -m vsearcher_lite.notebooks --clean FILES`` cleans notebooks for committing;
+``reproduce`` runs every numbered notebook in order, then writes ``summary.json`` and
+``report.html``, also after a failure. Peak memory is measured two ways: the sampled sum over the
+process tree (a spike shorter than the interval can be missed) and the largest finished child's
+exact high-water mark (``getrusage``).
 """
 
 from __future__ import annotations
@@ -98,8 +96,8 @@ PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}  # cells pa
 
 
 def failing_cell(executed: Path) -> str:
-    """Where an executed notebook failed: ``cell N ('first line'): Error: message``, counting
-    the cells as written from 0 (not the ones papermill adds)."""
+    """``cell N ('first line'): Error: message`` where an executed notebook failed (N counts the
+    cells as written, not those papermill adds)."""
     try:
         nb = json.loads(executed.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -140,8 +138,7 @@ def execute_notebook(src: str | Path, dst: str | Path, parameters: dict[str, Any
 
 
 def tree_rss_bytes(process: Any) -> tuple[int, int]:
-    """``(rss of the process and its descendants, rss of the descendants)`` in bytes, for a
-    ``psutil.Process``; processes that end while measured are skipped."""
+    """``(rss of the process tree, rss of the descendants)`` in bytes of a ``psutil.Process``."""
     import psutil
 
     def rss(p: Any) -> int:
@@ -203,8 +200,7 @@ class PeakMemory:
 
 
 def max_rss_mb(who: str = "children") -> float:
-    """The OS's high-water mark of resident memory in MB: of the largest finished child process
-    (``who="children"``, the kernels) or of this process (``"self"``)."""
+    """The OS's peak resident memory in MB of the largest finished child, or of ``"self"``."""
     import resource
 
     whose = resource.RUSAGE_CHILDREN if who == "children" else resource.RUSAGE_SELF
@@ -267,10 +263,8 @@ def reproduce(
     memory_interval: float = 0.2,
     log: Any = print,
 ) -> dict:
-    """Run the numbered notebooks in order; write executed copies, HTML, ``summary.json`` and
-    ``report.html``; return the summary. The first failure stops the run: the files are still
-    written (with ``failed``) and ``NotebookFailed`` is raised. ``reference_dir`` (default: the
-    shipped one) is the full-length run notebooks 06-08, the summary and the report show."""
+    """Run the numbered notebooks in order and return the summary. The first failure stops the
+    run: the files are still written (with ``failed``) and ``NotebookFailed`` is raised."""
     from vsearcher_lite.manifest import utc_now, write_manifest
     from vsearcher_lite.reference import REFERENCE_DIR, reference_summary
 
@@ -356,8 +350,7 @@ def headline_numbers(stages: dict) -> dict:
 
 
 def collect_summary(run_dir: str | Path) -> dict:
-    """Every stage's ``metrics.json`` under the run dir (keyed by stage folder) and the
-    ``headline_numbers``."""
+    """Every stage's ``metrics.json`` (keyed by stage folder) and the ``headline_numbers``."""
     run_dir = Path(run_dir)
     stages = {}
     for metrics in sorted(run_dir.glob("*/metrics.json")):

@@ -2,24 +2,20 @@
 
 A 2-core laptop holds minutes of training: enough to watch the mechanics, not the result. So the
 training notebooks run a short version live, then study a full-length run of the same commands
-shipped in ``data/reference/`` (or ``REFERENCE_DIR``): ``card.json`` and ``CARD.md`` (how it was
-made, its headline numbers), ``sft/loss.csv``, ``grpo/steps.csv``,
-``results/<benchmark>-<policy>.jsonl`` (one trimmed line per task) and the checkpoints that fit
-``MAX_CHECKPOINT_MB``.
-
-``run_reference`` makes the run (resumable), ``ship_reference`` the folder; ``headline_numbers``
-recomputes what the card states and ``check_reference`` lists where they disagree.
+shipped in ``data/reference/``: its card (how it was made, headline numbers), training logs,
+one trimmed line per task evaluated, and the checkpoints that fit ``MAX_CHECKPOINT_MB``.
+``check_reference`` lists where the card disagrees with numbers recomputed from the files.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
+from vsearcher_lite.manifest import git_state
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import paired_difference, share
 from vsearcher_lite.runio import (
@@ -55,8 +51,7 @@ TARGETS = {
 
 
 #: The full-length settings on top of the cpu profile's recipe, by stage
-#: (``profiles/reference.toml`` says why): no time budgets, resumable saves, GRPO tuned for reward
-#: variance.
+#: (``profiles/reference.toml`` says why).
 _FULL_LENGTH = load_profile("reference")
 REFERENCE_SFT, REFERENCE_GRPO = _FULL_LENGTH["sft"], _FULL_LENGTH["grpo"]
 REFERENCE_COMPARISON = _FULL_LENGTH["comparison"]
@@ -73,8 +68,7 @@ def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
 
 
 def policy_numbers(records: list[dict]) -> dict:
-    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file, as the
-    evaluation computes them (``scoring.metrics.eval_metrics``)."""
+    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file."""
     from vsearcher_lite.scoring.metrics import eval_metrics
 
     if not records:
@@ -168,8 +162,7 @@ def read_log(ref: str | Path, stage: str) -> list[dict]:
 
 
 def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
-    """The reference's per-task results as the comparison stage's metrics, so notebook 08 and
-    the report draw them as they draw a run."""
+    """The reference's results as comparison metrics, so they are drawn as a run's are."""
     from vsearcher_lite.agent.task import in_level_order
     from vsearcher_lite.evaluation.comparison import comparison_metrics
     from vsearcher_lite.scoring.metrics import eval_metrics
@@ -195,7 +188,7 @@ def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
 
 
 def _accuracy(records: list[dict], ids: set[str]) -> float | None:
-    """The share of ``records`` on the tasks ``ids`` answered correctly."""
+
     return _round(sum(bool(r["correct"]) for r in records if r["id"] in ids) / len(ids))
 
 
@@ -225,8 +218,7 @@ def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
 
 
 def reference_summary(ref: str | Path = REFERENCE_DIR) -> dict:
-    """What ``summary.json`` records of the reference beside a live run: where it is, how it was
-    made and its headline numbers (recomputed from its files), or why it could not be read."""
+    """What ``summary.json`` records of the reference, or why it could not be read."""
     ref = Path(ref)
     try:
         card = read_card(ref)
@@ -261,14 +253,6 @@ def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
     problems += _differences(card.get("acceptance"), acceptance(computed), "acceptance")
     return problems
 
-
-def _git_commit(repo: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def _size_mb(folder: Path) -> float:
@@ -314,7 +298,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     numbers = headline_numbers(staging)
     card = {
         "commands": commands,
-        "commit": _git_commit(Path(__file__).resolve().parent.parent),
+        "commit": git_state()["commit"],
         "device": device,
         "seeds": seeds,
         "wall_seconds": wall_seconds or {},
@@ -367,9 +351,8 @@ def card_markdown(card: dict) -> str:
 
 
 def stage_seconds(run_dir: Path, name: str) -> float | None:
-    """A finished stage's time as its files record it, interruptions included: the larger of its
-    ``metrics.json`` seconds and its log's last row (a resumed process's metrics count only its
-    own part)."""
+    """A finished stage's time, interruptions included: the larger of its ``metrics.json``
+    seconds and its log's last row (a resumed process's metrics count only its own part)."""
     found = []
     if (run_dir / name / "metrics.json").exists():
         found.append(read_json(run_dir / name / "metrics.json").get("seconds"))
@@ -382,8 +365,7 @@ def stage_seconds(run_dir: Path, name: str) -> float | None:
 
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
                   log=print) -> dict[str, float]:
-    """SFT, GRPO and the comparison at full length in ``run_dir`` (earlier stages built with their
-    defaults when missing), skipping a finished stage; each stage's wall seconds."""
+    """SFT, GRPO and the comparison at full length, skipping finished stages; wall seconds."""
     import time
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison

@@ -1,12 +1,9 @@
 """``RUN_DIR/report.html``: one offline page showing what a reproduction found.
 
-``report_html(summary, run_dir)`` draws from the files the stages saved (never by rerunning one):
-table 1 and figure 4 (``comparison/metrics.json``), the filter funnel, tool calls per trajectory
-(figure 3), the SFT loss and base vs SFT, GRPO's figures 5 and 6, every notebook's status, time
-and memory, and the shipped reference run beside the short live one. Every figure says what it
-counts. A stage that has not run gets one line naming the notebook that makes it; an unreadable
-file gets one line naming the error, and the rest of the page is still drawn. plotly.js is
-embedded once, in the head.
+The page is drawn from the files the stages saved, never by rerunning one, with the shipped
+reference run beside the short live one. A stage that has not run gets one line naming the
+notebook that makes it; an unreadable file gets one line naming the error, and the rest of the
+page is still drawn.
 """
 
 from __future__ import annotations
@@ -288,8 +285,7 @@ STYLE = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1
 
 def report_html(summary: dict, run_dir: str | Path | None = None, *, html_links: bool = True,
                 reference_dir: str | Path | None = None) -> str:
-    """The report page: settings, the failure if any, the sections drawn from ``run_dir``'s saved
-    files (none when it is None), the reference run's (when given) and every notebook's run."""
+    """The report page: settings, sections from ``run_dir`` and the reference, the notebooks."""
     settings = summary.get("settings", {})
     peak = (summary.get("peak_memory") or {}).get("peak_tree_rss_mb")
     body = ["<h1>vsearcher-lite reproduction</h1>",

@@ -1,16 +1,8 @@
 """Files every stage shares: the run directory, atomic writes, resumable JSONL, metrics.
 
-Rules: nothing half-written is ever left behind, and a long loop can be
-stopped and rerun without redoing what is done.
-
-- ``atomic_write_text`` / ``atomic_write_json`` write to a temporary file in the same folder
-  and rename it into place, so a reader sees the old file or the new one, never a mix.
-- ``JsonlLog`` is an append-only JSONL file keyed by an id field. Each record is written as one
-  ``write`` of one complete line and flushed; a crash can at worst leave a last line without
-  its newline, which ``read_jsonl`` ignores with a warning and the next append repairs.
-- ``RunDir`` names the folders of a run (``runs/<name>/<stage>/``) and writes ``metrics.json``.
-  The run's files name what lies inside the run folder relative to it (``RunDir.relative`` on
-  write, ``RunDir.resolve`` on read), so a run folder can be copied or moved.
+Nothing half-written is ever left behind (writes go to a temporary file renamed into place),
+and a long loop can be stopped and rerun without redoing what is done (``JsonlLog``). A run's
+files store paths inside the run folder relative to it, so the folder can be copied or moved.
 """
 
 from __future__ import annotations
@@ -29,15 +21,12 @@ from typing import Any, Iterable, Iterator, Sequence
 
 
 class InputError(ValueError):
-    """Bad input from a user: a missing file, a malformed line, an unknown name.
-
-    The CLI prints its message on one line and exits with status 2, without a traceback.
-    """
+    """Bad input from a user (a missing file, a malformed line, an unknown name): the CLI prints
+    its message on one line and exits with status 2, without a traceback."""
 
 
 def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
-    """``rows`` as CSV text under a header of ``fields``: other keys are left out, missing and
-    ``None`` cells are empty.
+    """``rows`` as CSV under a header of ``fields`` (other keys left out, missing cells empty).
 
     >>> csv_text([{"step": 1, "loss": 2.5, "note": "x"}, {"step": 2}], ["step", "loss"])
     'step,loss\\n1,2.5\\n2,\\n'
@@ -50,8 +39,7 @@ def csv_text(rows: Iterable[dict], fields: Sequence[str]) -> str:
 
 
 def mean(values: Iterable[float | None], digits: int = 4) -> float | None:
-    """The mean of the values that are not None, rounded; None when there are none (the metrics
-    files' convention for "nothing to average").
+    """The mean of the values that are not None, rounded; None when there are none.
 
     >>> mean([1, 2, None, 4]), mean([], 2), mean([2 / 3], 3)
     (2.3333, None, 0.667)
@@ -86,11 +74,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def replace_dir(new: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """Move the finished folder ``new`` to ``target``, atomically for readers.
-
-    An existing ``target`` is renamed aside first and deleted only after the move, so a crash
-    leaves either the old folder or the new one in place, never a half-written one.
-    """
+    """Move the finished folder ``new`` to ``target``; an existing ``target`` is renamed aside
+    and deleted after the move, so a crash leaves the old folder or the new one, never a mix."""
     new, target = Path(new), Path(target)
     old = None
     if target.exists():
@@ -146,12 +131,8 @@ def read_json(path: str | os.PathLike) -> Any:
 def jsonl_records(
     lines: Iterable[str], source: str, *, strict: bool = True, tolerate_torn_tail: bool = False
 ) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of JSONL text.
-
-    A malformed line raises ``InputError`` naming ``source`` and the line number. With
-    ``tolerate_torn_tail`` a last line without its newline (an interrupted append) is skipped
-    with a warning instead; with ``strict=False`` every malformed line is.
-    """
+    """``(line number, object)`` for each non-blank line of JSONL text; a malformed line raises
+    ``InputError``, or is skipped with a warning if it is a torn tail or ``strict`` is False."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -173,19 +154,15 @@ def jsonl_records(
 
 
 def read_jsonl(path: str | os.PathLike, *, strict: bool = True) -> Iterator[dict]:
-    """Yield the JSON objects of a JSONL file (see ``jsonl_records``).
-
-    A last line with no newline (an interrupted append) is skipped with a warning.
-    """
+    """The JSON objects of a JSONL file; a torn last line (an interrupted append) is skipped."""
     for _, obj in read_jsonl_numbered(path, strict=strict):
         yield obj
 
 
 def read_jsonl_numbered(path: str | os.PathLike, *, strict: bool = True,
                         tolerate_torn_tail: bool = True) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each object of a JSONL file, as ``read_jsonl`` reads them: for
-    messages that name the line of a record (blank lines count). ``tolerate_torn_tail=False``: a
-    last line without its newline must parse too (a user's file being validated)."""
+    """``read_jsonl`` with line numbers, for messages naming a record's line.
+    ``tolerate_torn_tail=False``: a last line without its newline must parse too."""
     path = Path(path)
     lines = text_lines(read_text(path))
     yield from jsonl_records(lines, str(path), strict=strict, tolerate_torn_tail=tolerate_torn_tail)
@@ -198,10 +175,8 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> Path:
 
 
 class JsonlLog:
-    """Append-only JSONL keyed by ``key``: the backbone of every resumable loop.
-
-    Opening one only reads: its folder is made by the first ``append``, so reading a log that does
-    not exist (or a run that fails before writing) leaves no empty folder behind.
+    """Append-only JSONL keyed by ``key``: the backbone of every resumable loop. Its folder is
+    made by the first ``append``, so opening a log leaves no empty folder behind.
 
     >>> import tempfile, os
     >>> log = JsonlLog(os.path.join(tempfile.mkdtemp(), "t.jsonl"))
@@ -221,8 +196,7 @@ class JsonlLog:
                     self._done.add(str(rec[key]))
 
     def _repair_tail(self) -> None:
-        # A crash mid-append can leave a last line without its newline; drop it so the
-        # next append starts on a fresh line and the file stays valid JSONL.
+        # Drop a torn last line so the next append starts on a fresh line.
         data = self.path.read_bytes()
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
@@ -252,8 +226,7 @@ class JsonlLog:
 
 
 def check_same_settings(where: str | os.PathLike, earlier: dict, now: dict) -> None:
-    """Refuse to continue the interrupted run saved at ``where`` with other settings than its own:
-    an ``InputError`` naming the first setting that differs, so a resume never mixes two runs.
+    """An ``InputError`` naming the first setting that differs: a resume never mixes two runs.
 
     >>> check_same_settings("run/sft", {"lr": 1e-3}, {"lr": 1e-3})
     >>> check_same_settings("run/sft", {"lr": 1e-3}, {"lr": 0.1})
@@ -273,8 +246,7 @@ FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def check_folder_name(name: Any, what: str, hint: str = "") -> str:
-    """``name`` if it can be one folder inside a run (letters, digits, ``.``, ``_``, ``-``; no
-    path); ``hint`` ends the error message (e.g. a suggested name).
+    """``name`` if it can name one folder inside a run; ``hint`` ends the error message.
 
     >>> check_folder_name("sft-v2", "--name")
     'sft-v2'
@@ -290,12 +262,9 @@ PATH_FIELDS = frozenset({"image_path", "source_image", "image", "images", "locat
 
 
 class RunDir:
-    """The folder of one run: ``runs/<name>/``, one subfolder per stage.
-
-    Paths inside the run folder are stored relative to it: ``relative`` rewrites a record before
-    it is written, ``resolve`` joins the stored paths of a record read back to the folder. Paths
-    outside it (the shipped tiny base, a user's file, a model id, a URL) are kept as given, and
-    an absolute path in an older run's file is read as it is.
+    """The folder of one run, ``runs/<name>/``, one subfolder per stage. ``relative`` rewrites
+    paths inside it before a record is written, ``resolve`` joins them back on read; other paths
+    (the tiny base, a user's file, a URL, an older run's absolute path) are kept as given.
 
     >>> run = RunDir("/data/runs/a")
     >>> run.relative({"image_path": "/data/runs/a/inject-image/images/t1.jpg", "note": "/data/x"})
@@ -336,8 +305,7 @@ class RunDir:
         return path
 
     def relative(self, value: Any) -> Any:
-        """``value`` (text or JSON-like data) with every path inside the run folder made relative to
-        it (the folder itself becomes ``.``), as the run's files store it."""
+        """``value`` (text or JSON-like) with paths inside the run folder made relative."""
         if isinstance(value, str):
             if value in self._names:
                 return "."
@@ -349,15 +317,13 @@ class RunDir:
         return value
 
     def path(self, stored: str) -> str:
-        """A path read from one of the run's files: a relative one joined to the run folder; an
-        absolute path, a URL or an empty string as it is."""
+        """A stored path joined to the run folder; an absolute path, a URL or "" as it is."""
         if not stored or "://" in stored or stored.startswith("data:") or os.path.isabs(stored):
             return stored
         return str(self.root / stored) if stored != "." else str(self.root)
 
     def resolve(self, value: Any, field: str | None = None) -> Any:
-        """A record read from one of the run's files with the paths of its ``PATH_FIELDS`` resolved
-        (``path``); everything else as it is."""
+        """A record read back with the values of its ``PATH_FIELDS`` resolved by ``path``."""
         if isinstance(value, dict):
             return {k: self.resolve(v, k) for k, v in value.items()}
         if isinstance(value, list):

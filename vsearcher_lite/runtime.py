@@ -39,8 +39,7 @@ def check_device_name(name: str) -> str:
 
 
 def resolve_device(name: str | None = "auto"):
-    """The ``torch.device`` a stage runs on: ``auto`` (or ``None``) is ``cuda`` when torch sees a
-    GPU, else ``cpu``. An unknown name, or ``cuda`` without a GPU, is an ``InputError``."""
+    """The ``torch.device`` to run on (``auto``: the GPU when torch sees one), or ``InputError``."""
     import torch
 
     name = "auto" if name is None else str(name).strip().lower()

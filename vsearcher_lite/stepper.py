@@ -1,8 +1,7 @@
 """A step-through view as one self-contained HTML block (no widget library, no network).
 
-``StepView`` shows one step at a time with back/next buttons and a slider; its script is inlined,
-so it works in JupyterLab, in exported HTML and offline. Where no script runs, every step is
-still there as a numbered list.
+Its script is inlined, so it works in JupyterLab, in exported HTML and offline; where no script
+runs, every step is still there as a numbered list.
 """
 
 from __future__ import annotations
@@ -65,8 +64,7 @@ class StepView:
         return f"StepView({len(self.steps)} steps: {name})"
 
     def position(self, index: int | None = None) -> str:
-        """Where the view stands: ``step 2 of 4``, or ``step 1 (0 to 3)`` counting from 0 (``{i}``
-        for the number when ``index`` is None: the script fills it in).
+        """Where the view stands (``{i}`` for the number when ``index`` is None).
 
         >>> StepView(["a", "b", "c"]).position(1), StepView(["a", "b", "c"], first=0).position(1)
         ('step 2 of 3', 'step 1 (0 to 2)')

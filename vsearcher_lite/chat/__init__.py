@@ -3,10 +3,9 @@ LLM role, and the ``make_chat`` factory. Modules: ``base`` (the interface, image
 usage), ``openai`` (OpenAI-compatible HTTP), ``local`` (a ``transformers`` model), ``batched``
 (many concurrent episodes on one model, in lockstep).
 
-Messages use the OpenAI shape; ``content`` is a string or a list of ``{"type": "text", ...}`` and
-``{"type": "image", "image": <path or URL>}`` parts, which each backend converts for its server
-or model. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed``; the
-local backend (``chat.local``) also takes ``repeat_guard``.
+Messages use the OpenAI shape, with ``{"type": "image", "image": <path or URL>}`` parts that each
+backend converts. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``,
+``seed``; local models also take ``repeat_guard``.
 """
 
 from __future__ import annotations
@@ -34,11 +33,9 @@ _SPEC_FORMS = "expected 'openai:<model>@<base_url>', 'transformers:<path>' or a 
 
 
 def make_chat(spec: "str | dict | ChatBackend", **overrides: Any) -> ChatBackend:
-    """A chat backend from a spec: a backend (returned as is), a string or a dict.
-
-    Strings: ``"openai:<model>@<base_url>"``, ``"openai:<model>"`` or ``"openai"`` (the rest from
-    the environment), ``"transformers:<path or hub id>"``. Dicts: ``{"backend": "openai",
-    "model": ..., ...}`` with the constructor's keywords; ``overrides`` add keywords.
+    """A chat backend from a spec: a backend (as is), ``"openai:<model>@<base_url>"``,
+    ``"openai[:<model>]"`` (the rest from the environment), ``"transformers:<path or hub id>"``,
+    or a dict ``{"backend": ..., **constructor keywords}``; ``overrides`` add keywords.
 
     >>> make_chat("openai:qwen2.5-vl@http://127.0.0.1:8000/v1")
     OpenAIChat(model='qwen2.5-vl', base_url='http://127.0.0.1:8000/v1')

@@ -32,9 +32,7 @@ class ChatBackend(abc.ABC):
 
 
 class ScriptedChat(ChatBackend):
-    """Replies from a script: a list of strings, or a function of the messages.
-
-    For tests and for teaching; it records every call in ``calls``.
+    """Replies from a script (strings or a function of the messages); calls kept in ``calls``.
 
     >>> bot = ScriptedChat(["hello", "bye"])
     >>> bot.chat([{"role": "user", "content": "hi"}]), bot.chat([])
@@ -179,10 +177,7 @@ def usage_of(backend: ChatBackend) -> dict[str, int]:
 
 
 def roles_usage(roles: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Token usage per LLM role of a stage, for its ``metrics.json``.
-
-    ``roles`` maps a role name to a backend or to anything holding one in ``.chat``. A backend
-    shared by several roles is reported once, under their names joined by ``+``.
+    """Token usage per LLM role; a backend shared by roles is reported once (``role1+role2``).
 
     >>> roles_usage({"writer": ScriptedChat([]), "judge": object()})
     {}

@@ -1,27 +1,12 @@
 """Many ReAct episodes, one model: chat backends that answer concurrent ``chat`` calls in a batch.
 
-GRPO runs P x G episodes per step and the held-out evaluation hundreds; one ``model.generate``
-per turn per episode (``chat.local.TransformersChat``) spends a small model's CPU time on
-per-call overhead, while one batch takes a fraction of the one-by-one time with token-identical
-greedy output. The batching lives *behind* the ``ChatBackend`` interface, so the episodes still
-run through ``agent.loop.run_episode`` (the same prompt, format check, tools and limits as
-everywhere else), one thread per episode:
-
-- every episode thread calls ``chat(messages)`` as usual and waits;
-- when the batch is ready, the thread that notices it generates for every waiting request at
-  once (left-padded, ``generate`` stops each row at ``<|im_end|>`` or ``<tool_response>``) and
-  hands each thread its own reply.
-
-When is a batch ready? In **lockstep** mode (``with backend.lockstep(n)``, GRPO rollouts) when
-every episode still running waits: episodes advance turn by turn together, so batches, their
-order (by episode key) and the sampling seed are the same on every run. Outside lockstep (the
-evaluation's thread pool, which has no "episode finished" signal) when ``max_batch`` requests
-wait or the oldest has waited ``max_wait_s``; greedy output does not depend on the grouping (up
-to float rounding in the padded positions).
-
-``BatchedTransformersChat`` generates with a local Hugging Face model (the cpu engine, and the
-TRL engine without vLLM); ``BatchedVLLMChat`` with the vLLM engine TRL keeps in sync with the
-trained weights (multi_gpu; not exercised on the CPU-only CI).
+One ``generate`` per turn per episode spends a small model's time on per-call overhead; one batch
+gives token-identical greedy output in a fraction of the time. The batching lives behind
+``ChatBackend``, so episodes still run through ``agent.loop.run_episode``, one thread each: the
+thread that finds the batch ready generates for all waiting requests. In **lockstep** mode (GRPO
+rollouts) a batch is ready when every episode still running waits, so batches, their order and
+seeds are the same on every run; otherwise when ``max_batch`` requests wait or the oldest has
+waited ``max_wait_s``.
 """
 
 from __future__ import annotations
@@ -40,6 +25,7 @@ from vsearcher_lite.chat.base import (
     ChatBackend,
     ChatError,
     cut_at_stop,
+    new_usage,
 )
 from vsearcher_lite.chat.local import processor_message, repeat_guard_kwargs
 
@@ -109,8 +95,7 @@ class LockstepBatcher(ChatBackend, abc.ABC):
         self.max_wait_s = max_wait_s
         self.lockstep_timeout_s = lockstep_timeout_s
         self.stats = BatchStats()
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0,
-                      "responses_without_usage": 0}
+        self.usage = new_usage()
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._busy = False
@@ -121,11 +106,7 @@ class LockstepBatcher(ChatBackend, abc.ABC):
 
     @contextlib.contextmanager
     def lockstep(self, n_episodes: int) -> Iterator["LockstepBatcher"]:
-        """Within the block, a batch is generated when all ``n_episodes`` still running are waiting.
-
-        Every episode thread must call ``bind(key)`` first and ``leave()`` when its episode ends
-        (``run_lockstep`` does both).
-        """
+        """Batch when every running episode waits (see ``run_lockstep``: ``bind``, ``leave``)."""
         with self._cond:
             if self._active is not None:
                 raise RuntimeError("a lockstep session is already running on this backend")
@@ -183,16 +164,12 @@ class LockstepBatcher(ChatBackend, abc.ABC):
         return request.result  # type: ignore[return-value]
 
     def _ready(self) -> bool:
-        if self._active is not None:
-            if len(self._pending) >= self._active:
-                return True
-            oldest = min(r.arrived for r in self._pending)
-            # a stuck episode must not hang the rest
-            return time.monotonic() - oldest > self.lockstep_timeout_s
-        if len(self._pending) >= self.max_batch:
+        lockstep = self._active is not None
+        if len(self._pending) >= (self._active if lockstep else self.max_batch):
             return True
-        oldest = min(r.arrived for r in self._pending)
-        return time.monotonic() - oldest >= self.max_wait_s
+        waited = time.monotonic() - min(r.arrived for r in self._pending)
+        # In lockstep, the timeout keeps a stuck episode from hanging the rest.
+        return waited > self.lockstep_timeout_s if lockstep else waited >= self.max_wait_s
 
     def _wait_time(self) -> float:
         return self.max_wait_s if self._active is None else 1.0
@@ -237,11 +214,8 @@ class LockstepBatcher(ChatBackend, abc.ABC):
 
 
 def run_lockstep(backend: LockstepBatcher, jobs: list, run_one, keys: list | None = None) -> list:
-    """``run_one(job)`` for every job, each on its own thread, in lockstep on ``backend``; the
-    results in job order.
-
-    An exception in one job is re-raised after every thread has finished.
-    """
+    """``run_one(job)`` for every job on its own thread, in lockstep on ``backend``; the results
+    in job order. A job's exception is re-raised after every thread has finished."""
     keys = list(range(len(jobs))) if keys is None else list(keys)
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException | None] = [None] * len(jobs)
@@ -292,21 +266,15 @@ def single_token_ids(tokenizer, strings) -> tuple[list[int], list[str]]:
 
 
 class BatchedTransformersChat(LockstepBatcher):
-    """A loaded image-text model and its processor behind the batcher (left-padded ``generate``).
-
-    Decoding matches ``chat.local.TransformersChat``: greedy at temperature 0, else sampling with
-    ``top_p`` and no top-k; stop strings end a row and are cut from its text; special tokens are
-    skipped. The model is put in eval mode for generation and restored after (the trainer owns it).
-    """
+    """A loaded image-text model behind the batcher, decoding as ``chat.local.TransformersChat``."""
 
     name = "transformers-batched"
 
     def __init__(self, model, processor, *, max_new_tokens: int = 512,
                  static_cache: bool | None = None, **kwargs: Any):
         super().__init__(**kwargs)
-        # On CPU a preallocated cache: decoding a small model there is bound by memory traffic, and
-        # the default cache copies every key and value at every step. Not on a GPU by default: it
-        # allocates prompt + max_new_tokens positions for every row up front.
+        # A static cache on CPU, where decoding is bound by memory traffic and the default cache
+        # copies every key and value each step; not on a GPU, where it preallocates every row.
         if static_cache is None:
             static_cache = next(model.parameters()).device.type == "cpu"
         self.static_cache = static_cache
@@ -385,13 +353,9 @@ class BatchedTransformersChat(LockstepBatcher):
 
 
 class BatchedVLLMChat(LockstepBatcher):
-    """Generation through TRL's colocated vLLM engine (``trainer.vllm_generation``, TP 1).
-
-    TRL pushes the trained weights into that engine before each rollout; the sampling settings are
-    TRL's (``temperature``, ``top_p``, ``max_completion_length`` as the per-turn budget,
-    ``generation_kwargs`` with the stop string). Not exercised on this project's CPU-only CI: no
-    vLLM wheel and no GPU there.
-    """
+    """Generation through TRL's colocated vLLM engine (``trainer.vllm_generation``, TP 1), which
+    TRL syncs with the trained weights and whose sampling settings are TRL's. Not exercised on
+    the CPU-only CI."""
 
     name = "vllm-batched"
 
@@ -418,9 +382,7 @@ class BatchedVLLMChat(LockstepBatcher):
             images = None
         _, completion_ids, _, _ = self.vllm.generate(prompt_ids, images, num_generations=1)
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        stop = options.get("stop")
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
         self.usage["requests"] += len(conversations)
         self.usage["prompt_tokens"] += sum(len(p) for p in prompt_ids)
         self.usage["completion_tokens"] += sum(len(c) for c in completion_ids)
-        return [cut_at_stop(t, stops) for t in texts]
+        return [cut_at_stop(t, options.get("stop")) for t in texts]

@@ -29,15 +29,10 @@ _MODEL_MISSING = re.compile(
 
 
 class OpenAIChat(ChatBackend):
-    """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
-
-    vLLM, SGLang, Ollama, ``transformers serve``, OpenAI, Gemini. ``model``, ``base_url`` and
-    ``api_key`` default to ``$VSEARCHER_CHAT_MODEL``, ``$VSEARCHER_CHAT_BASE_URL`` (or
-    ``$OPENAI_BASE_URL``, else ``http://localhost:8000/v1``) and ``$VSEARCHER_CHAT_API_KEY`` (or
-    ``$OPENAI_API_KEY``, or ``$GEMINI_API_KEY`` for Gemini). Calls go through ``HttpClient``
-    (retries, a concurrency limit), so threads may share it; ``usage`` counts tokens for
-    ``metrics.json``. ``defaults`` fill sampling values a call leaves out; ``extra_body`` is
-    merged into every request (e.g. ``{"reasoning_effort": "low"}``).
+    """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint; threads may share
+    it. ``model``, ``base_url`` and ``api_key`` default to ``$VSEARCHER_CHAT_MODEL``,
+    ``$VSEARCHER_CHAT_BASE_URL`` and ``$VSEARCHER_CHAT_API_KEY`` (or their ``OPENAI_`` forms).
+    ``defaults`` fill sampling values a call leaves out; ``extra_body`` joins every request.
     """
 
     name = "openai"

@@ -1,11 +1,8 @@
 """Networking that holds up: a resilient HTTP client, the SSRF guard, and secret handling.
 
-- ``net.http``: ``HttpClient`` (timeouts, retries with backoff and jitter, Retry-After,
-  concurrency and rate limits, redirect hops checked by the guard);
-- ``net.errors``: ``HttpError``, the layer's one error type;
-- ``net.guard``: ``UrlGuard`` / ``BlockedUrl``, the SSRF guard of the live ``visit`` tool;
-- ``net.secrets``: ``get_secret`` / ``redact`` / ``known_secrets``: keys from the environment,
-  never shown.
+Modules: ``http`` (``HttpClient``), ``errors`` (``HttpError``, the layer's one error type),
+``guard`` (the SSRF guard of the live ``visit`` tool), ``secrets`` (keys from the environment,
+never shown).
 """
 
 from vsearcher_lite.net.guard import BlockedUrl, UrlGuard, pinned_transport

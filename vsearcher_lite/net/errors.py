@@ -1,8 +1,5 @@
-"""``HttpError``, the one error type of the network layer.
-
-It has its own module so that both ``net.http`` (which raises it) and ``net.guard`` (whose
-``BlockedUrl`` is one) can import it without importing each other.
-"""
+"""``HttpError``, the one error type of the network layer, in its own module so that ``net.http``
+and ``net.guard`` can both import it without importing each other."""
 
 from __future__ import annotations
 

@@ -1,27 +1,11 @@
 """The SSRF guard for the ``visit`` tool in live mode.
 
-The agent chooses the URLs it visits, and a model can be talked (by a page it read) into
-visiting ``http://169.254.169.254/`` or a service on the user's own network. ``UrlGuard.check``
-decides, before any connection is opened, whether a URL may be fetched:
-
-- the scheme must be ``http`` or ``https``;
-- no user info (``http://good.com@127.0.0.1/`` is a classic trick to make a URL look public);
-- the host must be a plain name or a canonical IP address: numeric forms that resolvers accept
-  but people do not read as IPs (``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1``) are
-  refused outright, as are percent-escapes, backslashes and hosts that IDNA cannot encode or that
-  normalise to an IP (full-width digits);
-- names such as ``localhost`` and ``metadata.google.internal`` are refused by name;
-- the host is resolved with the injected resolver and EVERY address must be public: not
-  loopback, private, link-local, multicast, reserved, unspecified, shared (CGNAT) or a cloud
-  metadata address, including IPv4 addresses carried inside IPv6 (mapped ``::ffff:a.b.c.d``,
-  6to4, Teredo, NAT64).
-
-``HttpClient(guard=...)`` calls ``check`` on the first URL and on every redirect hop.
-
-DNS rebinding (a name that resolves to a public address for the check and to a private one
-for the connection) is closed by ``pinned_transport``: its connections resolve through the
-guard at connect time and go to an approved address. ``HttpClient(guard=...)`` uses it when no
-transport is given.
+The agent chooses the URLs it visits, and a page it read can talk it into visiting
+``http://169.254.169.254/`` or a service on the user's network. ``UrlGuard.check`` decides,
+before any connection and on every redirect hop, whether a URL may be fetched: http(s) only, no
+user info, no disguised numeric hosts (``2130706433``, ``0177.0.0.1``, ``127.1``), no local or
+metadata names, and EVERY resolved address public (IPv4 carried inside IPv6 included). DNS
+rebinding is closed by ``pinned_transport``, whose connections go only to approved addresses.
 
 >>> def stub(host, port, *a, **k):
 ...     return [(2, 1, 6, "", ({"example.org": "93.184.215.14"}.get(host, "10.0.0.5"), port))]
@@ -73,11 +57,8 @@ _CANONICAL_IPV4 = re.compile(rf"^{_OCTET}(\.{_OCTET}){{3}}$")
 
 
 class BlockedUrl(HttpError):
-    """The guard refused a URL; ``reason`` says why. No connection was opened.
-
-    ``transient`` is True when the refusal may not hold next time (the host did not resolve),
-    so a recorder must not store it as the page's answer.
-    """
+    """The guard refused a URL (no connection was opened). ``transient``: the refusal may not
+    hold next time (the host did not resolve), so a recorder must not store it."""
 
     def __init__(self, reason: str, url: str = "", *, transient: bool = False):
         super().__init__(f"{url}: {reason}" if url else reason, url=url, status=None,
@@ -86,10 +67,8 @@ class BlockedUrl(HttpError):
 
 
 def parse_loose_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The IPv4 address a permissive resolver (``inet_aton``) reads from ``host``, or ``None``.
-
-    Accepts 1 to 4 parts, each decimal, octal (leading 0) or hex (``0x``), the last part filling
-    the remaining bytes: the forms used to disguise an internal address.
+    """The IPv4 address a permissive resolver (``inet_aton``) reads from ``host``, or ``None``:
+    1 to 4 decimal, octal or hex parts, the forms used to disguise an internal address.
 
     >>> [str(parse_loose_ipv4(h)) for h in ("2130706433", "0x7f000001", "0177.0.0.1", "127.1")]
     ['127.0.0.1', '127.0.0.1', '127.0.0.1', '127.0.0.1']
@@ -157,12 +136,9 @@ def address_problem(ip: IPAddress) -> str | None:
 
 
 class UrlGuard:
-    """``check(url)`` returns ``None`` for a URL that may be fetched, else raises ``BlockedUrl``.
-
-    ``resolver`` has the signature of ``socket.getaddrinfo`` (inject a stub in tests).
-    ``allow_hosts`` lists host names or addresses exempt from the address checks (for a test
-    talking to its own 127.0.0.1 server); the scheme and form checks still apply to them.
-    """
+    """``check(url)`` raises ``BlockedUrl`` for a URL that may not be fetched. ``resolver`` works
+    like ``socket.getaddrinfo``; ``allow_hosts`` are exempt from the address checks (a test's
+    own 127.0.0.1 server), not from the scheme and form checks."""
 
     def __init__(self, resolver: Callable[..., Iterable[tuple[Any, ...]]] = socket.getaddrinfo,
                  allow_hosts: Iterable[str] = ()):
@@ -190,17 +166,11 @@ class UrlGuard:
         host = self._normalised_host(parsed, block)
         if host in self.allow_hosts:
             return
-        if host in BLOCKED_HOSTNAMES or host.endswith(BLOCKED_HOST_SUFFIXES):
-            raise block(f"host {host!r} names a local or metadata service")
         port = parsed.port or (443 if scheme == "https" else 80)
         self._approved_addresses(host, port, block)
 
     def approved_addresses(self, host: str, port: int) -> list[IPAddress]:
-        """The addresses of ``host`` that may be connected to, or ``BlockedUrl``.
-
-        Used at connect time by ``pinned_transport`` so the connection goes to an address the
-        guard approved (not to whatever a second DNS answer says).
-        """
+        """The connectable addresses of ``host`` at connect time, or ``BlockedUrl``."""
         host = host.lower().strip("[]").rstrip(".")
 
         def block(reason: str) -> BlockedUrl:
@@ -209,12 +179,12 @@ class UrlGuard:
         if host in self.allow_hosts:
             literal = _ip_literal(host)
             return [literal] if literal is not None else self._resolve(host, port, block)
-        if host in BLOCKED_HOSTNAMES or host.endswith(BLOCKED_HOST_SUFFIXES):
-            raise block(f"host {host!r} names a local or metadata service")
         return self._approved_addresses(host, port, block)
 
     def _approved_addresses(self, host: str, port: int,
                             block: Callable[[str], BlockedUrl]) -> list[IPAddress]:
+        if host in BLOCKED_HOSTNAMES or host.endswith(BLOCKED_HOST_SUFFIXES):
+            raise block(f"host {host!r} names a local or metadata service")
         literal = _ip_literal(host)
         if literal is not None:
             problem = address_problem(literal)
@@ -286,8 +256,7 @@ def _ip_literal(host: str) -> IPAddress | None:
 
 
 class PinnedNetworkBackend(httpcore.SyncBackend):
-    """An httpcore network backend that connects only to addresses the guard approves, resolved
-    at the moment of connecting (TLS still verifies the certificate against the host name)."""
+    """Connects only to guard-approved addresses (TLS still checks the certificate's host)."""
 
     def __init__(self, guard: UrlGuard):
         self.guard = guard

@@ -1,20 +1,9 @@
 """An HTTP client that holds up against real web APIs (httpx underneath).
 
-One ``HttpClient`` per backend (Serper, Vision, Jina, Wikidata, the chat endpoint ...). A call:
-
-- has a timeout per attempt and a bounded total time (``total_timeout``) over all its retries;
-- retries 429, 5xx, connection errors, timeouts and truncated bodies with exponential backoff
-  and full jitter (``delay = uniform(0, min(backoff_max, backoff_base * 2**attempt))``), and
-  honours ``Retry-After`` (seconds or an HTTP date, capped at ``backoff_max``);
-- fails at once on any other 4xx, with a message a user can act on (401/403 names the key
-  variable when the client knows it, 404 names the URL);
-- waits for a slot (``max_concurrency``) and a token (``rate_per_s``, a token bucket) so a
-  backend is never hammered, from however many threads;
-- with a ``guard`` (the SSRF guard of ``net.guard``), follows redirects itself and checks every
-  hop before a connection is opened, so a public page cannot redirect the agent into the
-  local network;
-- never puts a secret into an error message: key-like query parameters, credential headers and
-  every value in ``secrets`` are masked.
+One ``HttpClient`` per backend. A call has a bounded total time over its retries; retries 429,
+5xx, connection errors and truncated bodies with full-jitter backoff and ``Retry-After``; fails
+at once on other 4xx with a message a user can act on; respects concurrency and rate limits;
+with a ``guard`` checks every redirect hop; and never puts a secret into an error message.
 
 >>> import httpx
 >>> def app(request):
@@ -118,10 +107,7 @@ def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
 
 
 class TokenBucket:
-    """A thread-safe token bucket: ``rate`` tokens per second, holding at most ``capacity``.
-
-    ``acquire`` returns how long the caller slept. The clock and sleep are injectable for tests.
-    """
+    """A thread-safe token bucket; ``acquire`` returns how long the caller slept."""
 
     def __init__(self, rate: float, capacity: float = 1.0, *,
                  clock: Callable[[], float] = time.monotonic,
@@ -150,13 +136,8 @@ class TokenBucket:
 
 
 class HttpClient:
-    """See the module docstring. ``name`` labels error messages and stats (e.g. ``"serper"``).
-
-    Extra keywords beyond the shared contract: ``key_var`` (the environment variable holding this
-    backend's key, named in 401/403 messages), ``headers`` (sent with every request, e.g. an API
-    key header; credential header values are masked in messages), ``clock`` (for tests, paired
-    with ``sleep``), ``follow_redirects`` (default True).
-    """
+    """See the module docstring. ``name`` labels messages and stats; ``key_var`` (the variable
+    holding the backend's key) is named in 401/403 messages; ``headers`` go with every request."""
 
     def __init__(self, name: str, *, timeout: float = 30.0, max_retries: int = 4,
                  backoff_base: float = 0.5, backoff_max: float = 30.0,
@@ -184,8 +165,7 @@ class HttpClient:
         self._stats_lock = threading.Lock()
         self.stats: dict[str, int] = {"requests": 0, "retries": 0, "failures": 0, "bytes": 0}
         if guard is not None and transport is None:
-            # Connect only to addresses the guard approved, resolved at connect time, and never
-            # through an environment proxy (the guard must see the real destination).
+            # No environment proxy either (trust_env below): the guard must see the destination.
             transport = pinned_transport(guard)
         # Redirects are followed by hand so that a guard sees every hop.
         self._client = httpx.Client(transport=transport, trust_env=guard is None,
@@ -223,11 +203,7 @@ class HttpClient:
                 data: Any = None, headers: dict[str, str] | None = None,
                 max_bytes: int | None = None) -> httpx.Response:
         """Send one request with retries; the final 2xx response (body read), or ``HttpError``.
-
-        ``max_bytes`` caps how much of the body is read: a longer body is cut there and the
-        response carries ``extensions["truncated"] = True`` (for page fetching, where the start
-        of a huge page is all the summary needs).
-        """
+        A body longer than ``max_bytes`` is cut there, marked ``extensions["truncated"]``."""
         merged = {**self._default_headers, **(headers or {})}
         call_secrets = self._secrets | _credential_values(merged)
         deadline = None if self.total_timeout is None else self._clock() + self.total_timeout
@@ -276,8 +252,7 @@ class HttpClient:
     def _attempt(self, method: str, url: str, params: Any, json: Any, data: Any,
                  headers: dict[str, str], max_bytes: int | None, deadline: float | None,
                  call_secrets: set[str]) -> httpx.Response:
-        """One attempt, following redirects (each hop checked by the guard). Raises
-        ``_RetryableFailure`` for transient problems and ``HttpError`` for permanent ones."""
+        """One attempt, redirects followed; ``_RetryableFailure`` for transient problems."""
         current = _with_params(url, params)
         for hop in range(MAX_REDIRECTS + 1):
             self._check_guard(current, call_secrets)

@@ -1,9 +1,8 @@
 """API keys: read from the environment (or a ``.env`` file the user points to), never shown.
 
-A key comes from an environment variable or from the ``.env`` file named by
-``$VSEARCHER_ENV_FILE`` (or passed in), never from a stray ``.env`` nearby. Every value read is
-remembered, and ``redact`` masks it, and anything shaped like a credential, wherever text leaves
-the program (errors, logs, manifests, cache rows, notebook output).
+Keys come from the environment or the ``.env`` file named by ``$VSEARCHER_ENV_FILE``, never from a
+stray ``.env`` nearby. ``redact`` masks every value read, and anything shaped like a credential,
+wherever text leaves the program (errors, logs, manifests, cache rows, notebook output).
 
 >>> import os
 >>> os.environ["VSL_DOCTEST_KEY"] = "sk-doctest-123456"
@@ -116,8 +115,7 @@ def _lookup(var: str, env_file: str | os.PathLike | None) -> str | None:
 
 def get_secret(var: str, *, env_file: str | os.PathLike | None = None,
                required: bool = True) -> str | None:
-    """The value of ``var`` (environment, else the ``.env`` file), remembered for ``redact``;
-    ``None``, or an ``InputError`` naming the variable and its purpose when ``required``."""
+    """``var`` from the environment or env file, kept for ``redact``; ``InputError`` if required."""
     value = _lookup(var, env_file)
     if value is None:
         if required:
@@ -137,8 +135,7 @@ def get_setting(var: str, *, env_file: str | os.PathLike | None = None,
 
 
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
-    """``text`` with every known secret, ``secrets``, and anything shaped like a credential
-    masked."""
+    """``text`` with known secrets, ``secrets`` and anything shaped like a credential masked."""
     if not text:
         return text
     values = set(known_secrets())

@@ -1,9 +1,6 @@
-"""The three agent tools, defined once (paper section 3.1 and appendix A.1).
-
-Each tool has one ``ToolSpec`` (name, description, arguments) from which the JSON schema the
-model sees is generated, so the teacher, SFT, GRPO and evaluation show the same tools. The work
-is done by backends that know nothing of the agent (text search, image search, page reader,
-summariser), provided by the sandbox and by the live web; ``tools.toolbox.Toolbox`` binds them.
+"""The three agent tools, defined once (paper section 3.1 and appendix A.1), so the teacher, SFT,
+GRPO and evaluation show the model the same schemas; and the backend interfaces (text search,
+image search, page reader, summariser) the sandbox and the live web implement.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One place that builds the agent's toolbox for a run: sandbox or live, cached.
-
-Every stage that runs the agent (teacher trajectories, GRPO rollouts, evaluation) and the
-``tools`` command get their toolbox here, so they all see the same tools over the same world
-and share one tool cache per run (``RUN_DIR/cache/tools.sqlite``).
+"""One place that builds the agent's toolbox for a run (sandbox or live), so every stage sees the
+same tools over the same world and shares one tool cache per run.
 """
 
 from __future__ import annotations
@@ -32,21 +29,14 @@ def make_toolbox(
     env_file: str | None = None,
     observations: str = "full",
 ) -> Toolbox:
-    """The toolbox for ``run_dir``.
-
-    ``world="sandbox"`` opens the sandbox built in ``RUN_DIR/world`` (an ``InputError`` says
-    which command builds it); ``world="live"`` picks live backends from the API keys that are
-    set (``cache_mode="replay"`` needs no keys and serves a recorded run). ``chat`` is the
-    backend of the live visit summariser; without it the offline extractive summary is used.
-    ``observations`` sizes the sandbox's snippets and page summaries (``"compact"`` for the cpu
-    profile: ``tools.sandbox.OBSERVATION_STYLES``); live tools show what the web APIs return.
-    """
+    """The toolbox for ``run_dir``: over the sandbox in ``RUN_DIR/world``, or live backends picked
+    from the API keys that are set. ``chat`` writes live visit summaries; ``observations`` sizes
+    the sandbox's snippets and summaries (``tools.sandbox.OBSERVATION_STYLES``)."""
     if world == "sandbox":
         sandbox = open_world(run_dir)  # before the cache file is made: a missing world leaves none
         cache = tool_cache(run_dir, cache_mode)
         b = sandbox_backends(sandbox, observations)
-        # The namespace names the world's content (and the observation style), so a rebuilt world
-        # or another style never sees stale observations.
+        # Named by the world's content and style: a rebuilt world never sees stale observations.
         namespace = f"tools.{sandbox.fingerprint}"
         namespace += "" if observations == "full" else f".{observations}"
         return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache,

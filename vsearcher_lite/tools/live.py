@@ -1,8 +1,5 @@
 """Live web backends for the three agent tools (paper appendix A.1), chosen from the keys that
-are set: search in ``tools/live_search.py``, reading and summaries in ``tools/live_read.py``.
-
-``make_live_backends`` builds them; with a ``ToolCache`` in ``replay`` mode it picks what the
-recording used and needs no keys.
+are set; in ``replay`` mode, what the recording used (no keys needed).
 """
 
 from __future__ import annotations
@@ -64,20 +61,16 @@ def _recorded_namespaces(cache: ToolCache | None) -> set[str]:
         return {e["namespace"] for e in cache.entries() if e["namespace"].startswith("live.")}
 
 
-#: The start of a missing-key message: the live toolbox sets up text search, image search and visit
-#: together, so a call to any one of them (visit too) needs the text and image search keys.
+#: The start of a missing-key message: the three tools are set up together, so any call needs the
+#: text and image search keys.
 _WHOLE_TOOLBOX = "the live toolbox (its three tools are set up together, whichever is called)"
 
 
 def choose_live_backends(*, cache: ToolCache | None = None, env_file: str | None = None,
                          text: str | None = None, image: str | None = None,
                          reader: str | None = None) -> dict:
-    """Backend names per tool: the explicit choice, else what the keys allow (Serper for text;
-    Vision if ``$GOOGLE_VISION_API_KEY`` else Serper Lens; Jina if ``$JINA_API_KEY`` else a
-    direct fetch). In replay mode, what the recording used (no keys needed).
-
-    A tool that no key can serve raises ``InputError`` naming the variable(s) to set.
-    """
+    """Backend names per tool: the explicit choice, else what the keys allow (in replay mode, what
+    the recording used); a tool no key can serve raises ``InputError`` naming the variables."""
     choices = ((text, TEXT_BACKENDS, "text"), (image, IMAGE_BACKENDS, "image"),
                (reader, READERS, "reader"))
     for value, allowed, what in choices:
@@ -125,13 +118,7 @@ def make_live_backends(*, chat: ChatBackend | None = None, cache: ToolCache | No
                        image: str | None = None, reader: str | None = None,
                        guard: UrlGuard | None = None, http_options: dict | None = None,
                        summariser: Summariser | None = None) -> LiveBackends:
-    """Live backends for the three tools, chosen by ``choose_live_backends``.
-
-    ``chat`` gives an ``LLMSummariser`` for visits (else the extractive summary); ``cache``
-    records every live response, or replays them when its mode is ``replay``; ``guard`` and
-    ``http_options`` (``HttpClient`` keywords such as ``transport``, ``sleep``) are passed to
-    every backend, mostly for tests.
-    """
+    """Live backends for the three tools; ``chat`` writes visit summaries (else extractive)."""
     names = choose_live_backends(cache=cache, env_file=env_file, text=text, image=image,
                                  reader=reader)
     common = {"cache": cache, "env_file": env_file, "http_options": http_options}

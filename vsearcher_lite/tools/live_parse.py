@@ -1,9 +1,6 @@
-"""Pure parsers from live API responses (already decoded JSON or text) to the tool data model.
-
-Each function takes what a service sent back, in its documented wire format, and returns
-``SearchHit`` / ``ImageHit`` / ``PageContent``. Optional fields may be missing; a result without
-a usable link is skipped. A response of the wrong shape, or an error object inside a 200
-response, raises ``ToolError`` with the service's own message.
+"""Pure parsers from live API responses (decoded JSON or text) to ``SearchHit`` / ``ImageHit`` /
+``PageContent``. A result without a usable link is skipped; a response of the wrong shape, or an
+error object inside a 200 response, raises ``ToolError`` with the service's own message.
 """
 
 from __future__ import annotations
@@ -72,10 +69,7 @@ def _dedupe_hits(hits: list, k: int) -> list:
 
 
 def parse_serper_search(payload: Any, k: int = 5) -> list[SearchHit]:
-    """The top ``k`` organic results of a Serper ``/search`` response.
-
-    A result without a title shows its host; one without a snippet gets an empty snippet;
-    one without an http(s) link is skipped.
+    """The top ``k`` organic results of a Serper ``/search`` response (no title: the host).
 
     >>> results = [{"link": "https://a.org/x", "title": "A"}, {"title": "no link"}]
     >>> parse_serper_search({"organic": results})
@@ -95,9 +89,7 @@ def parse_serper_search(payload: Any, k: int = 5) -> list[SearchHit]:
 
 
 def parse_google_cse(payload: Any, k: int = 5) -> list[SearchHit]:
-    """The top ``k`` results of a Google Custom Search JSON API response.
-
-    Zero hits come without an ``items`` key; an ``error`` object raises ``ToolError``.
+    """The top ``k`` results of a Google Custom Search JSON API response (zero hits: no ``items``).
 
     >>> parse_google_cse({"kind": "customsearch#search", "searchInformation": {}})
     []
@@ -131,11 +123,8 @@ class VisionPage:
 
 
 def parse_vision_response(payload: Any) -> list[VisionPage]:
-    """Pages with matching images from a Vision ``images:annotate`` WEB_DETECTION response.
-
-    Titles lose their ``<b>`` marks; only http(s) image URLs are kept (the live service also
-    returns unfetchable ones such as ``x-raw-image:///...``). A per-image ``error`` inside the
-    200 response raises ``ToolError`` with Vision's message.
+    """Pages with matching images from a Vision ``images:annotate`` WEB_DETECTION response; only
+    http(s) image URLs are kept (the service also returns ``x-raw-image:///...`` ones).
 
     >>> pages = parse_vision_response({"responses": [{"webDetection": {"pagesWithMatchingImages": [
     ...     {"url": "https://p.org/a", "pageTitle": "A - <b>Wiki</b>",
@@ -176,10 +165,8 @@ def parse_vision_response(payload: Any) -> list[VisionPage]:
 
 
 def parse_serper_lens(payload: Any, k: int = 5) -> list[ImageHit]:
-    """The top ``k`` visual matches of a Serper ``/lens`` response, as pages with their image.
-
-    Matches come under ``organic``; ``visual_matches`` / ``visualMatches`` are read too, as
-    some responses use them.
+    """The top ``k`` visual matches of a Serper ``/lens`` response, as pages with their image
+    (under ``organic``, or ``visual_matches`` / ``visualMatches`` in some responses).
 
     >>> match = {"title": "T", "link": "https://p.org", "imageUrl": "https://i.org/a.jpg"}
     >>> hits = parse_serper_lens({"organic": [match]})
@@ -215,10 +202,8 @@ _JINA_HEADER = re.compile(r"^(Title|URL Source|Published Time|Warning|Descriptio
 
 
 def parse_jina_text(body: str, url: str, *, max_chars: int = 20000) -> PageContent:
-    """A ``PageContent`` from Jina Reader's default text response.
-
-    The header lines (``Title:``, ``URL Source:`` ...) give the title; the page is what follows
-    ``Markdown Content:``, or without that marker the whole body minus the header lines.
+    """A ``PageContent`` from Jina Reader's default text response: the title from its header
+    lines, the page from what follows ``Markdown Content:`` (else the body minus the headers).
 
     >>> body = "Title: Ex\\n\\nURL Source: https://ex.org/\\n\\nMarkdown Content:\\n# Ex\\nHello."
     >>> p = parse_jina_text(body, "https://ex.org/")
@@ -238,11 +223,7 @@ def parse_jina_text(body: str, url: str, *, max_chars: int = 20000) -> PageConte
 
 
 def parse_jina_json(payload: Any, url: str, *, max_chars: int = 20000) -> PageContent:
-    """A ``PageContent`` from Jina Reader's JSON envelope (``Accept: application/json``).
-
-    An envelope with an error ``code`` (e.g. 451 ``SecurityCompromiseError``) or no ``data``
-    raises ``ToolError`` with Jina's readable message.
-    """
+    """A ``PageContent`` from Jina Reader's JSON envelope (``ToolError`` on an error code)."""
     payload = _expect_object(payload, "Jina Reader")
     data = payload.get("data")
     code = payload.get("code")

@@ -1,9 +1,6 @@
-"""Live page reading for the visit tool: ``JinaReader`` (``https://r.jina.ai/``, optional
-``$JINA_API_KEY``) or ``DirectFetchReader`` (a GET through the SSRF guard, HTML to text here), then
-a goal-conditioned summary by ``LLMSummariser`` (any chat backend) or the offline extractive one.
-
-Readers record through the ``ToolCache`` like the search backends (``tools/live_search.py``):
-successful reads and the page's own "gone" statuses, never transient failures.
+"""Live page reading for the visit tool: ``JinaReader`` or ``DirectFetchReader`` (a GET through
+the SSRF guard), then a goal-conditioned summary by ``LLMSummariser`` or the offline extractive
+one. The ``ToolCache`` records successful reads and pages that are gone, never transient failures.
 """
 
 from __future__ import annotations
@@ -69,12 +66,7 @@ class _PageReaderBase(HttpBackend, PageReader):
     def _read_record(self, namespace: str, request: dict, url: str,
                      fetch: Callable[[], Any]) -> dict:
         """The recorded fetch of ``url``: ``{status, url, content_type, text}``, else ToolError.
-
-        The SSRF guard decides before anything is sent (and ``HttpClient`` checks every
-        redirect hop again). A refusal is recorded like a page that is gone, so a replay gives
-        the agent the same error text; a host that did not resolve is not recorded (DNS may
-        answer next time).
-        """
+        A guard refusal is recorded like a page that is gone, so a replay gives the same error."""
         if not is_http_url(url):
             raise ToolError(f"cannot visit {url!r}: only absolute http(s) URLs can be visited")
 
@@ -135,9 +127,7 @@ class JinaReader(_PageReaderBase):
 
 
 class DirectFetchReader(_PageReaderBase):
-    """Pages fetched directly (through the SSRF guard on every redirect hop) and turned into
-    text locally with ``html.parser``: title and text blocks, no scripts, styles or menus.
-    The default reader when no Jina key is set."""
+    """Pages fetched directly through the SSRF guard: the reader when no Jina key is set."""
 
     name = "direct"
     service = "fetch"
@@ -166,11 +156,7 @@ class DirectFetchReader(_PageReaderBase):
 
 def page_from_fetch(record: dict, url: str, *,
                     max_chars: int = DEFAULT_MAX_PAGE_CHARS) -> PageContent:
-    """A ``PageContent`` from a recorded fetch (``status``, ``content_type``, ``text``).
-
-    HTML goes through the local extractor, plain text is split into paragraphs; anything else
-    (an image, a PDF, a binary) raises ``ToolError`` naming the URL and the content type.
-    """
+    """A ``PageContent`` from a recorded fetch of HTML or text (else ``ToolError``)."""
     content_type = (record.get("content_type") or "").split(";")[0].strip().lower()
     text = record.get("text") or ""
     looks_html = "<html" in text[:2048].lower() or "<body" in text[:4096].lower()
@@ -202,8 +188,7 @@ SUMMARY_INSTRUCTIONS = (
 
 def build_summary_messages(page: PageContent, goal: str,
                            max_page_chars: int = DEFAULT_SUMMARY_PAGE_CHARS) -> list[dict]:
-    """The chat messages for a goal-conditioned page summary. The page text is cut to
-    ``max_page_chars`` first and the goal comes after it, so the goal is never cut off.
+    """The messages for a goal-conditioned summary; the goal comes after the cut page text.
 
     >>> msgs = build_summary_messages(PageContent("https://a.org", "A", ["x " * 100]), "find y", 50)
     >>> msgs[-1]["content"].rstrip().endswith("Goal: find y"), len(msgs[-1]["content"]) < 400
@@ -227,10 +212,7 @@ def default_offline_summariser() -> Summariser:
 
 class LLMSummariser(Summariser):
     """A goal-conditioned summary written by a chat model (paper A.1 used Qwen2.5-72B-Instruct).
-
-    On a ``ChatError`` or an empty reply it falls back to ``fallback`` (the offline extractive
-    summary by default) so a visit still returns something useful; ``fallbacks`` counts those.
-    """
+    On a ``ChatError`` or an empty reply it uses ``fallback`` (extractive); ``fallbacks`` counts."""
 
     name = "llm"
 

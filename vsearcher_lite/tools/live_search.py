@@ -1,16 +1,8 @@
-"""Live search backends (paper appendix A.1) and the record/replay plumbing every live backend
-shares.
+"""Live search backends (paper appendix A.1) and the record/replay plumbing of every live backend.
 
-Text search: ``SerperTextSearch`` (the default, ``$SERPER_API_KEY``) and ``GoogleCustomSearch``
-(the paper's backend, for existing ``$GOOGLE_CSE_KEY`` + ``$GOOGLE_CSE_ID`` customers). Image
-search: ``VisionWebDetection`` (the paper's, ``$GOOGLE_VISION_API_KEY``): the pages with matching
-images whose image is reachable and really an image, one image per page; ``SerperLens`` (Google
-Lens through Serper) needs a public image URL.
-
-Each backend takes an optional ``ToolCache``: live requests (without keys or headers) are
-recorded with the raw response; in ``replay`` mode only recorded answers are served, with no
-network and no keys, and an unrecorded request raises ``ReplayMiss``. Only answers that would
-come back the same are recorded: never throttling, outages or key problems.
+With a ``ToolCache``, live requests (without keys) are recorded with the raw response; ``replay``
+serves only recorded answers, with no network and no keys. Only answers that would come back the
+same are recorded: never throttling, outages or key problems.
 """
 
 from __future__ import annotations
@@ -68,8 +60,7 @@ class ReplayMiss(ToolError, CacheMiss):
 
 
 class HttpBackend:
-    """A backend's ``HttpClient`` and key, made on the first live call (so replay needs neither),
-    and record/replay through the cache."""
+    """A backend's ``HttpClient`` and key, made on the first live call, and record/replay."""
 
     service = "live"
     key_var: str | None = None
@@ -133,10 +124,6 @@ class HttpBackend:
         return lambda: self.client.post_json(url, json=body, headers={key_header: self.api_key()})
 
 
-def _sha256_file(path: Path) -> tuple[bytes, str]:
-    data = path.read_bytes()
-    return data, hashlib.sha256(data).hexdigest()
-
 
 class SerperTextSearch(HttpBackend, TextSearchBackend):
     """Google results through Serper: ``POST /search`` with the key in ``X-API-KEY``."""
@@ -162,8 +149,8 @@ class SerperTextSearch(HttpBackend, TextSearchBackend):
 
 
 class GoogleCustomSearch(HttpBackend, TextSearchBackend):
-    """The Custom Search JSON API (the paper's text search). Closed to new customers: for
-    existing keys only: ``$GOOGLE_CSE_KEY`` (or ``$GOOGLE_API_KEY``) and ``$GOOGLE_CSE_ID``."""
+    """The Custom Search JSON API (the paper's text search), closed to new customers:
+    ``$GOOGLE_CSE_KEY`` (or ``$GOOGLE_API_KEY``) and ``$GOOGLE_CSE_ID``."""
 
     name = "google_cse"
     service = "google-cse"
@@ -203,12 +190,8 @@ class GoogleCustomSearch(HttpBackend, TextSearchBackend):
 
 
 class HttpImageChecker:
-    """Is an image URL reachable and really an image (paper A.1)? Calling it returns a bool.
-
-    It sniffs the first bytes, fetched through the SSRF guard (a server's ``Content-Type`` is not
-    trusted). Definite answers are recorded; a transient failure counts as unreachable and is
-    not, so a replay without a record answers False as well.
-    """
+    """Is an image URL reachable and really an image (paper A.1)? Sniffs the first bytes; only
+    definite answers are recorded (a transient failure answers False)."""
 
     def __init__(self, client: HttpClient | None = None, *, cache: ToolCache | None = None,
                  guard: UrlGuard | None = None, max_bytes: int = 65536,
@@ -269,9 +252,8 @@ class _TransientCheckFailure(RuntimeError):
 
 
 class VisionWebDetection(HttpBackend, ImageSearchBackend):
-    """Reverse image search with Cloud Vision WEB_DETECTION (the paper's image search): the
-    pages with matching images, in order, each with its first image that ``image_checker``
-    accepts (pages with none are skipped), up to ``k``."""
+    """Reverse image search with Cloud Vision WEB_DETECTION (the paper's): the pages with matching
+    images, in order, each with its first image ``image_checker`` accepts."""
 
     name = "vision"
     service = "cloud-vision"
@@ -293,8 +275,9 @@ class VisionWebDetection(HttpBackend, ImageSearchBackend):
         path = Path(image.location)
         if not path.is_file():
             raise ToolError(f"the question image {image.location} does not exist")
-        data, digest = _sha256_file(path)
-        return {"content": base64.b64encode(data).decode("ascii")}, {"image_sha256": digest}
+        data = path.read_bytes()
+        return ({"content": base64.b64encode(data).decode("ascii")},
+                {"image_sha256": hashlib.sha256(data).hexdigest()})
 
     def search(self, image: ImageRef, k: int = 5) -> list[ImageHit]:
         image_field, image_record = self._image_payload(image)
@@ -314,8 +297,7 @@ class VisionWebDetection(HttpBackend, ImageSearchBackend):
         hits: list[ImageHit] = []
         if not pages:
             return hits
-        # Checks run a few at a time; results are consumed in page order, so the outcome does
-        # not depend on which check finishes first.
+        # Results are consumed in page order: the outcome does not depend on which check ends first.
         with ThreadPoolExecutor(max_workers=min(self.check_workers, len(pages))) as pool:
             futures = [pool.submit(first_valid_image, p) for p in pages]
             for page, future in zip(pages, futures):
@@ -331,8 +313,7 @@ class VisionWebDetection(HttpBackend, ImageSearchBackend):
 
 
 class SerperLens(HttpBackend, ImageSearchBackend):
-    """Google Lens visual matches through Serper (``POST /lens``). Lens fetches the image
-    itself, so the question image must be at a public http(s) URL."""
+    """Google Lens through Serper; Lens fetches the image itself, so it must be public."""
 
     name = "serper_lens"
     service = "serper-lens"

@@ -1,18 +1,7 @@
-"""The tool backends over the sandbox web.
-
-- ``SandboxTextSearch``: BM25 over page titles and text with SQLite FTS5. Any user text is turned
-  into a safe FTS query (words only, quoted, OR-ed), so quotes, operators and punctuation never
-  raise a syntax error.
-- ``SandboxImageSearch``: near-duplicate search of a query picture (a perturbed copy: cropped,
-  resized, recoloured, JPEG) against feature vectors precomputed for every stored picture; returns
-  the top pages that show a similar picture. No file hashes are involved.
-- ``SandboxPageReader``: URL -> ``PageContent``; a URL outside the sandbox or unknown to it raises
-  ``ToolError`` naming the URL.
-- ``ExtractiveSummariser``: the visit tool's offline summary: the page's sentences most relevant to
-  the goal (term overlap weighted by rarity within the page), in page order, capped in length,
-  always headed by the title.
-
-Each backend takes a ``SandboxWorld`` (or a path that ``open_world`` accepts).
+"""The tool backends over the sandbox web (a ``SandboxWorld`` or a path ``open_world`` accepts):
+BM25 text search with SQLite FTS5, near-duplicate image search over precomputed feature vectors
+(a perturbed copy of a picture finds its pages; no file hashes), a page reader, and the visit
+tool's offline extractive summary.
 """
 
 from __future__ import annotations
@@ -55,8 +44,7 @@ def _as_world(world) -> SandboxWorld:
 
 
 def query_terms(query: str) -> list[str]:
-    """The searchable words of a query: lowercase, stopwords dropped (unless nothing else is
-    left), duplicates removed, at most ``MAX_QUERY_TERMS``.
+    """A query's searchable words: lowercase, no stopwords (unless that leaves none), no repeats.
 
     >>> query_terms('Who designed "the Orsk Bridge" (1874)? NOT AND')
     ['designed', 'orsk', 'bridge', '1874']
@@ -64,11 +52,11 @@ def query_terms(query: str) -> list[str]:
     words = [w.lower().replace("_", " ").strip() for w in _WORD.findall(query or "")]
     words = [w for w in words if w]
     kept = [w for w in words if w not in STOPWORDS and w not in ("not", "and", "or", "near")]
-    return list(dict.fromkeys(kept or words))[:MAX_QUERY_TERMS]  # duplicates dropped, in order
+    return list(dict.fromkeys(kept or words))[:MAX_QUERY_TERMS]
 
 
 def fts_query(query: str) -> str | None:
-    """A MATCH expression that can never be a syntax error: each term quoted, terms OR-ed.
+    """A MATCH expression that is never a syntax error: each term quoted, terms OR-ed.
 
     >>> fts_query('bridge - "Orsk" OR:')
     '"bridge" OR "orsk"'
@@ -81,14 +69,10 @@ def fts_query(query: str) -> str | None:
 class SandboxTextSearch(TextSearchBackend):
     """BM25 (FTS5) over page titles and bodies; the title counts ``title_weight`` times as much.
 
-    Scoring every page that holds a common word ("river", "born") is slow on a big world, so a
-    query is first gated on its *informative* terms (in at most ``rare_share`` of the pages, at
-    least 50: names, years, rare words): only pages with one of them are ranked, by BM25 over
-    all the query's terms (the gate's terms weigh double, which favours names over generic
-    words). When the gate leaves fewer than ``k`` pages, or the query has no informative term,
-    every page matching any term is ranked. A query that is exactly a page's title or an
-    entity's alias (a navigational query, "Orsk Bridge") puts that page first, as web search
-    engines do. Snippets are computed for the returned pages only.
+    Scoring every page holding a common word is slow on a big world, so a query is first gated on
+    its informative terms (in at most ``rare_share`` of the pages: names, years, rare words); if
+    the gate leaves fewer than ``k`` pages, every page matching any term is ranked. A query that
+    is exactly a page's title or alias puts that page first, as web search engines do.
     """
 
     name = "sandbox-text"
@@ -201,8 +185,7 @@ class SandboxImageSearch(ImageSearchBackend):
         if k <= 0 or not self.ids:
             return []
         query = image_features(self.load(image))
-        # einsum rather than ``@``: a matrix-vector product through multi-threaded BLAS slows
-        # down when other processes share the cores; einsum stays on one thread.
+        # einsum, not ``@``: multi-threaded BLAS slows down when other processes share the cores.
         scores = np.einsum("ij,j->i", self.matrix, query)
         m = min(len(scores), max(k * self.candidates_per_hit, 32))
         top = np.argpartition(-scores, m - 1)[:m]

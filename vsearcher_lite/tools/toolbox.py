@@ -1,10 +1,8 @@
-"""The toolbox: the three tools as the agent sees them.
+"""The toolbox: the three tools as the agent sees them, over one set of backends.
 
-``Toolbox.call(name, arguments, question_image=...)`` validates the arguments, runs the backend
-and formats the observation that goes inside ``<tool_response>``. It never raises: every failure
-becomes an error observation the agent can recover from. Successful calls are cached by tool,
-arguments and (image search) the question image's hash, so reruns see the same observations.
-One toolbox serves many episode threads at once.
+``Toolbox.call`` never raises: every failure becomes an error observation the agent can recover
+from. Successful calls are cached by tool, arguments and (image search) the question image's
+hash, so reruns see the same observations. One toolbox serves many episode threads at once.
 """
 
 from __future__ import annotations
@@ -146,9 +144,8 @@ class Toolbox:
         if stored is not None:
             self.cache.count(hit=True)
             return ToolResult.from_dict(self.run.resolve(stored) if self.run else stored)
-        # A miss runs the backend even in replay mode: sandbox backends are offline anyway, and
-        # live backends replay their own recorded responses (and refuse to touch the network).
-        # Errors are not stored here, so a replay re-derives them exactly as the recording did.
+        # A miss runs the backend even in replay mode: live backends replay their own recorded
+        # responses. Errors are not stored, so a replay re-derives them as the recording did.
         self.cache.count(hit=False)
         result = self._run(name, args, question_image)
         stored = result.to_dict()
@@ -158,25 +155,16 @@ class Toolbox:
     def _run(self, name: str, args: dict, question_image: ImageRef | None) -> ToolResult:
         if name == TEXT_SEARCH.name:
             hits = self.text.search(args["query"], self.top_k)[: self.top_k]
-            return ToolResult(
-                name,
-                format_text_hits(args["query"], hits),
-                data={"hits": [h.__dict__ for h in hits]},
-            )
+            return ToolResult(name, format_text_hits(args["query"], hits),
+                              data={"hits": [h.__dict__ for h in hits]})
         if name == IMAGE_SEARCH.name:
             hits = self.image.search(question_image, self.top_k)[: self.top_k]
             return ToolResult(
-                name,
-                format_image_hits(hits),
-                images=[h.image for h in hits if h.image is not None],
-                data={"hits": [{"url": h.url, "title": h.title, "score": h.score} for h in hits]},
-            )
+                name, format_image_hits(hits), images=[h.image for h in hits if h.image],
+                data={"hits": [{"url": h.url, "title": h.title, "score": h.score} for h in hits]})
         if name == VISIT.name:
             page = self.reader.read(args["url"])
             summary = self.summariser.summarise(page, args["goal"])
-            return ToolResult(
-                name,
-                format_visit(page.url, page.title, summary),
-                data={"url": page.url, "title": page.title},
-            )
+            return ToolResult(name, format_visit(page.url, page.title, summary),
+                              data={"url": page.url, "title": page.title})
         raise ToolError(f"unknown tool '{name}'")  # unreachable: names are checked in call()

@@ -2,8 +2,7 @@
 
     vsearcher-lite world --entities 2000 --seed 0 --run-dir runs/default
 
-Reuses a world already built with the same settings (``--force`` rebuilds). Writes
-``RUN_DIR/world/metrics.json`` (n_entities, n_pages, n_images, build_seconds, counts per type).
+Reuses a world already built with the same settings (``--force`` rebuilds).
 """
 
 from __future__ import annotations

@@ -395,13 +395,9 @@ class WorldGenerator(WorkStages):
                     self.link(p, "member_of", o)
 
     def assign_images_and_counts(self) -> None:
-        """Images for most non-people, and the Wikidata-like popularity counts.
-
-        ``sitelinks`` (how many language editions cover an entity) follow a heavy tail driven
-        by how much of the world points at the entity; ``statements`` are its facts plus
-        external identifiers. Rare-but-documented entities (few sitelinks, many statements)
-        are then a minority, as on Wikidata.
-        """
+        """Images for most non-people, and Wikidata-like popularity counts: sitelinks follow a
+        heavy tail driven by how much of the world points at the entity, statements are its facts
+        plus identifiers, so rare-but-documented entities are a minority, as on Wikidata."""
         rng = self.rng("counts")
         inbound: dict[str, int] = {}
         for d in self.drafts:

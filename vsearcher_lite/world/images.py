@@ -1,10 +1,8 @@
 """Procedural pictures for the sandbox, the question-image perturbation, and image features.
 
-``draw_image(style, key)`` draws a 160x120 picture in the style of the entity type (flags,
-skylines, facades, portraits, ships ...), seeded by ``key``. ``lookalike`` makes near copies for
-distractor pages; ``perturb_image`` makes a task's question image (crop, resize, colour shift,
-JPEG), so image search must be near-duplicate search; ``image_features`` is the L2-normalised
-vector that search compares, tolerant to those perturbations.
+Each entity type has its drawing styles, seeded by a key; ``lookalike`` makes near copies for
+distractor pages. A task's question image is a perturbed copy (crop, resize, colour shift, JPEG),
+so image search must be near-duplicate search over ``image_features``.
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFont
+
+from vsearcher_lite.runio import atomic_write_bytes
 
 WIDTH, HEIGHT = 160, 120
 
@@ -469,10 +469,7 @@ def perturb(img: Image.Image, seed: int | str) -> Image.Image:
 
 def perturb_image(src_path: str | Path, dst_path: str | Path, seed: int | str = 0,
                   quality: int | None = None) -> Path:
-    """Write the perturbed JPEG copy of ``src_path`` to ``dst_path`` (deterministic for a seed).
-
-    The JPEG quality is drawn from 70-90 unless given. The file is written atomically.
-    """
+    """Write the perturbed JPEG copy of ``src_path`` (seeded; quality 70-90 unless given)."""
     src_path, dst_path = Path(src_path), Path(dst_path)
     if not src_path.is_file():
         raise FileNotFoundError(f"{src_path}: image not found")
@@ -482,11 +479,7 @@ def perturb_image(src_path: str | Path, dst_path: str | Path, seed: int | str = 
         quality = random.Random(f"vsearcher-perturb-quality:{seed}").randint(70, 90)
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=quality)
-    dst_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst_path.with_name(f".{dst_path.name}.tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(dst_path)
-    return dst_path
+    return atomic_write_bytes(dst_path, buf.getvalue())
 
 
 # -- features for near-duplicate search -------------------------------------------------
@@ -494,9 +487,8 @@ def perturb_image(src_path: str | Path, dst_path: str | Path, seed: int | str = 
 LAYOUT_SIZES = ((12, 9), (8, 6))
 HIST_BINS = 6
 FEATURE_DIM = sum(w * h * 3 for w, h in LAYOUT_SIZES) + HIST_BINS ** 3 + 3
-# How much each part weighs in the cosine similarity, chosen on a 10k-entity world with 400
-# perturbed queries (hit@1 0.965, hit@5 0.998 at the image level): the two colour layouts
-# separate pictures, the colour histogram and mean colour separate flat cards of one layout.
+# Weights in the cosine similarity, chosen on perturbed queries of a 10k-entity world: the colour
+# layouts separate pictures, the histogram and mean colour separate flat cards of one layout.
 W_LAYOUTS, W_HIST, W_MEAN = (1.0, 0.7), 0.7, 0.5
 
 
@@ -505,12 +497,9 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def image_features(img: Image.Image) -> np.ndarray:
-    """An L2-normalised float32 vector (``FEATURE_DIM``) for cosine near-duplicate search.
-
-    Parts: mean-centred colour thumbnails at 12x9 and 8x6 (coarse enough that a crop keeping
-    85% of each side moves content by about one cell), a 6x6x6 colour histogram (square-rooted)
-    and the mean colour (damped, since a grey picture has no meaningful hue).
-    """
+    """An L2-normalised float32 vector for cosine near-duplicate search: mean-centred colour
+    thumbnails (coarse enough that a 85% crop moves content by about one cell), a colour
+    histogram and the mean colour (damped: a grey picture has no meaningful hue)."""
     img = img.convert("RGB")
     parts = []
     for size, weight in zip(LAYOUT_SIZES, W_LAYOUTS):
@@ -528,10 +517,7 @@ def image_features(img: Image.Image) -> np.ndarray:
 
 
 def image_complexity(img: Image.Image) -> dict:
-    """Simple measures of how busy a picture is: distinct colours, edge density, entropy.
-
-    The image-too-simple filter of synthesis can threshold these.
-    """
+    """How busy a picture is, for the image-too-simple filter of synthesis."""
     arr = np.asarray(img.convert("RGB").resize((WIDTH, HEIGHT)), np.int32)
     quant = (arr // 16).reshape(-1, 3)
     codes = (quant[:, 0] * 16 + quant[:, 1]) * 16 + quant[:, 2]

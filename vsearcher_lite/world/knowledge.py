@@ -1,15 +1,9 @@
-"""``SandboxKnowledge``: the ``KnowledgeSource`` of the sandbox, over its SQLite store.
+"""``SandboxKnowledge``: the ``KnowledgeSource`` of the sandbox, over its SQLite store, plus what
+synthesis needs to check questions (``matching`` tells whether a description such as "the bridge
+designed by X" identifies exactly one entity).
 
-Beyond the interface (seeds, entity, find, page, facts, image, links, entity_for_url) it offers
-what synthesis needs to write questions and check them:
-
-- ``inbound_facts(id)``: facts whose value is the entity ("designed by X" seen from X);
-- ``matching(relation, value, type=None, kind=None)``: every entity with that fact, which is how a
-  description ("the bridge designed by X") is checked to identify exactly one entity;
-- ``entity_ids(type)``, ``pages(kind)``, ``page_by_url(url)``, ``images(...)`` for browsing.
-
-Rarity thresholds: ``DEFAULT_SITELINKS_MAX`` and ``DEFAULT_STATEMENTS_MIN`` select a minority
-(about a fifth) of the pictured non-person entities, like the paper's rare-but-documented seeds.
+The rarity thresholds select about a fifth of the pictured non-person entities, like the paper's
+rare-but-documented seeds.
 """
 
 from __future__ import annotations
@@ -27,16 +21,14 @@ DEFAULT_STATEMENTS_MIN = 10
 
 
 def value_key(value) -> str:
-    """How a fact value is indexed for ``(relation, value)`` lookups: ids and literals as text.
-    The store writes the index with it and ``matching`` reads it: it lives here, below the store."""
+    """How a fact value is indexed for ``(relation, value)`` lookups: ids and literals as text."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
 
 
 def normalise_url(url: str) -> str:
-    """Canonical form of a sandbox URL: http -> https, no fragment or query, no trailing slash,
-    percent-escapes decoded, spaces as underscores.
+    """Canonical form of a sandbox URL.
 
     >>> normalise_url("http://wiki.sandbox.test/wiki/Orsk Bridge/#History")
     'https://wiki.sandbox.test/wiki/Orsk_Bridge'

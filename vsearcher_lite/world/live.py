@@ -1,12 +1,7 @@
 """The live knowledge source: Wikidata SPARQL for seeds and facts, Wikipedia (or a local Kiwix
-server) for pages.
-
-``LiveKnowledge`` implements ``KnowledgeSource`` over the real web, so the same synthesis code
-runs on the sandbox and on Wikipedia (paper section 2.1, appendix A.2); the queries live in
-``world/sparql.py``. Pages come from the Wikipedia REST API or ``kiwix-serve``: their paragraphs,
-representative image and links to other articles. Requests go one at a time with a descriptive
-User-Agent (``$VSEARCHER_CONTACT``); with a ``ToolCache`` every response, "not found" included,
-is recorded, so a replay needs no network and raises the same errors.
+server) for pages, so the same synthesis code runs on the sandbox and the real web (paper 2.1,
+A.2). With a ``ToolCache`` every response, "not found" included, is recorded: a replay needs no
+network and raises the same errors.
 """
 
 from __future__ import annotations
@@ -76,9 +71,8 @@ def polite_user_agent(contact: str | None = None) -> str:
 # Wikipedia / Kiwix URLs and titles
 
 def title_to_path(title: str, *, keep_slash: bool = False) -> str:
-    """A title as one URL path segment: spaces as underscores, percent-encoded the way
-    MediaWiki writes its own URLs (parentheses, commas and colons stay readable). A slash is
-    encoded unless ``keep_slash`` (REST routes take the title as a single segment).
+    """A title as one URL path segment, percent-encoded as MediaWiki writes its URLs; a slash
+    is encoded unless ``keep_slash`` (REST routes take the title as a single segment).
 
     >>> title_to_path("AC/DC (band)"), title_to_path("AC/DC (band)", keep_slash=True)
     ('AC%2FDC_(band)', 'AC/DC_(band)')
@@ -131,8 +125,6 @@ def article_title_from_url(url: str, article_prefixes: tuple[str, ...]) -> str |
 
 @dataclass
 class ArticleHtml:
-    """What the page reader needs from one article's HTML."""
-
     title: str
     paragraphs: list[str]
     image_url: str | None
@@ -141,11 +133,7 @@ class ArticleHtml:
 
 
 def parse_article_html(html: str, url: str) -> ArticleHtml:
-    """Paragraphs, representative image and links of a Wikipedia article (Parsoid or Kiwix HTML).
-
-    Paragraphs are the ``<p>`` texts (reference markers, navigation boxes and infobox text left
-    out); the image is the infobox image, else the first picture that is not an icon.
-    """
+    """Paragraphs, representative image and links of a Wikipedia article (Parsoid or Kiwix HTML)."""
     x = extract_html(html, url)
     image = x.representative_image()
     return ArticleHtml(x.title, x.paragraphs, image.url if image else None,
@@ -153,10 +141,7 @@ def parse_article_html(html: str, url: str) -> ArticleHtml:
 
 
 def parse_summary(payload: Any) -> dict:
-    """The useful parts of a REST ``page/summary`` response.
-
-    ``{"title", "qid", "type", "image", "url"}``; optional fields may be ``None``.
-    """
+    """``{"title", "qid", "type", "image", "url"}`` of a REST ``page/summary`` response."""
     if not isinstance(payload, dict):
         raise wd.SparqlError("the Wikipedia summary response is not a JSON object")
     titles = payload.get("titles") if isinstance(payload.get("titles"), dict) else {}
@@ -183,12 +168,7 @@ def parse_summary(payload: Any) -> dict:
 
 
 class LiveKnowledge(KnowledgeSource):
-    """``KnowledgeSource`` over Wikidata and Wikipedia (REST API) or a local Kiwix server.
-
-    ``kiwix_url`` + ``kiwix_book`` (``"http://127.0.0.1:8080"``,
-    ``"wikipedia_en_all_maxi_2025-08"``) read articles from ``kiwix-serve``, not the REST API.
-    ``sparql_client``, ``wiki_client`` and ``http_options`` are for tests and special setups.
-    """
+    """``KnowledgeSource`` over Wikidata and Wikipedia (REST API or ``kiwix-serve``)."""
 
     name = "live"
 
@@ -227,10 +207,7 @@ class LiveKnowledge(KnowledgeSource):
 
     @classmethod
     def from_env(cls, *, cache: ToolCache | None = None, **overrides: Any) -> "LiveKnowledge":
-        """A source configured from the environment: ``$VSEARCHER_KIWIX_URL`` and
-        ``$VSEARCHER_KIWIX_BOOK`` (read pages from a local kiwix-serve), ``$VSEARCHER_SPARQL_URL``
-        (another Wikidata SPARQL endpoint; ``offset`` chunking unless it is query.wikidata.org).
-        Keyword arguments win over the environment."""
+        """A source set from ``$VSEARCHER_KIWIX_*`` and ``$VSEARCHER_SPARQL_URL``; keywords win."""
         settings: dict[str, Any] = {}
         if os.environ.get(KIWIX_URL_VAR):
             settings["kiwix_url"] = os.environ[KIWIX_URL_VAR]
@@ -332,8 +309,7 @@ class LiveKnowledge(KnowledgeSource):
               statements_min: int = wd.DEFAULT_STATEMENTS_MIN, *, require_image: bool = True,
               exclude_people: bool = True, limit: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> list[Seed]:
-        """Rare-but-documented seeds (``world/sparql.py``), de-duplicated by QID, in window order.
-        ``limit`` stops early; ``progress(window_index, n_seeds)`` is called after each window."""
+        """Rare-but-documented seeds, de-duplicated by QID, in window order."""
         seeds: list[Seed] = []
         seen: set[str] = set()
         queries = self.seed_queries(sitelinks_max, statements_min, require_image=require_image,

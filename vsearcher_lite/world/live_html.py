@@ -1,10 +1,5 @@
-"""Turning fetched web content into ``PageContent``, with the standard library only.
-
-For the live visit readers (fetched HTML, Jina Reader's markdown) and the live knowledge source
-(Wikipedia's or Kiwix's article HTML). ``extract_html`` walks a document once and collects its
-title, readable text blocks, images and links (absolute URLs), skipping scripts, navigation,
-footers, reference markers and Wikipedia's boxes; ``html_to_page`` and ``markdown_to_page`` make
-a ``PageContent`` of it; ``sniff_image_type`` tells from the first bytes whether a body is an image.
+"""Turning fetched web content (HTML, Jina Reader's markdown, Wikipedia or Kiwix articles) into
+``PageContent``, with the standard library only.
 """
 
 from __future__ import annotations
@@ -139,7 +134,6 @@ class _Extractor(HTMLParser):
         self._block_parts: list[str] = []
         self._seen_links: set[str] = set()
 
-    # -- state of the innermost open element
     @property
     def _skipping(self) -> bool:
         return bool(self._stack) and self._stack[-1][1]
@@ -273,30 +267,17 @@ def html_to_page(
     html: str, url: str, *, max_chars: int = 20000, entity_id: str | None = None,
     prose_only: bool = False,
 ) -> PageContent:
-    """A readable ``PageContent`` of an HTML page.
-
-    Paragraphs are the page's text blocks (``<p>`` only with ``prose_only``), capped at
-    ``max_chars``; the image is the infobox image or else the first picture.
-    """
+    """A readable ``PageContent`` of an HTML page (``<p>`` blocks only with ``prose_only``)."""
     x = extract_html(html, url)
     blocks = x.paragraphs if prose_only else [text for _, text in x.blocks]
-    paragraphs = cap_paragraphs(_drop_repeats(blocks), max_chars)
+    # Menus and share bars repeat on many pages: keep each block once.
+    paragraphs = cap_paragraphs(list(dict.fromkeys(blocks)), max_chars)
     rep = x.representative_image()
     image = ImageRef(rep.url, entity_id=entity_id, caption=rep.alt) if rep else None
     title = x.title or url
     return PageContent(url=url, title=title, paragraphs=paragraphs, entity_id=entity_id,
                        image=image, links=x.links, kind="web")
 
-
-def _drop_repeats(blocks: list[str]) -> list[str]:
-    """Blocks without exact repeats (menus and share bars repeat on many pages)."""
-    seen: set[str] = set()
-    out = []
-    for b in blocks:
-        if b not in seen:
-            seen.add(b)
-            out.append(b)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,8 +293,6 @@ _MD_RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 def markdown_blocks(markdown: str,
                     base_url: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """Paragraph texts, images ``(url, alt)`` and link URLs of a markdown document.
-
-    Markdown images and links are replaced by their text; headings lose their ``#``.
 
     >>> md = "# T\\n\\nSee ![a cat](/c.png) and [docs](https://d.org)."
     >>> paras, images, links = markdown_blocks(md, "https://x.org/")
@@ -376,10 +355,8 @@ def markdown_to_page(markdown: str, url: str, *, title: str = "",
 
 
 def sniff_image_type(data: bytes, content_type: str = "") -> str | None:
-    """The image format that ``data`` starts with (``"png"``, ``"jpeg"`` ...), or ``None``.
-
-    Looks at the bytes, not at what the server claims, except for SVG, which is text and is
-    accepted only when the server also says ``image/svg+xml``.
+    """The image format ``data`` starts with (``"png"``, ``"jpeg"`` ...), or ``None``: the bytes
+    decide, except for SVG (text), accepted only when the server says ``image/svg+xml``.
 
     >>> sniff_image_type(b"\\x89PNG\\r\\n\\x1a\\n...."), sniff_image_type(b"<html>")
     ('png', None)

@@ -1,9 +1,7 @@
 """The data model shared by the sandbox world and the live world.
 
-A ``KnowledgeSource`` is all that data synthesis reads (paper section 2.1): seeds chosen by
-rarity, an entity's page, image, facts and links. The sandbox implements it over its SQLite file,
-the live world over Wikidata and Wikipedia, so one synthesis code runs on both. Ids are strings:
-``"E000042"`` in the sandbox, Wikidata QIDs (``"Q894433"``) live.
+A ``KnowledgeSource`` is all that data synthesis reads (paper section 2.1), so one synthesis code
+runs on both worlds. Ids are strings: ``"E000042"`` in the sandbox, Wikidata QIDs live.
 """
 
 from __future__ import annotations
@@ -31,12 +29,9 @@ class Seed:
 
 @dataclass(frozen=True)
 class Fact:
-    """One typed statement: ``subject --relation--> value``.
-
-    ``value`` is an entity id when ``kind == "entity"`` (its display name in ``value_label``),
-    otherwise a literal. ``relation`` is a machine name (``"located_in"``); ``label`` is how
-    it reads in English (``"located in"``).
-    """
+    """One typed statement ``subject --relation--> value``: ``value`` is an entity id when
+    ``kind == "entity"`` (named by ``value_label``), else a literal; ``label`` is the relation
+    in English."""
 
     subject: str
     relation: str

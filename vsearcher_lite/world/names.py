@@ -1,9 +1,8 @@
 """Pronounceable fictional names built from syllables, unique across one world.
 
 Every entity name in the sandbox is invented, so no language model can know it: a correct
-answer needs the tools. A ``NameRegistry`` keeps names and aliases unique. The ``*_name``
-functions name works after their place, maker or subject; each draws from ``r`` in a fixed
-order, which keeps worlds reproducible.
+answer needs the tools. Each function draws from ``r`` in a fixed order, which keeps worlds
+reproducible.
 """
 
 from __future__ import annotations

@@ -7,12 +7,7 @@ from collections import Counter
 
 def rarity_figure(stats: list[dict], sitelinks_max: int | None = None,
                   statements_min: int | None = None):
-    """Sitelinks x statements of every entity (log axes), with the seed region shaded.
-
-    ``stats`` is ``SandboxKnowledge.stats()`` (or any list of dicts with ``sitelinks``,
-    ``statements``, ``type``). The shaded box is where seeds come from: few sitelinks (rare)
-    and many statements (well documented), as in the paper's section 2.1.
-    """
+    """Sitelinks x statements of every entity, with the seed region (paper 2.1) shaded."""
     import plotly.graph_objects as go
 
     fig = go.Figure()

@@ -1,10 +1,8 @@
 """Writing the sandbox's pages: articles from facts, and secondary pages that act as distractors.
 
-Every fact of an entity is written into its article exactly once (``world/templates.py`` holds
-the wordings), in a random order among filler sentences. The article also names the entities that
-point at it ("Works designed by X include ..."), so a searcher can walk the link graph both ways.
-Secondary pages (news items, lists, travel notes) mention several entities each: distractors for
-text search, and hosts of look-alike images.
+Every fact of an entity is written into its article exactly once, among filler sentences, and the
+article names the entities that point at it, so a searcher can walk the link graph both ways.
+Secondary pages (news, lists, travel notes) are distractors for text search and host look-alikes.
 """
 
 from __future__ import annotations

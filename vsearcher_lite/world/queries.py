@@ -2,9 +2,8 @@
 
 A *distinctive* description (type + a few facts) identifies exactly one entity of the world:
 "bridge designed by Pelorin Avast built in 1874". A *generic* one (type + one fact shared by
-several entities) does not: "bridge in Orsk". The bench uses both to check that text search finds
-an entity from its distinctive facts but that one lucky search on a generic description does not;
-synthesis uses the same checks to keep every rewritten question's answer unique.
+several entities) does not: "bridge in Orsk". The bench checks text search with both; synthesis
+uses the same checks to keep every rewritten question's answer unique.
 """
 
 from __future__ import annotations

@@ -103,8 +103,7 @@ SPECIES_SIZES = {"bird": (9, 70, "cm"), "beetle": (3, 60, "mm"), "orchid": (8, 9
 
 @dataclass
 class Draft:
-    """An entity while it is being generated: identity, facts, and the bookkeeping that keeps
-    later facts consistent (its year, its place, its lifespan)."""
+    """An entity while it is generated, with the bookkeeping that keeps later facts consistent."""
 
     id: str
     type: str

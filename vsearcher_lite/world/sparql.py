@@ -1,11 +1,8 @@
-"""Wikidata SPARQL for the live source: the seed, entity, title and fact queries, and the
-parsing of their results.
+"""Wikidata SPARQL for the live source: the seed, entity, title and fact queries, and their results.
 
-Seeds follow the paper's rule (appendix A.2): an English Wikipedia article, at most
-``sitelinks_max`` sitelinks (rare), at least ``statements_min`` statements (well documented), an
-image (P18), not a human. The Wikidata Query Service stops any query after 60 s, so the query is
-cut into windows: ``bd:slice`` windows over the English-Wikipedia sitelinks (query.wikidata.org),
-or ``LIMIT``/``OFFSET`` windows for endpoints without ``bd:slice``.
+Seeds follow paper A.2: an English Wikipedia article, few sitelinks (rare), many statements (well
+documented), an image (P18), not a human. The Wikidata Query Service stops any query after 60 s,
+so the seed query is cut into ``bd:slice`` windows (or ``LIMIT``/``OFFSET`` elsewhere).
 """
 
 from __future__ import annotations
@@ -58,11 +55,8 @@ def build_seed_query_slice(sitelinks_max: int = DEFAULT_SITELINKS_MAX,
                            statements_min: int = DEFAULT_STATEMENTS_MIN, *, offset: int = 0,
                            window: int = DEFAULT_WINDOW, require_image: bool = True,
                            exclude_people: bool = True) -> str:
-    """The seed query for one ``bd:slice`` window of English-Wikipedia articles.
-
-    The slice walks ``window`` sitelinks of enwiki from ``offset``; the filters then keep the
-    rare, well-documented, illustrated, non-human items among them. The work per request is
-    bounded by the window, whatever the filters let through.
+    """The seed query for one ``bd:slice`` window of English-Wikipedia articles: the work per
+    request is bounded by the window, whatever the filters let through.
 
     >>> q = build_seed_query_slice(10, 20, offset=200000, window=100000)
     >>> "bd:slice.offset 200000" in q and "?sitelinks <= 10" in q and "wd:Q5" in q
@@ -161,9 +155,7 @@ def build_facts_query(qid: str, limit: int = MAX_FACTS) -> str:
 
 
 def sparql_rows(payload: Any) -> list[dict[str, str]]:
-    """The bindings of an ``application/sparql-results+json`` document as ``{var: value}`` rows.
-
-    OPTIONAL variables are simply absent from a row; every value stays a string.
+    """The bindings of a SPARQL JSON result as ``{var: value}`` rows (unbound ones absent).
 
     >>> x = {"type": "literal", "value": "1"}
     >>> sparql_rows({"head": {"vars": ["x"]}, "results": {"bindings": [{"x": x}, {}]}})
@@ -219,13 +211,10 @@ def dedupe_seeds(seeds: list[Seed]) -> list[Seed]:
     >>> [s.id for s in dedupe_seeds(seeds)]
     ['Q2', 'Q1']
     """
-    seen: set[str] = set()
-    out = []
+    first: dict[str, Seed] = {}
     for s in seeds:
-        if s.id not in seen:
-            seen.add(s.id)
-            out.append(s)
-    return out
+        first.setdefault(s.id, s)
+    return list(first.values())
 
 
 def snake_case(text: str) -> str:
@@ -238,11 +227,8 @@ def snake_case(text: str) -> str:
 
 
 def rows_to_facts(qid: str, rows: list[dict[str, str]], limit: int = MAX_FACTS) -> list[Fact]:
-    """Facts from facts-query rows: item values (with their labels) and years from dates.
-
-    Values without an English label (the label service then returns the bare QID) are skipped:
-    a fact nobody can read is no use to a question writer. Sorted for a stable order.
-    """
+    """Facts from facts-query rows, sorted: item values with their labels, and years of dates.
+    Values without an English label (a bare QID) are skipped: no use to a question writer."""
     facts: dict[tuple, Fact] = {}
     for row in rows:
         pid = (row.get("prop") or "").rsplit("/", 1)[-1]

@@ -1,18 +1,10 @@
 """Building the sandbox into one SQLite file plus an image folder, and opening it again.
 
-Layout of a world folder::
-
-    world/
-      world.sqlite    entities, aliases, facts, pages, links, images (+ features), FTS5 index
-      images/         one PNG per picture (entity pictures I*.png, look-alikes L*.png)
-      manifest.json   the settings it was built with (n_entities, seed, generator version)
-      metrics.json    counts and the build time
-
-``build_world`` writes everything into a temporary sibling folder and renames it into place at
-the end, so an interrupted build leaves nothing half-written. The same seed gives byte-identical
-database content and image files (everything is inserted in a fixed order, every random choice
-is seeded). ``ensure_world`` builds only when the folder is missing or was built with other
-settings. ``open_world`` accepts the world folder or the run folder that contains it.
+A world folder holds ``world.sqlite`` (entities, facts, pages, links, images with features, the
+FTS5 index), ``images/`` (one PNG per picture), ``manifest.json`` (its settings) and
+``metrics.json``. A build goes into a temporary sibling folder renamed into place at the end, so
+an interrupted build leaves nothing half-written. The same seed gives byte-identical database
+content and image files (fixed insertion order, every random choice seeded).
 """
 
 from __future__ import annotations
@@ -111,18 +103,15 @@ def _render_all(jobs: list[tuple], workers: int) -> list[tuple]:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(_render_image, jobs, chunksize=64))
     except (OSError, AssertionError, BrokenProcessPool):
-        # No child processes here (a daemonic worker, a locked-down sandbox): draw in this
-        # process. The pictures are the same either way.
+        # No child processes here (a daemonic worker, a locked-down sandbox): same pictures.
         return [_render_image(j) for j in jobs]
 
 
 # -- the build ----------------------------------------------------------------------------
 
 def _plan_images(drafts: list[Draft], secondary: list[SecondaryPage], seed: int, image_dir: Path):
-    """Decide every picture: entity pictures, look-alikes, and which page shows which.
-
-    Returns (jobs, image rows without features, page -> image id for secondary pages).
-    """
+    """Decide every picture (entity pictures, look-alikes) and which page shows which; returns
+    (jobs, image rows without features, entity -> image id, secondary page url -> image id)."""
     rng = random.Random(f"vsearcher-images:{seed}")
     jobs, rows = [], []
     entity_image: dict[str, str] = {}
@@ -213,13 +202,8 @@ def _write_database(db_path: Path, seed: int, n_entities: int, drafts: list[Draf
 
 def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 0, *,
                 workers: int | None = None, progress: bool = False) -> dict:
-    """Generate a world of ``n_entities`` into ``out_dir`` (replacing what is there) and return
-    its metrics (also written to ``out_dir/metrics.json``).
-
-    The build happens in a temporary sibling folder that is renamed into place at the end.
-    ``workers`` processes draw the pictures (default: up to 4 cores); the output does not
-    depend on the number of workers.
-    """
+    """Generate a world of ``n_entities`` into ``out_dir`` (replacing what is there); returns its
+    metrics. ``workers`` processes draw the pictures; the output does not depend on their number."""
     if not MIN_ENTITIES <= n_entities <= MAX_ENTITIES:
         raise InputError(f"a sandbox world has at least {MIN_ENTITIES} and at most "
                          f"{MAX_ENTITIES:,} entities, got {n_entities:,}")
@@ -281,11 +265,7 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_builds(out_dir: str | os.PathLike) -> list[Path]:
-    """Delete the build folders of ``out_dir`` left by a killed build; returns the removed ones.
-
-    A build folder is named ``.<name>.build-<pid>-<random>``: it is left over when that process is
-    gone (a folder named without a pid, by an older version, when it is over ``STALE_BUILD_S`` old).
-    """
+    """Delete the build folders a killed build left behind; returns them."""
     out_dir = Path(out_dir)
     removed = []
     if not out_dir.parent.is_dir():
@@ -350,13 +330,11 @@ def open_world(path: str | os.PathLike) -> "SandboxWorld":
 
 
 class SandboxWorld:
-    """A built world on disk: its folder, a read-only SQLite connection per thread, the manifest,
-    and lazily the knowledge source over it (its tool backends: ``tools.sandbox.sandbox_backends``,
-    a layer above)."""
+    """A built world on disk, with a read-only SQLite connection per thread."""
 
     def __init__(self, root: str | os.PathLike):
         # Absolute: image paths built from it go into task files and cached tool answers, which
-        # must mean the same file from any working folder (a notebook kernel runs in notebooks/).
+        # must mean the same file from any working folder.
         self.root = Path(root).resolve()
         self.db_path = self.root / DB_NAME
         self.images_dir = self.root / IMAGES_DIR
@@ -393,8 +371,7 @@ class SandboxWorld:
 
     @property
     def fingerprint(self) -> str:
-        """Names this world's content (generator version, size, seed): a tool-cache namespace
-        that keeps observations of one world from being served for another."""
+        """A tool-cache namespace naming this world's content (never served for another)."""
         m = self.manifest
         return f"sandbox-v{m.get('generator_version')}-n{m.get('n_entities')}-s{m.get('seed')}"
 

@@ -1,8 +1,8 @@
 """The sandbox's works and happenings: buildings, events, first ascents, artworks, species and
 ships, each dated inside its maker's working life and placed where something already stood.
 
-``WorkStages`` is a part of ``WorldGenerator`` (``world/generator.py``): its stages run after the
-places, people and organisations exist and use the generator's pickers and indexes.
+``WorkStages`` is part of ``WorldGenerator``: its stages run after places, people and
+organisations exist.
 """
 
 from __future__ import annotations
@@ -189,8 +189,7 @@ class WorkStages:
 
     def _depiction(self, rng: random.Random, year: int, natural: list[Draft],
                    exclude: Draft | None) -> Draft | None:
-        """Something that existed when the work was made: a landscape feature, a settlement,
-        a building, a person (a portrait) or an event."""
+        """Something that existed when the work was made (a place, building, person or event)."""
         choice = rng.random()
         if choice < 0.1:
             return None
