@@ -32,3 +32,17 @@ def test_grpo_padding_counts_the_padded_tokens_of_each_step(tmp_path):
     ).stdout
     assert out.splitlines()[1].split() == ["0", "4", "220", "400", "220"]
     assert "padded / real tokens 1.818 in order, 1.000 by length" in out
+
+
+def test_package_lines_divides_every_line_of_a_package_by_kind(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "top.py").write_text('"""A module."""\n\nX = 1  # one\n')
+    (tmp_path / "sub" / "leaf.py").write_text("# a note\ndef f():\n    'Say.'\n    return 2\n")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "package_lines.py"), "--root", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    rows = {line.split()[0]: line.split()[-5:] for line in out[1:-1]}
+    assert rows["sub"] == ["4", "2", "1", "1", "0"]
+    assert rows["all"] == ["7", "3", "2", "1", "1"]
+    assert out[-1] == "2 files"
