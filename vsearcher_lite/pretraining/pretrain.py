@@ -88,12 +88,9 @@ def continue_stages() -> list[StageConfig]:
 
 
 def fresh_stages() -> list[StageConfig]:
-    """``--recipe fresh`` (the shipped base's last runs): documents whose names are drawn afresh.
-
-    A model trained for hours on fixed worlds memorises their names; with new names every copy
-    is a real one. Rows are 1,024 tokens (a whole agent episode) and ``restate`` documents are
-    frequent: they are the reading behind every argument of the compact teacher.
-    """
+    """``--recipe fresh`` (the shipped base's last runs): names drawn afresh in every document
+    (``corpus.refresh_names``), rows of a whole agent episode, and frequent ``restate``
+    documents, the reading behind every argument of the compact teacher."""
     mix = dict(DEFAULT_MIX)
     mix.update(lookup=3.0, pageqa=1.5, restate=2.0)
     return [StageConfig("A", max_steps=100_000, minutes=40.0, lr=1e-3, warmup_steps=30,
@@ -300,10 +297,6 @@ def _log_row(stage: str, step: int, seconds: float, lr: float, window: list[dict
             "tokens": sum(w["tokens"] for w in window), "pad_share": _mean_of(window, "pad_share")}
 
 
-def log_csv(rows: list[dict]) -> str:
-    return csv_text(rows, LOG_FIELDS)
-
-
 def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -> dict:
     """Train the tokenizer and the tiny base, probe it, save it with its card and metrics into
     ``config.out_dir`` (replaced atomically); returns the metrics."""
@@ -383,7 +376,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
     card = model_card(metrics, rows, tiny.read_config_summary_from_model(model))
     out = tiny.save_base(model, processor, config.out_dir, extra_files={
         CARD_NAME: card,
-        LOG_NAME: log_csv(rows),
+        LOG_NAME: csv_text(rows, LOG_FIELDS),
         METRICS_NAME: json.dumps(metrics, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
     })
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())

@@ -237,13 +237,7 @@ def parse_yes_no(reply: str) -> bool | None:
     (True, False, None)
     """
     words = fold(clean_line_reply(reply or "")).split()
-    if not words:
-        return None
-    if words[0] == "yes":
-        return True
-    if words[0] == "no":
-        return False
-    return None
+    return {"yes": True, "no": False}.get(words[0]) if words else None
 
 
 class ImageJudgeVLM(TaskFilter):
@@ -367,13 +361,10 @@ def is_kept(task: dict) -> bool:
 def first_removal(task: dict) -> str | None:
     """The first filter in ``FILTER_ORDER`` removing the task, ``"unverified"`` or ``None``."""
     labels = task.get("filters", {})
-    for name in FILTER_ORDER:
-        if labels.get(name) is True:
-            return name
-    for name in FILTER_ORDER:
-        if name in labels and labels[name] is None:
-            return "unverified"
-    return None
+    first = next((name for name in FILTER_ORDER if labels.get(name) is True), None)
+    if first is None and any(name in labels and labels[name] is None for name in FILTER_ORDER):
+        return "unverified"
+    return first
 
 
 def funnel_rows(tasks: list[dict]) -> list[dict]:

@@ -56,8 +56,7 @@ CLI_OPTIONS = ("n_train", "n_heldout", "n_exam", "mix", "exam_rounds", "onehop_t
 
 
 def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
-    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``;
-    ``"none"`` -> ``{}``.
+    """Parse ``--warmup-levels``: ``LEVEL:TRAIN:HELDOUT,...`` or ``none``.
 
     >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
     ({'easy': (600, 200), 'medium': (300, 100)}, {})
@@ -236,9 +235,7 @@ def run_inject_text(
             sitelinks_max = (seed_config or SeedConfig(seed=config.seed)).thresholds(source)[0]
         exam_extra = exam_people(source, sitelinks_max, seed=config.seed)
 
-    existing = Counter()
-    for rec in tasks_log.records():
-        existing[(rec.get("split"), rec.get("difficulty"))] += 1
+    existing = Counter((rec.get("split"), rec.get("difficulty")) for rec in tasks_log.records())
 
     for split, difficulty, wanted, n_rounds in config.targets():
         if difficulty == ONEHOP:  # the split's seeds and warm-up entities, shuffled
@@ -255,7 +252,6 @@ def run_inject_text(
         else:  # the exam seeds first, then (sandbox) the rare people
             pool = by_pool.get("exam", []) + exam_extra
         if split != "exam" and any(config.warmup_levels.get(difficulty, (0, 0))):
-            # the level's seeds and the split's warm-up entities, shuffled together
             pool = pool + warmup.get(split, [])
             shuffle_key = f"vsearcher-warmup-level:{config.seed}:{split}:{difficulty}"
             random.Random(shuffle_key).shuffle(pool)
@@ -387,15 +383,12 @@ def question_length_stats(tasks: list[dict]) -> dict:
 
 def invariance_stats(tasks: list[dict], failed: list[dict]) -> dict:
     """Share of checked tasks whose answer still follows from the chain (dropped ones included)."""
-    ok = sum(1 for t in tasks if t.get("extra", {}).get("answer_invariant") is True)
-    broken = sum(1 for f in failed if f.get("reason") == "answer_not_invariant")
     marks = [t.get("extra", {}).get("answer_invariant") for t in tasks]
-    checked = ok + broken + sum(1 for m in marks if m is False)
-    return {
-        "answer_invariance_rate": round(ok / checked, 4) if checked else None,
-        "n_invariance_checked": checked,
-        "n_unchecked": sum(1 for t in tasks if t.get("extra", {}).get("answer_invariant") is None),
-    }
+    ok = sum(1 for m in marks if m is True)
+    broken = sum(1 for m in marks if m is False)
+    broken += sum(1 for f in failed if f.get("reason") == "answer_not_invariant")
+    return {"answer_invariance_rate": round(ok / (ok + broken), 4) if ok + broken else None,
+            "n_invariance_checked": ok + broken, "n_unchecked": sum(1 for m in marks if m is None)}
 
 
 def text_metrics(tasks: list[dict], failed: list[dict], config: InjectConfig) -> dict:

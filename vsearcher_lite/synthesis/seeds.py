@@ -220,7 +220,7 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
     if population:
         eligible = [r for r in population if r["has_image"] and not r["is_person"]]
         metrics["n_entities"] = len(population)
-        metrics["n_eligible"] = len(eligible)  # non-person entities with an image
+        metrics["n_eligible"] = len(eligible)
         metrics["selected_share_of_eligible"] = round(len(seeds) / max(1, len(eligible)), 4)
     rd.write_metrics("seeds", metrics)
     return metrics

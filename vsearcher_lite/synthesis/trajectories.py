@@ -392,14 +392,11 @@ ROLLOUT_COLUMNS = ("key", "task_id", "sample_index", "difficulty", "n_tool_calls
                    "correct", "format_ok", "accepted")
 
 
-def rollout_rows(records: list[dict]) -> list[dict]:
-    return [{**{k: r[k] for k in ROLLOUT_COLUMNS if k in r},
+def rollouts_csv(records: list[dict]) -> str:
+    rows = [{**{k: r[k] for k in ROLLOUT_COLUMNS if k in r},
              "n_tool_calls": r["trajectory"]["n_tool_calls"],
              "termination": r["trajectory"]["termination"]} for r in records]
-
-
-def rollouts_csv(records: list[dict]) -> str:
-    return csv_text(rollout_rows(records), ROLLOUT_COLUMNS)
+    return csv_text(rows, ROLLOUT_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------
