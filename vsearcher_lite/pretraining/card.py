@@ -1,7 +1,4 @@
-"""The tiny base's model card and run records, written from the run's own numbers.
-
-``test_model_card`` checks the shipped card against the checkpoint's config and weights.
-"""
+"""The tiny base's model card and run records, written from the run's own numbers."""
 
 from __future__ import annotations
 

@@ -399,13 +399,10 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20,
                      agent_run_dir: str | None = None, n_per_kind: int | None = None,
                      batch_size: int | None = None, threads: int | None = 2, command: str = "",
                      log: Callable[[str], None] | None = None, device: str = "auto") -> dict:
-    """Re-run every probe on a saved base and rewrite its ``metrics.json`` probes and
-    ``MODEL_CARD.md`` in place; returns the new metrics.
-
-    The probes use the checkpoint's recorded seed, world and probe settings (unless given), so
-    they see the documents its training run probed. The folder is rebuilt beside itself and
-    swapped in with one rename, so a card never disagrees with its metrics.
-    """
+    """Re-run every probe on a saved base with its recorded settings (unless given), and rewrite
+    its ``metrics.json`` probes and ``MODEL_CARD.md`` in place; returns the new metrics. The
+    folder is rebuilt beside itself and swapped in with one rename, so a card never disagrees
+    with its metrics."""
     import shutil
     import tempfile
 

@@ -121,11 +121,9 @@ class ImageComplexity(TaskFilter):
 
 
 class RetrievalShortcut(TaskFilter):
-    """Offline stand-in for "a weaker VLM answers directly": one search gives the answer away.
-
-    That is: the question as a text query finds the seed's page at rank 1 or shows the answer
-    in the top snippet, or the question image's top image hit is the seed's own page.
-    """
+    """Offline stand-in for "a weaker VLM answers directly": one search gives the answer away
+    (the question as a text query finds the seed's page at rank 1 or shows the answer in the
+    top snippet, or the question image's top image hit is the seed's own page)."""
 
     name = "can_be_directly_answered"
 
@@ -158,12 +156,10 @@ class RetrievalShortcut(TaskFilter):
 
 
 class TextOnlyChain(TaskFilter):
-    """Offline text-only answerer: the chain solved with the image entity unknown.
-
-    Removed (paper 2.1, filter 2) when this still gives exactly one answer *and* no step had
-    more candidates than one page of search results (``max_candidates``, like the tools' top-5):
-    an unbounded solver would "answer" questions needing dozens of searches per step.
-    """
+    """Offline text-only answerer: the chain solved with the image entity unknown. Removes a
+    task (paper 2.1, filter 2) when this gives exactly one answer *and* no step had more
+    candidates than one page of search results: an unbounded solver would "answer" questions
+    needing dozens of searches per step."""
 
     name = "can_be_directly_answered_with_text"
 

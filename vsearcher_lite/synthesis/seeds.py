@@ -192,8 +192,8 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
     start = time.perf_counter()
     source = source if source is not None else open_source(run_dir, "sandbox", seed=config.seed)
     seeds = select_seeds(source, config)
+    smax, smin = config.thresholds(source)
     if not seeds:
-        smax, smin = config.thresholds(source)
         raise InputError(
             f"no seeds with sitelinks <= {smax} and statements >= {smin}: loosen the thresholds "
             "(--sitelinks-max / --statements-min)"
@@ -204,7 +204,6 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
     population = population_rows(source, set(pools))
     if population:
         atomic_write_text(out / "population.csv", rows_to_csv(population))
-    smax, smin = config.thresholds(source)
     sizes = {p: sum(1 for v in pools.values() if v == p) for p in POOLS}
     metrics = {
         "world": source.name,
