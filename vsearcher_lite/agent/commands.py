@@ -12,11 +12,8 @@ from vsearcher_lite.runio import InputError, read_jsonl_numbered
 
 
 def assistant_turns(record: dict, where: str) -> Iterator[tuple[str, object]]:
-    """``(label, turn)`` for each assistant turn of one JSONL record.
-
-    A record is a trajectory (``messages``: every assistant message is a turn) or one raw turn
-    (``{"turn": "..."}``). Anything else is an ``InputError`` naming ``where``.
-    """
+    """``(label, turn)`` for each assistant turn of one JSONL record: a trajectory
+    (``messages``) or one raw turn (``{"turn": "..."}``)."""
     if "turn" in record:
         yield "", record["turn"]
         return

@@ -111,8 +111,7 @@ def _processor_class():
             return out
 
         def _adjust_assistant_masks_indices(self, processed_dict, generation_indices):
-            # transformers walks the offset tensor one element at a time; the same walk over
-            # nested lists gives the same masks several times faster (docs/results.md)
+            # the same walk over nested lists as over the offset tensor, several times faster
             offsets = processed_dict.get("offset_mapping")
             if hasattr(offsets, "tolist"):
                 processed_dict["offset_mapping"] = offsets.tolist()
@@ -124,11 +123,8 @@ def _processor_class():
 
 
 def _register() -> None:
-    """Make ``AutoProcessor`` find ``Qwen3VLImageOnlyProcessor`` by the name saved in the folder.
-
-    It is registered under a private config class, so real Qwen3-VL checkpoints still get
-    transformers' own processor.
-    """
+    """Register ``Qwen3VLImageOnlyProcessor`` with ``AutoProcessor`` under a private config
+    class, so real Qwen3-VL checkpoints still get transformers' own processor."""
     global _registered, Qwen3VLImageOnlyProcessor
     if _registered:
         return
@@ -210,8 +206,7 @@ def build_tiny_model(tokenizer, *, seed: int = 0, text: dict | None = None,
     return model
 
 
-#: Plain-text cues for the tokens pretraining never shows: each markup token starts from the
-#: embedding of its cue, so a short SFT does not start from random markup.
+#: Plain-text cues for the markup tokens pretraining never shows (their embeddings are random).
 MARKUP_CUES: dict[str, str] = {
     "<answer>": "Answer: ",
     "</answer>": "\n",
@@ -229,12 +224,8 @@ MARKUP_CUES: dict[str, str] = {
 def init_unseen_token_embeddings(model, tokenizer,
                                  cues: dict[str, str] | None = None) -> dict[str, list[int]]:
     """Set each token in ``cues`` to the mean embedding of its cue text's tokens; returns the cue
-    ids used.
-
-    For SFT from the pretrained base: the chat and agent markup tokens were never seen in
-    pretraining, so their (tied) embeddings are still random. Starting ``<answer>`` where
-    "Answer: " is lets the model's plain-text habit ("Answer: X" then a copy) carry over.
-    """
+    ids used. Starting ``<answer>`` where "Answer: " is lets the base's plain-text habit
+    ("Answer: X" then a copy) carry over into SFT."""
     import torch
 
     cues = MARKUP_CUES if cues is None else cues
@@ -260,12 +251,8 @@ def count_parameters(model) -> dict[str, int]:
 
 def save_base(model, processor, out_dir: str | os.PathLike,
               extra_files: dict[str, str] | None = None) -> Path:
-    """Save model (safetensors) + processor + tokenizer into ``out_dir`` atomically.
-
-    Everything is written into a temporary sibling folder that replaces ``out_dir`` at the end,
-    so a crash never leaves a half-written checkpoint. ``extra_files`` maps file names to text
-    written alongside (the model card).
-    """
+    """Save model (safetensors), processor, tokenizer and ``extra_files`` (name -> text) into a
+    temporary sibling folder that replaces ``out_dir``: a crash never leaves half a checkpoint."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
@@ -290,16 +277,9 @@ def default_base_dir() -> Path:
 
 
 def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None = None,
-              dtype: Any = None,
-              **kwargs: Any):
-    """``(model, processor)`` for the shipped tiny base (``None``), a local checkpoint folder or a
-    hub id.
-
-    The ordinary code path: ``AutoModelForImageTextToText`` and ``AutoProcessor``. A folder saved
-    with ``Qwen3VLImageOnlyProcessor`` finds it because importing this module registers it. A
-    missing local folder is an ``InputError`` naming it. Extra ``kwargs`` go to the model's
-    ``from_pretrained`` (``quantization_config``, ``attn_implementation`` ...).
-    """
+              dtype: Any = None, **kwargs: Any):
+    """``(model, processor)`` for the shipped tiny base (``None``), a local folder or a hub id,
+    through the ordinary ``Auto*`` classes; ``kwargs`` go to the model's ``from_pretrained``."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     _register()
@@ -347,5 +327,4 @@ def config_summary(t: dict, v: dict) -> dict:
     }
 
 
-# Registering at import is what lets plain ``AutoProcessor.from_pretrained(dir)`` work afterwards.
 _register()

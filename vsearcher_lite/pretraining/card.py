@@ -1,7 +1,4 @@
-"""The tiny base's model card and run records, written from the run's own numbers.
-
-``test_model_card`` checks the shipped card against the checkpoint's config and weights.
-"""
+"""The tiny base's model card and run records, written from the run's own numbers."""
 
 from __future__ import annotations
 
@@ -225,11 +222,9 @@ def previous_runs(path: str | Path) -> list[dict]:
     stage_keys = ("name", "steps", "seconds", "seq_len", "batch_size", "lr", "mix", "stopped_by")
     run["stages"] = [{k: s.get(k) for k in stage_keys} for s in m.get("stages", [])]
     run["probes"] = m.get("probes")
-    log_path = Path(path) / LOG_NAME
-    if log_path.is_file():
-        rows = [{"step": int(r["step"]),
-                 **{k: (float(r[k]) if r.get(k) else None) for k in LOSS_KEYS}}
-                for r in csv.DictReader(log_path.open(encoding="utf-8"))]
+    if (Path(path) / LOG_NAME).is_file():
+        rows = read_log_rows(Path(path) / LOG_NAME)
         by_step = {r["step"]: r for r in rows}
-        run["curve"] = [by_step[step] for step, _ in _curve_points(rows, "loss")]
+        run["curve"] = [{k: by_step[step][k] for k in ("step", *LOSS_KEYS)}
+                        for step, _ in _curve_points(rows, "loss")]
     return list(m.get("previous_runs") or []) + [run]

@@ -1,10 +1,5 @@
-"""CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base.
-
-Not part of a normal run: the base ships in ``data/tiny_base``. By default the output goes to
-``RUN_DIR/pretrain/``; only ``--out data/tiny_base`` replaces the shipped base. ``--recipe``
-picks the stages (``full`` from scratch, ``continue`` from ``--init``); ``--probe-only`` trains
-nothing and re-measures the probes of the checkpoint ``--init`` in place.
-"""
+"""CLI: ``vsearcher-lite pretrain`` rebuilds the cpu profile's tiny base (not part of a normal
+run: the base ships in ``data/tiny_base``; only ``--out data/tiny_base`` replaces it)."""
 
 from __future__ import annotations
 
@@ -56,8 +51,7 @@ def _check_init(init: str) -> None:
 
 
 def config_from_args(args) -> PretrainConfig:
-    """The ``PretrainConfig`` a parsed command line asks for: the recipe's (or the smoke run's)
-    with the options given."""
+    """The recipe's (or the smoke run's) ``PretrainConfig`` with the options given."""
     recipe = args.recipe or "full"
     if recipe in ("continue", "fresh") and not args.init_from:
         raise InputError(f"--recipe {recipe} continues a checkpoint: give it one with --init DIR")
@@ -79,16 +73,14 @@ def config_from_args(args) -> PretrainConfig:
     else:
         config = PretrainConfig.for_recipe(recipe, out, **given)
     config.probes = replace(config.probes, **probes)
-    # the agent probe's sandbox tasks live in the run folder (recorded when it runs, or when a
-    # smoke run is given --agent-tasks)
+    # the agent probe's sandbox tasks live in the run folder
     probing = config.probes.agent_tasks > 0 or (args.smoke and "agent_tasks" in probes)
     config.probes.agent_run_dir = str(Path(args.run_dir)) if probing else None
     return config
 
 
 def probe_options_from_args(args) -> dict:
-    """Keyword arguments of ``probe_checkpoint`` for ``pretrain --probe-only`` (training options
-    refused)."""
+    """Keyword arguments of ``probe_checkpoint`` for ``pretrain --probe-only``."""
     if not args.init_from:
         raise InputError("--probe-only probes an existing checkpoint: give it with --init DIR")
     training = (("--out", args.out_dir), ("--recipe", args.recipe),
@@ -113,9 +105,11 @@ def _cmd_probe_only(args) -> int:
     from vsearcher_lite.pretraining.pretrain import probe_checkpoint
 
     metrics = probe_checkpoint(args.init_from, **probe_options_from_args(args))
-    summary = {k: metrics[k] for k in ("probes", "probe_run", "checkpoint_bytes")}
-    summary["out_dir"] = args.init_from
-    print(json.dumps(summary, indent=2))
+    return _print_summary(metrics, ("probes", "probe_run", "checkpoint_bytes"), args.init_from)
+
+
+def _print_summary(metrics: dict, keys: tuple[str, ...], out_dir: str) -> int:
+    print(json.dumps({**{k: metrics[k] for k in keys}, "out_dir": out_dir}, indent=2))
     return 0
 
 
@@ -131,12 +125,8 @@ def _cmd_pretrain(args) -> int:
         print("vsearcher-lite pretrain: the tiny base is the cpu profile's; other profiles start "
               "from a real Qwen3-VL checkpoint. Training it anyway.", file=sys.stderr)
     config = config_from_args(args)
-    metrics = pretrain(config)
     keys = ("total_steps", "train_seconds", "loss_first", "loss_last", "probes", "checkpoint_bytes")
-    summary = {k: metrics[k] for k in keys}
-    summary["out_dir"] = config.out_dir
-    print(json.dumps(summary, indent=2))
-    return 0
+    return _print_summary(pretrain(config), keys, config.out_dir)
 
 
 def register(subparsers, common) -> None:

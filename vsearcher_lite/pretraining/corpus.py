@@ -1,22 +1,11 @@
 """Pretraining documents for the tiny base: reading and copying, never the agent protocol.
 
-Plain text from sandbox worlds other than the evaluation world (``worlds``), in seven kinds:
-
-==========  ==================================================================================
-page        language modelling of an article, a list, a news item or a travel note
-repeat      a list of names, years or words, then the same list again (induction copying)
-kv          "Name: value" lines, then the value recalled for some of the names
-pick        a result list, then which entry is the <kind> asked for
-lookup      a search-result list, then a fact, a name or a URL copied from one entry
-pageqa      one to three pages as the visit tool prints them, a question, the answer copied
-restate     a question about "the <kind> shown in the image" (or a description), what that
-            names, then the question asked again with the name
-==========  ==================================================================================
-
-Result lists and pages use the toolbox's own formatting; no chat template, tool markup or
-trajectory appears (that is SFT's job). A segment's role marks copy tokens, so training logs
-their loss apart and the probes know what to generate; segment boundaries fall where the
-tokenizer splits anyway, so the ids equal the joined text's.
+Plain text from sandbox worlds other than the evaluation world (``worlds``), in seven kinds
+(``WRITERS``: plain pages, and copy documents from a repeated list to a fact looked up in a
+result list). Result lists and pages use the toolbox's own formatting; no chat template, tool
+markup or trajectory appears (that is SFT's job). A segment's role marks copy tokens, so
+training logs their loss apart and the probes know what to generate; segment boundaries fall
+where the tokenizer splits anyway, so the ids equal the joined text's.
 """
 
 from __future__ import annotations

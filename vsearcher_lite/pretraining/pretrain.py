@@ -1,25 +1,17 @@
 """Pretraining the tiny base: tokenizer, model, packed copy-dense text, probes, model card.
 
-``pretrain(config) -> metrics`` is the whole stage (``vsearcher-lite pretrain`` and the notebook
-call it), in two stages of copy-dense documents (``corpus``):
-
-- **Stage A** builds the copy circuit: rows of 512 tokens x 6, lr 3e-3 with warmup and cosine
-  decay. The loss on the repeat half of repeat documents shows the induction phase transition
-  (logged as ``loss_repeat``).
-- **Stage B** teaches reading at the agent's lengths: rows of 1,024 x 3, lr 1e-3, more lookup,
-  page-reading and pick documents, half of them with an "Answer: X" restate.
-
-``RECIPES`` name other stage lists (``continue``, ``fresh``) that continue a trained checkpoint;
-``probe_checkpoint`` re-runs the probes on a saved checkpoint and rewrites its metrics and card.
+``pretrain(config) -> metrics`` is the whole stage, in two stages of copy-dense documents
+(``corpus``): stage A builds the copy circuit (the loss on the repeated half of repeat
+documents, ``loss_repeat``, shows the induction phase transition); stage B teaches reading at
+the agent's lengths. ``RECIPES`` name other stage lists that continue a trained checkpoint.
 
 Each stage stops at its step cap or its clock cap, whichever comes first. The full run is sized
-by steps with generous clock caps, so it is deterministic in ``seed`` however busy the CPU is;
-``--minutes`` caps it by the clock instead. The learning rate follows the larger of the step and
-the time fraction, so a run cut by the clock still ends annealed. On a CPU: fp32 (bf16 autocast
-is slower there) and a fixed number of torch threads.
+by steps with generous clock caps, so it is deterministic in ``seed`` however busy the CPU is.
+The learning rate follows the larger of the step and the time fraction, so a run cut by the
+clock still ends annealed. On a CPU: fp32 (bf16 autocast is slower there).
 
 Deviation from the paper: the paper starts from Qwen3-VL-8B; the cpu profile pretrains a
-5M-parameter model of the same architecture on sandbox text, and leaves the vision tower at its
+5M-parameter model of the same architecture on sandbox text and leaves the vision tower at its
 random initialisation (no image captions in this corpus), as the card states.
 """
 
@@ -87,8 +79,8 @@ def default_stages() -> list[StageConfig]:
 
 
 def continue_stages() -> list[StageConfig]:
-    """One stage A that continues a trained checkpoint (``--recipe continue``): a lower peak lr
-    and more lookup and page-reading documents, since choosing *what* to copy is what is left."""
+    """``--recipe continue``: a lower peak lr and more lookup and page-reading documents, since
+    choosing *what* to copy is what is left to learn."""
     mix = dict(DEFAULT_MIX)
     mix.update(lookup=3.0, pageqa=1.5)
     return [StageConfig("A", max_steps=2400, minutes=30.0, lr=2e-3, warmup_steps=50, seq_len=512,
@@ -96,14 +88,9 @@ def continue_stages() -> list[StageConfig]:
 
 
 def fresh_stages() -> list[StageConfig]:
-    """One stage that continues a trained checkpoint on documents whose names are drawn afresh
-    (``--recipe fresh``, the shipped base's last runs).
-
-    A model trained for hours on the corpus's fixed worlds memorises their names; with a new
-    name in every document every copy is a real one. Copy targets weigh twice in the loss, rows
-    are 1,024 tokens (a whole agent episode) and ``restate`` documents are frequent: they are the
-    reading behind every argument of the cpu profile's compact teacher.
-    """
+    """``--recipe fresh`` (the shipped base's last runs): names drawn afresh in every document
+    (``corpus.refresh_names``), rows of a whole agent episode, and frequent ``restate``
+    documents, the reading behind every argument of the compact teacher."""
     mix = dict(DEFAULT_MIX)
     mix.update(lookup=3.0, pageqa=1.5, restate=2.0)
     return [StageConfig("A", max_steps=100_000, minutes=40.0, lr=1e-3, warmup_steps=30,
@@ -140,7 +127,6 @@ class PretrainConfig:
     vocab_size: int = DEFAULT_VOCAB_SIZE
     tokenizer_docs: int = 4000
     stages: list[StageConfig] = field(default_factory=default_stages)
-    # caps on all stages together (they scale each stage's minutes and steps)
     max_minutes: float | None = option(None, "clock cap on training, shared by the stages "
                                        "(default: 45 + 15, a safety net: the step caps end the "
                                        "full run first)", "--minutes", type=positive_number)
@@ -180,9 +166,8 @@ class PretrainConfig:
     @classmethod
     def for_recipe(cls, recipe: str, out_dir: str, init_from: str | None = None,
                    **overrides: Any) -> "PretrainConfig":
-        """The config of a named recipe (``RECIPES``): ``full`` trains from scratch unless
-        ``init_from`` is given; ``continue`` and ``fresh`` continue ``init_from`` and skip the
-        agent probe (``--probe-only`` measures it afterwards)."""
+        """The config of a named recipe (``RECIPES``); the continuing ones skip the agent probe
+        (``--probe-only`` measures it afterwards)."""
         if recipe not in RECIPES:
             raise ValueError(f"unknown pretraining recipe {recipe!r} (known: {', '.join(RECIPES)})")
         if recipe in CONTINUING_RECIPES and not init_from:
@@ -218,8 +203,8 @@ class PretrainConfig:
 
 def lr_at(progress: float, step: int, base_lr: float, warmup_steps: int,
           min_ratio: float = 0.1) -> float:
-    """Linear warmup over ``warmup_steps``, then cosine from ``base_lr`` to ``min_ratio * base_lr``
-    as ``progress`` goes from 0 to 1.
+    """Linear warmup, then cosine from ``base_lr`` to ``min_ratio * base_lr`` as ``progress``
+    goes from 0 to 1.
 
     >>> lr_at(0.0, 0, 1.0, 10)
     0.1
@@ -312,16 +297,9 @@ def _log_row(stage: str, step: int, seconds: float, lr: float, window: list[dict
             "tokens": sum(w["tokens"] for w in window), "pad_share": _mean_of(window, "pad_share")}
 
 
-def log_csv(rows: list[dict]) -> str:
-    return csv_text(rows, LOG_FIELDS)
-
-
 def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -> dict:
-    """Train the tokenizer and the tiny base, probe it, save it with its card; returns the metrics.
-
-    Writes into ``config.out_dir`` (replaced atomically at the end): the model (safetensors),
-    tokenizer and processor, ``metrics.json``, ``train_log.csv`` and ``MODEL_CARD.md``.
-    """
+    """Train the tokenizer and the tiny base, probe it, save it with its card and metrics into
+    ``config.out_dir`` (replaced atomically); returns the metrics."""
     import torch
 
     from vsearcher_lite.model import tiny
@@ -336,7 +314,6 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
                     fresh_names=config.fresh_names)
     lineage: list[dict] = []
     if config.init_from:
-        # an earlier run's tokenizer and weights; the card keeps the earlier runs' commands
         model, processor = tiny.load_base(config.init_from, dtype=torch.float32)
         tokenizer = processor.tokenizer
         lineage = previous_runs(config.init_from)
@@ -399,7 +376,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
     card = model_card(metrics, rows, tiny.read_config_summary_from_model(model))
     out = tiny.save_base(model, processor, config.out_dir, extra_files={
         CARD_NAME: card,
-        LOG_NAME: log_csv(rows),
+        LOG_NAME: csv_text(rows, LOG_FIELDS),
         METRICS_NAME: json.dumps(metrics, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
     })
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
@@ -422,14 +399,10 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20,
                      agent_run_dir: str | None = None, n_per_kind: int | None = None,
                      batch_size: int | None = None, threads: int | None = 2, command: str = "",
                      log: Callable[[str], None] | None = None, device: str = "auto") -> dict:
-    """Re-run every probe on a saved base and rewrite its ``metrics.json`` probe entries and
-    ``MODEL_CARD.md`` in place; returns the new metrics.
-
-    The probes use the checkpoint's recorded seed, evaluation world and probe settings (unless
-    given), so their documents are the ones its training run probed; the training records stay.
-    The folder is rebuilt beside itself and swapped in with one rename, so a card never
-    disagrees with its metrics.
-    """
+    """Re-run every probe on a saved base with its recorded settings (unless given), and rewrite
+    its ``metrics.json`` probes and ``MODEL_CARD.md`` in place; returns the new metrics. The
+    folder is rebuilt beside itself and swapped in with one rename, so a card never disagrees
+    with its metrics."""
     import shutil
     import tempfile
 

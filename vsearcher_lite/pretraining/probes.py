@@ -95,14 +95,9 @@ def run_copy_probes(model, tokenizer, world, n_per_kind: int, batch_size: int,
         docs = probe_documents(world, kind, n_per_kind, seed)
         prompts, targets, budgets = [], [], []
         for doc in docs:
-            prompt_text_segments = []
-            for text, role in doc.segments:
-                if role:
-                    targets.append(text)
-                    break
-                prompt_text_segments.append((text, role))
-            ids, _ = encode_doc(tokenizer, Doc(doc.kind, prompt_text_segments))
-            prompts.append(ids)
+            first = next(i for i, (_, role) in enumerate(doc.segments) if role)
+            targets.append(doc.segments[first][0])
+            prompts.append(encode_doc(tokenizer, Doc(doc.kind, doc.segments[:first]))[0])
             target_ids = tokenizer(targets[-1], add_special_tokens=False)["input_ids"]
             budgets.append(len(target_ids) + 2)
         generated = greedy_continuations(model, tokenizer, prompts, budgets, batch_size)
@@ -117,12 +112,8 @@ def run_copy_probes(model, tokenizer, world, n_per_kind: int, batch_size: int,
 
 
 def run_agent_probe(model, processor, config: Any) -> dict:
-    """The base model as an agent on held-out sandbox tasks (near 0: it never saw the protocol);
-    ``config`` is the run's ``pretrain.PretrainConfig``.
-
-    Uses the agent's own loop, toolbox and match judge through ``TransformersChat``. Returns
-    ``{"measured": False, "reason": ...}`` when the tasks or the agent code are not available.
-    """
+    """The base model as an agent on held-out sandbox tasks (near 0: it never saw the protocol),
+    through the agent's own loop, toolbox and match judge; ``config`` is a ``PretrainConfig``."""
     n = config.probes.agent_tasks
     if n <= 0:
         return {"measured": False, "reason": "skipped (probes.agent_tasks = 0)"}

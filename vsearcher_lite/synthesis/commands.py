@@ -1,9 +1,6 @@
 """CLI: ``seeds``, ``inject-text``, ``inject-image``, ``filter``, ``trajectories`` (the synthesis
-stages in order).
-
-Each command calls the stage's library function (``run_seeds``, ``run_inject_text``,
-``run_inject_image``, ``run_filter``, ``generate_trajectories``), which builds missing inputs with
-defaults, writes ``RUN_DIR/<stage>/metrics.json`` and resumes where an interrupted run stopped.
+stages in order). Each calls the stage's library function, which builds missing inputs with
+defaults and resumes where an interrupted run stopped.
 """
 
 from __future__ import annotations
@@ -55,8 +52,7 @@ def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] 
 
 
 def seed_config(args) -> SeedConfig:
-    """The ``SeedConfig`` of a command line (counts checked first); the injection's ``--mix``
-    splits the seeds too."""
+    """The ``SeedConfig`` of a command line; the injection's ``--mix`` splits the seeds too."""
     check_counts(args, ("limit", "entities"), ("sitelinks_max", "statements_min"))
     given = options_given(args, SEED_OPTIONS)
     if getattr(args, "mix", None) is not None:
@@ -114,8 +110,8 @@ def user_errors(handler):
 
 
 def nothing_built(stage: str, metrics: dict, run_dir) -> int:
-    """Exit status 1 with one line on stderr when every attempted task failed and none exists (an
-    empty output must not pass for a finished stage); 0 otherwise."""
+    """Exit status 1 (one line on stderr) when every attempted task failed and none exists, so an
+    empty output does not pass for a finished stage; 0 otherwise."""
     if metrics.get("n_tasks") or not metrics.get("n_failed"):
         return 0
     reasons = ", ".join(f"{k} {v}" for k, v in (metrics.get("failed_reasons") or {}).items())
@@ -140,11 +136,17 @@ def cmd_inject_text(args) -> int:
     return nothing_built("inject-text", metrics, args.run_dir)
 
 
-@user_errors
-def cmd_inject_image(args) -> int:
+def text_tasks_first(args):
+    """``(source, InjectConfig)``, after making sure the text tasks exist with the seed options."""
     source, config = source_for(args), inject_config(args)
     ensure_text_tasks(args.run_dir, config, source=source, world=args.world,
                       seed_config=seed_config(args))
+    return source, config
+
+
+@user_errors
+def cmd_inject_image(args) -> int:
+    source, config = text_tasks_first(args)
     metrics = run_inject_image(args.run_dir, config, source=source, world=args.world)
     show("inject-image", metrics, ("n_tasks_by_difficulty", "n_failed", "failed_reasons",
                                    "answer_invariance_rate", "tasks_per_s"))
@@ -153,9 +155,7 @@ def cmd_inject_image(args) -> int:
 
 @user_errors
 def cmd_filter(args) -> int:
-    source, config = source_for(args), inject_config(args)
-    ensure_text_tasks(args.run_dir, config, source=source, world=args.world,
-                      seed_config=seed_config(args))
+    source, config = text_tasks_first(args)
     ensure_image_tasks(args.run_dir, config, source=source, world=args.world)
     metrics = run_filter(args.run_dir, filter_config(args), source=source, world=args.world,
                          inject_config=config)

@@ -1,29 +1,15 @@
 """Stage `filter`: the paper's four filters, the kept task files and the exam (paper 2.1, 2.4, A.2).
 
-Each filter labels a task ``True`` when it *removes* it (the released code's convention). The
-paper's filter, then the offline (sandbox) one:
+Each filter labels a task ``True`` when it *removes* it (the released code's convention):
+``answer_in_question``, ``image_too_simple``, ``can_be_directly_answered`` and
+``can_be_directly_answered_with_text``. Each has an offline (sandbox) version and an LLM/VLM
+version for live runs, whose answers the judge role grades. A filter that reaches no verdict
+marks the task unverified, and unverified tasks are not kept.
 
-- ``answer_in_question``: the answer appears in the question; a normalised whole-word match.
-- ``image_too_simple``: a VLM judges the image too simple; colour count, edge density, entropy.
-- ``can_be_directly_answered``: a weaker VLM answers from image and question; a one-step
-  retrieval shortcut (the top text hit for the question is the seed's page or shows the
-  answer, or the top image hit is the seed's page).
-- ``can_be_directly_answered_with_text``: a weaker LLM answers from the text alone; the chain
-  solved with the image withheld still gives exactly one answer.
-
-The LLM/VLM versions (``DirectAnswerLLM``, ``ImageJudgeVLM``) serve live runs; their replies
-are graded by the judge role (``agent.judge``). A filter that cannot reach a verdict (a chat
-error after retries) marks the task unverified, and unverified tasks are not kept.
-
-Outputs in ``RUN_DIR/filter/``:
-
-- ``labeled.jsonl``: every task with ``filters`` (name -> removes?) and the details (resumable);
-- ``train.jsonl`` (kept training tasks, all levels), ``train_easy.jsonl`` / ``train_medium.jsonl``
-  / ``train_hard.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the MM-SearchExam counterpart);
-- ``rl_tasks.jsonl``: the RL task pool (``split_rl_pool``): training-side tasks whose seeds no
-  task of ``train.jsonl`` (SFT's source) uses, so GRPO does not train on tasks the SFT model has
-  memorised; they are left out of ``train.jsonl`` and the level files;
-- ``funnel.csv`` (tasks left after each filter, per difficulty) and ``metrics.json``.
+Outputs in ``RUN_DIR/filter/``: ``labeled.jsonl`` (every task with its labels; resumable),
+``train.jsonl`` and ``train_<level>.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the
+MM-SearchExam counterpart), ``rl_tasks.jsonl`` (the RL pool, on seeds SFT never sees:
+``split_rl_pool``), ``funnel.csv`` and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -135,13 +121,9 @@ class ImageComplexity(TaskFilter):
 
 
 class RetrievalShortcut(TaskFilter):
-    """Could one search call give the answer away? Then a strong model needs no multi-step search.
-
-    The paper removes tasks a weaker VLM answers directly: injected facts can combine into a
-    shortcut. Offline, the shortcut is one search: the whole question as a text query finds the
-    seed's page at rank 1 or shows the answer in the top snippet, or the question image's top
-    image-search hit is the seed's own page.
-    """
+    """Offline stand-in for "a weaker VLM answers directly": one search gives the answer away
+    (the question as a text query finds the seed's page at rank 1 or shows the answer in the
+    top snippet, or the question image's top image hit is the seed's own page)."""
 
     name = "can_be_directly_answered"
 
@@ -174,15 +156,10 @@ class RetrievalShortcut(TaskFilter):
 
 
 class TextOnlyChain(TaskFilter):
-    """A solver that reads the text but not the image: does the text alone pin the answer down?
-
-    Without the picture, the image entity could be any entity of its kind, and every round
-    above it widens to the entities that fit. The task is removed (paper 2.1, filter 2) when
-    this still leads to exactly one answer *and* no step needed more candidates than one page
-    of search results (``max_candidates``, 5 like the tools' top-5): a searcher without the
-    image could then check them all. An unbounded solver would also "answer" questions that
-    need dozens of searches per step, which no direct answerer does.
-    """
+    """Offline text-only answerer: the chain solved with the image entity unknown. Removes a
+    task (paper 2.1, filter 2) when this gives exactly one answer *and* no step had more
+    candidates than one page of search results: an unbounded solver would "answer" questions
+    needing dozens of searches per step."""
 
     name = "can_be_directly_answered_with_text"
 
@@ -249,21 +226,14 @@ class DirectAnswerLLM(TaskFilter):
 
 
 def parse_yes_no(reply: str) -> bool | None:
-    """``True`` for a yes, ``False`` for a no, ``None`` otherwise; case, punctuation, bold ignored.
-
-    The released filter required the reply to equal ``yes`` exactly.
+    """``True`` for a yes, ``False`` for a no, ``None`` otherwise; case, punctuation, bold ignored
+    (the released filter required exactly ``yes``).
 
     >>> parse_yes_no("**Yes**, it is a flag."), parse_yes_no("no."), parse_yes_no("maybe")
     (True, False, None)
     """
     words = fold(clean_line_reply(reply or "")).split()
-    if not words:
-        return None
-    if words[0] == "yes":
-        return True
-    if words[0] == "no":
-        return False
-    return None
+    return {"yes": True, "no": False}.get(words[0]) if words else None
 
 
 class ImageJudgeVLM(TaskFilter):
@@ -303,9 +273,8 @@ CLI_OPTIONS = ("mode", "chat", "vlm", "judge", "short_circuit", "rl_tasks", "rl_
 
 @dataclass
 class FilterConfig:
-    """Settings of the filter stage. The LLM filters (``mode="llm"``) suit any run given chat
-    backends; ``vlm`` defaults to ``chat``; ``judge`` is a ``agent.judge.make_judge`` spec; the RL
-    pool follows paper A.4 (1K RL tasks), on seeds SFT never sees."""
+    """Settings of the filter stage; ``vlm`` defaults to ``chat``; the RL pool follows paper A.4
+    (1K RL tasks)."""
 
     mode: str = option("offline", "offline filters (sandbox default) or LLM/VLM filters (live "
                        "default)", "--filter-mode", choices=("offline", "llm"))
@@ -388,13 +357,10 @@ def is_kept(task: dict) -> bool:
 def first_removal(task: dict) -> str | None:
     """The first filter in ``FILTER_ORDER`` removing the task, ``"unverified"`` or ``None``."""
     labels = task.get("filters", {})
-    for name in FILTER_ORDER:
-        if labels.get(name) is True:
-            return name
-    for name in FILTER_ORDER:
-        if name in labels and labels[name] is None:
-            return "unverified"
-    return None
+    first = next((name for name in FILTER_ORDER if labels.get(name) is True), None)
+    if first is None and any(name in labels and labels[name] is None for name in FILTER_ORDER):
+        return "unverified"
+    return first
 
 
 def funnel_rows(tasks: list[dict]) -> list[dict]:
@@ -490,14 +456,11 @@ def run_filter(
 
 def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
                   seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """``(SFT training tasks, RL pool)``: every kept training task of a seeded random set of
-    training seeds
-    goes to the RL pool, the rest stays for SFT, both in file order.
+    """``(SFT training tasks, RL pool)``, both in file order: the RL pool takes every task of
+    randomly drawn training seeds until it holds ``n_tasks`` tasks or ``max_share`` of the seeds.
 
-    Seeds are taken in a shuffled order (fixed by ``seed``) until the pool holds ``n_tasks`` tasks
-    or ``max_share`` of the training seeds, whichever comes first (``FilterConfig`` checks both
-    ranges). Taking whole seeds keeps the pool disjoint from SFT's tasks by seed, the way the
-    held-out split is kept apart from training; the pool's levels are those of the training split.
+    Taking whole seeds keeps the pool disjoint from SFT's tasks, so GRPO does not train on tasks
+    the SFT model has memorised.
 
     >>> train = [{"id": f"t{i}", "seed_id": f"E{i % 4}"} for i in range(8)]  # 4 seeds, 2 tasks each
     >>> sft, rl = split_rl_pool(train, n_tasks=100, max_share=0.5)

@@ -1,18 +1,14 @@
 """Stages `inject-text` and `inject-image`: iterative injection (paper sections 2.1, 2.4, A.2).
 
-Text injection: an initial QA about the seed, then N rounds; each round picks a named entity in
-the question, takes one fact about it from its page, and replaces the name by a description
-built from that fact. Easy / medium / hard tasks get 1 / 3 / 5 rounds, exam tasks 10. Image
-injection then replaces the entity most critical to the answer by "the <type> shown in the
-image" and attaches a perturbed copy of its picture (``synthesizer.Synthesizer``).
+Text injection: an initial QA about the seed, then N rounds (easy / medium / hard 1 / 3 / 5,
+exam 10), each replacing a named entity by a description built from one fact on its page.
+Image injection then hides the entity most critical to the answer behind a perturbed copy of
+its picture (``synthesizer.Synthesizer``). In the sandbox the finished question is re-solved
+through its chain, and a task whose answer no longer follows is dropped and counted.
 
-Every round is recorded (``InjectionRound``) and, in the sandbox, the finished question is
-re-solved through its chain; a task whose answer no longer follows is dropped and counted.
-
-Both stages are resumable: tasks go to an append-only ``tasks.jsonl`` keyed by task id, dropped
-ones (with their reason) to ``failed.jsonl``; a rerun skips both. Work runs in a bounded thread
-pool, consumed in seed order with one random generator per task, so the output does not depend
-on the number of threads (``runner``). Task ids read ``<split>-<difficulty>-<seed id>``.
+Both stages are resumable (``tasks.jsonl`` and ``failed.jsonl``, keyed by task id
+``<split>-<difficulty>-<seed id>``) and their output does not depend on the number of threads
+(``runner``).
 """
 
 from __future__ import annotations
@@ -41,6 +37,7 @@ from vsearcher_lite.synthesis.seeds import (
     DEFAULT_MIX,
     SeedConfig,
     ensure_seeds,
+    interleave,
     parse_mix,
     seed_from_record,
     split_counts,
@@ -59,8 +56,7 @@ CLI_OPTIONS = ("n_train", "n_heldout", "n_exam", "mix", "exam_rounds", "onehop_t
 
 
 def parse_warmup_levels(text: str) -> dict[str, tuple[int, int]]:
-    """``"easy:600:200,medium:300:100"`` -> ``{"easy": (600, 200), "medium": (300, 100)}``;
-    ``"none"`` -> ``{}``.
+    """Parse ``--warmup-levels``: ``LEVEL:TRAIN:HELDOUT,...`` or ``none``.
 
     >>> parse_warmup_levels("easy:600:200,medium:300:100"), parse_warmup_levels("none")
     ({'easy': (600, 200), 'medium': (300, 100)}, {})
@@ -91,30 +87,26 @@ class InjectConfig:
     rounds: dict[str, int] = field(default_factory=lambda: dict(DIFFICULTY_ROUNDS))
     exam_rounds: int = option(EXAM_ROUNDS, "injection rounds of exam tasks (default: 10, paper "
                               "2.4)")
-    # one-hop warm-up tasks (no text round), from the training seeds and the held-out seeds
+    # one-hop warm-up tasks (no text round)
     onehop_train: int = option(0, "one-hop warm-up training tasks, not in the paper (default: by "
                                "profile; cpu at most 2000, GPU profiles 0)")
     onehop_heldout: int = option(0, "one-hop warm-up held-out tasks (default: by profile; cpu at "
                                  "most 2000, GPU profiles 0)")
-    # and from every entity that could be a seed but for its popularity (``warmup_pools``)
     onehop_warmup: bool = option(False, "draw one-hop tasks from the seeds only, not also from "
                                  "the other pictured entities (the cpu default draws on both; "
                                  "half of those others are held out)", "--onehop-seeds-only",
                                  action="store_const", const=False)
     onehop_warmup_heldout_share: float = WARMUP_HELDOUT_SHARE
-    # more tasks of these levels from the warm-up entities: level -> (training, held-out)
     warmup_levels: dict[str, tuple[int, int]] = option(
         {}, "more tasks of a level from the other pictured entities too, e.g. "
         "easy:600:200,medium:300:100 (the cpu default); 'none': seeds only (GPU default)",
         metavar="LEVEL:TRAIN:HELDOUT,...", parse=parse_warmup_levels)
-    # the exam also starts chains at rare people, whom no other pool uses (``exam_people``)
     exam_people: bool = option(True, "start exam tasks at the exam seeds only, not also at the "
                                "world's rare people", "--exam-seeds-only", action="store_const",
                                const=False)
     writer: str = option("rule", "question writer (default: rule in the sandbox, llm live)",
                          choices=("rule", "llm"))
     chat: Any = option(None, "chat backend of the LLM writer, e.g. openai:<model>@<base_url>")
-    # the LLM writer benefits from 8-32
     concurrency: int = option(1, "tasks in flight (default: 1 for rule, 8 for llm)")
     max_attempts: int = option(3, "LLM replies per writer operation (default: 3)")
     max_picks: int = 4  # entities tried per round before the task is dropped
@@ -243,9 +235,7 @@ def run_inject_text(
             sitelinks_max = (seed_config or SeedConfig(seed=config.seed)).thresholds(source)[0]
         exam_extra = exam_people(source, sitelinks_max, seed=config.seed)
 
-    existing = Counter()
-    for rec in tasks_log.records():
-        existing[(rec.get("split"), rec.get("difficulty"))] += 1
+    existing = Counter((rec.get("split"), rec.get("difficulty")) for rec in tasks_log.records())
 
     for split, difficulty, wanted, n_rounds in config.targets():
         if difficulty == ONEHOP:  # the split's seeds and warm-up entities, shuffled
@@ -262,7 +252,6 @@ def run_inject_text(
         else:  # the exam seeds first, then (sandbox) the rare people
             pool = by_pool.get("exam", []) + exam_extra
         if split != "exam" and any(config.warmup_levels.get(difficulty, (0, 0))):
-            # the level's seeds and the split's warm-up entities, shuffled together
             pool = pool + warmup.get(split, [])
             shuffle_key = f"vsearcher-warmup-level:{config.seed}:{split}:{difficulty}"
             random.Random(shuffle_key).shuffle(pool)
@@ -295,31 +284,31 @@ def run_inject_text(
                              on_result=on_result, concurrency=config.concurrency)
         finally:
             bar.close()
-    elapsed = time.perf_counter() - start
     metrics = text_metrics(tasks_log.records(), failed_log.records(), config)
-    metrics.update(
-        world=getattr(source, "name", world),
-        writer=writer.name,
-        seconds=round(elapsed, 3),
-        built_this_run=built_now,
-        tasks_per_s=round(built_now / elapsed, 2) if elapsed > 0 and built_now else 0.0,
-    )
-    if hasattr(writer, "stats"):
-        metrics["writer_stats"] = writer.stats
+    metrics.update(world=getattr(source, "name", world), writer=writer.name,
+                   **_throughput(start, built_now, writer))
     if hasattr(getattr(writer, "chat", None), "usage"):
         metrics["chat_usage"] = dict(writer.chat.usage)
     rd.write_metrics("inject-text", metrics)
     return metrics
 
 
+def _throughput(start: float, built_now: int, writer: Writer) -> dict:
+    elapsed = time.perf_counter() - start
+    out = {"seconds": round(elapsed, 3), "built_this_run": built_now,
+           "tasks_per_s": round(built_now / elapsed, 2) if elapsed > 0 and built_now else 0.0}
+    if hasattr(writer, "stats"):
+        out["writer_stats"] = writer.stats
+    return out
+
+
 def warmup_pools(source: KnowledgeSource, seeds: list[dict], *, seed: int = 0,
                  heldout_share: float = WARMUP_HELDOUT_SHARE) -> dict[str, list[dict]]:
-    """The one-hop level's warm-up entities, ``{"train": [...], "heldout": [...]}`` (sandbox only).
+    """Warm-up entities, ``{"train": [...], "heldout": [...]}`` (sandbox only), as seed rows with
+    pool ``warmup-<split>``.
 
-    Seeds must be rare and well documented; a one-hop task only needs a pictured non-person. So
-    every such entity that is not a seed is dealt at random (fixed by ``seed``) to one split, and
-    a held-out one-hop task never shows an entity a training one shows; the exam's seeds are never
-    used. Records look like ``seeds.jsonl`` rows, with pool ``warmup-<split>``.
+    A one-hop task needs only a pictured non-person, not a rare, documented seed: every such
+    non-seed entity is dealt to one split, so held-out and training tasks never share one.
     """
     if getattr(source, "name", "") != "sandbox":
         return {"train": [], "heldout": []}
@@ -335,11 +324,10 @@ def warmup_pools(source: KnowledgeSource, seeds: list[dict], *, seed: int = 0,
 
 
 def exam_people(source: KnowledgeSource, sitelinks_max: int, *, seed: int = 0) -> list[dict]:
-    """More exam seeds: the world's rare people (at most ``sitelinks_max`` sitelinks), shuffled.
+    """More exam seeds (sandbox only): the world's rare people, shuffled, pool ``exam-people``.
 
-    No training or held-out task starts at a person, so a person's chain is as disjoint from
-    training as an exam seed's (paper 2.4); the exam image never shows the seed, so no picture is
-    needed. Sandbox only; records look like ``seeds.jsonl`` rows, with pool ``exam-people``.
+    No other task starts at a person, so their chains are as disjoint from training as an exam
+    seed's (paper 2.4); the exam image never shows the seed, so no picture is needed.
     """
     if getattr(source, "name", "") != "sandbox":
         return []
@@ -351,8 +339,6 @@ def exam_people(source: KnowledgeSource, sitelinks_max: int, *, seed: int = 0) -
 
 def _heldout_levels(records: list[dict], mix: dict[str, int]) -> dict[str, list[dict]]:
     """Held-out seeds dealt to the difficulty levels in the training mix."""
-    from vsearcher_lite.synthesis.seeds import interleave
-
     labels = interleave(split_counts(len(records), mix))
     out: dict[str, list[dict]] = {k: [] for k in mix}
     for rec, label in zip(records, labels):
@@ -397,15 +383,12 @@ def question_length_stats(tasks: list[dict]) -> dict:
 
 def invariance_stats(tasks: list[dict], failed: list[dict]) -> dict:
     """Share of checked tasks whose answer still follows from the chain (dropped ones included)."""
-    ok = sum(1 for t in tasks if t.get("extra", {}).get("answer_invariant") is True)
-    broken = sum(1 for f in failed if f.get("reason") == "answer_not_invariant")
     marks = [t.get("extra", {}).get("answer_invariant") for t in tasks]
-    checked = ok + broken + sum(1 for m in marks if m is False)
-    return {
-        "answer_invariance_rate": round(ok / checked, 4) if checked else None,
-        "n_invariance_checked": checked,
-        "n_unchecked": sum(1 for t in tasks if t.get("extra", {}).get("answer_invariant") is None),
-    }
+    ok = sum(1 for m in marks if m is True)
+    broken = sum(1 for m in marks if m is False)
+    broken += sum(1 for f in failed if f.get("reason") == "answer_not_invariant")
+    return {"answer_invariance_rate": round(ok / (ok + broken), 4) if ok + broken else None,
+            "n_invariance_checked": ok + broken, "n_unchecked": sum(1 for m in marks if m is None)}
 
 
 def text_metrics(tasks: list[dict], failed: list[dict], config: InjectConfig) -> dict:
@@ -429,11 +412,16 @@ def text_metrics(tasks: list[dict], failed: list[dict], config: InjectConfig) ->
     }
 
 
+def _ensure_tasks(stage: str, run, run_dir: str | Path, config, kw: dict) -> list[Task]:
+    """The stage's tasks, running it first when it has no metrics yet."""
+    if not (Path(run_dir) / stage / "metrics.json").exists():
+        run(run_dir, config, **kw)
+    return read_tasks(Path(run_dir) / stage / "tasks.jsonl",
+                      f"vsearcher-lite {stage} --run-dir {run_dir}")
+
+
 def ensure_text_tasks(run_dir: str | Path, config: InjectConfig | None = None, **kw) -> list[Task]:
-    path = Path(run_dir) / "inject-text" / "tasks.jsonl"
-    if not (Path(run_dir) / "inject-text" / "metrics.json").exists():
-        run_inject_text(run_dir, config, **kw)
-    return read_tasks(path, f"vsearcher-lite inject-text --run-dir {run_dir}")
+    return _ensure_tasks("inject-text", run_inject_text, run_dir, config, kw)
 
 
 def run_inject_image(
@@ -483,7 +471,6 @@ def run_inject_image(
                          on_result=on_result, concurrency=config.concurrency)
     finally:
         bar.close()
-    elapsed = time.perf_counter() - start
     tasks = tasks_log.records()
     failed = failed_log.records()
     by_level = Counter(t.get("difficulty") for t in tasks)
@@ -499,18 +486,11 @@ def run_inject_image(
         "image_entity_types": dict(sorted(image_types.items())),
         **invariance_stats(tasks, failed),
         **question_length_stats(tasks),
-        "seconds": round(elapsed, 3),
-        "built_this_run": built_now,
-        "tasks_per_s": round(built_now / elapsed, 2) if elapsed > 0 and built_now else 0.0,
+        **_throughput(start, built_now, writer),
     }
-    if hasattr(writer, "stats"):
-        metrics["writer_stats"] = writer.stats
     rd.write_metrics("inject-image", metrics)
     return metrics
 
 
 def ensure_image_tasks(run_dir: str | Path, config: InjectConfig | None = None, **kw) -> list[Task]:
-    path = Path(run_dir) / "inject-image" / "tasks.jsonl"
-    if not (Path(run_dir) / "inject-image" / "metrics.json").exists():
-        run_inject_image(run_dir, config, **kw)
-    return read_tasks(path, f"vsearcher-lite inject-image --run-dir {run_dir}")
+    return _ensure_tasks("inject-image", run_inject_image, run_dir, config, kw)

@@ -1,18 +1,13 @@
 """Stage `seeds`: rare-but-documented seed entities, split into disjoint pools.
 
-Paper sections 2.1 and A.2: seeds are entities with few sitelinks (rare: a model is unlikely
-to know them) and many statements (documented: there is enough to write questions from), with
-an image, not people. The paper queried Wikidata (sitelinks <= 10, statements >= 20); the
-sandbox has its own thresholds, chosen so that a minority of its entities qualify.
+Paper 2.1 and A.2: seeds have few sitelinks (rare: a model is unlikely to know them), many
+statements (documented: enough to write questions from) and an image, and are not people. The
+paper queried Wikidata (sitelinks <= 10, statements >= 20); the sandbox has its own thresholds.
 
-Every seed goes to exactly one pool: ``easy``, ``medium``, ``hard`` (training, in the paper's
-RL mix 4:3:3), ``heldout`` (in-distribution evaluation) or ``exam`` (the MM-SearchExam
-counterpart). Pools are disjoint by construction, so the exam's seeds never appear in training
-(paper 2.4: "we explicitly remove seeds that appear in our training data").
-
-Outputs: ``RUN_DIR/seeds/seeds.jsonl`` (one seed per line with its pool),
-``RUN_DIR/seeds/population.csv`` (sandbox: every entity's sitelinks and statements, for the
-notebook's scatter plot) and ``RUN_DIR/seeds/metrics.json``.
+Every seed goes to exactly one pool: ``easy``, ``medium``, ``hard`` (training), ``heldout`` or
+``exam`` (the MM-SearchExam counterpart), so the exam's seeds never appear in training (paper
+2.4). Outputs in ``RUN_DIR/seeds/``: ``seeds.jsonl``, ``population.csv`` (sandbox: every
+entity's counts, for the notebook's scatter plot) and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -66,7 +61,6 @@ class SeedConfig:
                                         "(default: per world)")
     require_image: bool = True
     exclude_people: bool = True
-    # live: the query's LIMIT
     limit: int | None = option(None, "at most this many seeds from the source")
     exam_share: float = option(0.15, "share of seeds for the exam (default 0.15)")
     heldout_share: float = option(0.10, "share of seeds held out (default: 0.10)")
@@ -190,8 +184,7 @@ def rows_to_csv(rows: list[dict]) -> str:
 
 def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
               source: KnowledgeSource | None = None) -> dict:
-    """Select seeds, split them into pools, write ``seeds.jsonl``, ``population.csv`` and
-    ``metrics.json``; returns the metrics."""
+    """Select seeds, split them into pools, write the stage's files; returns the metrics."""
     from vsearcher_lite.synthesis.sources import open_source
 
     config = config or SeedConfig()
@@ -199,8 +192,8 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
     start = time.perf_counter()
     source = source if source is not None else open_source(run_dir, "sandbox", seed=config.seed)
     seeds = select_seeds(source, config)
+    smax, smin = config.thresholds(source)
     if not seeds:
-        smax, smin = config.thresholds(source)
         raise InputError(
             f"no seeds with sitelinks <= {smax} and statements >= {smin}: loosen the thresholds "
             "(--sitelinks-max / --statements-min)"
@@ -211,7 +204,6 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
     population = population_rows(source, set(pools))
     if population:
         atomic_write_text(out / "population.csv", rows_to_csv(population))
-    smax, smin = config.thresholds(source)
     sizes = {p: sum(1 for v in pools.values() if v == p) for p in POOLS}
     metrics = {
         "world": source.name,
@@ -227,7 +219,7 @@ def run_seeds(run_dir: str | Path, config: SeedConfig | None = None, *,
     if population:
         eligible = [r for r in population if r["has_image"] and not r["is_person"]]
         metrics["n_entities"] = len(population)
-        metrics["n_eligible"] = len(eligible)  # non-person entities with an image
+        metrics["n_eligible"] = len(eligible)
         metrics["selected_share_of_eligible"] = round(len(seeds) / max(1, len(eligible)), 4)
     rd.write_metrics("seeds", metrics)
     return metrics

@@ -1,23 +1,16 @@
 """Stage `trajectories`: teacher trajectories and rejection sampling (paper 2.2 and A.3).
 
-``generate_trajectories(run_dir, config) -> metrics`` runs the teacher through the ReAct loop on
-every filtered training task (``samples_per_task`` times each), judges each final answer, and
-keeps the trajectories that end correct and pass the strict format check: the SFT data. The
-paper used Gemini-3-Pro-Thinking judged by Qwen2.5-72B-Instruct; the defaults here are the
-offline heuristic teacher and the match judge, and any chat model can take either role.
+``generate_trajectories`` runs the teacher through the ReAct loop on every filtered training
+task (``samples_per_task`` times each), judges each final answer, and keeps the trajectories
+that end correct and pass the strict format check: the SFT data. The paper used
+Gemini-3-Pro-Thinking judged by Qwen2.5-72B-Instruct; the sandbox defaults are the heuristic
+teacher and the match judge (cpu profile: also top-3 results, the compact prompt and a
+2-minute budget per trajectory instead of 2.5 hours).
 
-Runs are bounded in concurrency, resumable (``rollouts.jsonl`` is an append-only log keyed by
-``<task id>#<sample>``) and cached (tool calls go through the run's ``ToolCache``). A rerun
-reuses only rollouts of the same ``rollout_identity`` (teacher, judge, episode settings) and runs
-again those that ended on a policy error.
-
-Outputs in ``RUN_DIR/trajectories/``: ``rollouts.jsonl`` (every trajectory, its verdict and
-whether it was accepted), ``accepted.jsonl`` (``Trajectory`` records in task order),
-``rollouts.csv`` (one row per trajectory), ``export/`` (``export.export_trajectories``) and
-``metrics.json``.
-
-Deviations on the cpu profile: a heuristic teacher, a match judge, top-3 results, the compact
-prompt and a 2-minute budget per trajectory instead of 2.5 hours.
+Resumable: ``rollouts.jsonl`` is an append-only log keyed by ``<task id>#<sample>``; a rerun
+reuses only rollouts of the same ``rollout_identity`` and runs again those that ended on a
+policy error. Outputs in ``RUN_DIR/trajectories/``: ``rollouts.jsonl``, ``accepted.jsonl``,
+``rollouts.csv``, ``export/`` (``export.export_trajectories``) and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -66,7 +59,7 @@ from vsearcher_lite.synthesis.inject import InjectConfig
 from vsearcher_lite.synthesis.sources import open_sandbox
 
 STAGE = "trajectories"
-# Settings that shape an episode: a rerun reuses only rollouts made with the same ones
+# Settings that shape an episode (``rollout_identity``)
 ROLLOUT_SETTINGS = ("prompt_variant", "top_k", "today", "max_tool_calls", "max_context_chars",
                     "seed", "world")
 # ... and those only a chat-model teacher reads (the heuristic one reads mistake_rate)
@@ -163,8 +156,7 @@ def ensure_tasks(run_dir: str | Path, config: TrajectoryConfig) -> list[Task]:
 
 def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig,
                          cache_mode: str | None = None) -> Callable[[], Any]:
-    """A function that builds one toolbox (one per worker thread) on the run's shared tool cache;
-    ``cache_mode="off"`` gives fresh, uncached tools."""
+    """A function that builds one toolbox (one per worker thread) on the run's shared tool cache."""
     from vsearcher_lite.tools.factory import make_toolbox
 
     if config.world not in ("sandbox", "live"):
@@ -223,8 +215,7 @@ def rollout_record(task: Task, traj: Trajectory, verdict, identity: dict | None 
 
 
 def role_label(spec: str, given: Any = None) -> str:
-    """A role (the teacher, the judge) as metrics and rollout records name it: its spec with any key
-    in it masked, or the name of the object passed in instead."""
+    """A role's name in metrics: its spec with any key masked, or the given object's name."""
     from vsearcher_lite.manifest import scrub_secrets
 
     return scrub_secrets(spec if given is None else getattr(given, "name", type(given).__name__))
@@ -247,8 +238,7 @@ def is_transient(record: dict) -> bool:
 
 
 def stored_rollouts(log: JsonlLog, wanted: set[str], identity: dict) -> tuple[dict[str, dict], int]:
-    """``(latest record per key made with identity, number of stored records set aside)``: records
-    of other teachers or settings (or of no recorded identity) are kept in the log but not used."""
+    """``(latest record per key made with identity, number of other records set aside)``."""
     latest: dict[str, dict] = {}
     other = 0
     for r in log.records():
@@ -361,7 +351,6 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
 
 
 def trajectory_metrics(records: list[dict]) -> dict:
-    """The stage's numbers from its rollout records (see the module docstring)."""
     n = len(records)
     n_accepted = sum(1 for r in records if r["accepted"])
     terminations = Counter(r["trajectory"]["termination"] for r in records)
@@ -372,7 +361,7 @@ def trajectory_metrics(records: list[dict]) -> dict:
             if turn.get("tool") and turn.get("observation"):
                 tool_counts[turn["tool"]] += 1
                 tool_errors += 0 if turn["observation"].get("ok", True) else 1
-    by_level = {}  # per difficulty
+    by_level = {}
     for level in in_level_order(r["difficulty"] for r in records):
         group = [r for r in records if r["difficulty"] == level]
         kept = [r for r in group if r["accepted"]]
@@ -403,14 +392,11 @@ ROLLOUT_COLUMNS = ("key", "task_id", "sample_index", "difficulty", "n_tool_calls
                    "correct", "format_ok", "accepted")
 
 
-def rollout_rows(records: list[dict]) -> list[dict]:
-    return [{**{k: r[k] for k in ROLLOUT_COLUMNS if k in r},
+def rollouts_csv(records: list[dict]) -> str:
+    rows = [{**{k: r[k] for k in ROLLOUT_COLUMNS if k in r},
              "n_tool_calls": r["trajectory"]["n_tool_calls"],
              "termination": r["trajectory"]["termination"]} for r in records]
-
-
-def rollouts_csv(records: list[dict]) -> str:
-    return csv_text(rollout_rows(records), ROLLOUT_COLUMNS)
+    return csv_text(rows, ROLLOUT_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,15 +404,13 @@ def rollouts_csv(records: list[dict]) -> str:
 
 
 def load_accepted(run_dir: str | Path) -> list[Trajectory]:
-    """The accepted trajectories of a run."""
     run = RunDir(run_dir)
     path = run.require(STAGE, "vsearcher-lite trajectories") / "accepted.jsonl"
     return [Trajectory.from_dict(run.resolve(r)) for r in read_jsonl(path)]
 
 
 def load_rollouts(run_dir: str | Path) -> list[dict]:
-    """Every rollout record of a run (each with its ``trajectory`` dict and the ``identity`` it was
-    made with), those set aside for another teacher or other settings included."""
+    """Every rollout record of a run, those set aside for another identity included."""
     run = RunDir(run_dir)
     path = run.require(STAGE, "vsearcher-lite trajectories") / "rollouts.jsonl"
     return [run.resolve(r) for r in read_jsonl(path, strict=False)]
@@ -434,11 +418,8 @@ def load_rollouts(run_dir: str | Path) -> list[dict]:
 
 def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
                     limit: int | None = None) -> dict:
-    """Re-run the tool calls of accepted trajectories against fresh, uncached tools.
-
-    Returns ``{"n_checked", "n_tool_calls", "mismatches": [...]}``; no mismatch means every
-    observation the teacher saw is what the tools give again.
-    """
+    """Re-run the tool calls of accepted trajectories against fresh, uncached tools; returns
+    ``{"n_checked", "n_tool_calls", "mismatches": [...]}``."""
     config = config or TrajectoryConfig.for_profile("cpu")
     toolbox = make_toolbox_factory(run_dir, config, cache_mode="off")()
     trajs = load_accepted(run_dir)[:limit]

@@ -1,14 +1,7 @@
-"""Figures and the trajectory viewer of notebook 05, built from the stage's saved files.
+"""Figures and the trajectory viewer of notebook 05.
 
 Every figure takes the rows of ``RUN_DIR/trajectories/rollouts.csv`` (``read_rollout_rows``), so
-it can be redrawn without rerunning the teacher:
-
-- ``tool_call_histogram``: how many tool calls trajectories take, per difficulty (paper fig. 3);
-- ``termination_bars``: how trajectories ended;
-- ``acceptance_bars``: the share of trajectories rejection sampling keeps, per difficulty.
-
-``trajectory_viewer(traj)`` steps through the turns of one trajectory, tool responses with
-their images, as self-contained HTML that also works in the notebook's HTML copy offline.
+it can be redrawn without rerunning the teacher.
 """
 
 from __future__ import annotations
@@ -82,13 +75,9 @@ def tool_call_histogram(rows: list[dict], *, accepted_only: bool = False):
         fig.add_bar(x=xs, y=[counter[x] / total for x in xs], name=f"{level} (n={total})",
                     marker_color=LEVEL_COLOURS.get(level))
     which = "accepted trajectories" if accepted_only else "all trajectories"
-    fig.update_layout(
-        title=f"Tool calls per trajectory by difficulty ({which})",
-        xaxis_title="tool calls in the trajectory",
-        yaxis_title="share of trajectories",
-        barmode="group",
-        yaxis_tickformat=".0%",
-    )
+    fig.update_layout(title=f"Tool calls per trajectory by difficulty ({which})",
+                      xaxis_title="tool calls in the trajectory",
+                      yaxis_title="share of trajectories", barmode="group", yaxis_tickformat=".0%")
     return fig
 
 
@@ -111,9 +100,8 @@ def acceptance_by_level(rows: list[dict]) -> dict[str, float]:
     ...                      {"difficulty": "easy", "accepted": False}])
     {'easy': 0.5}
     """
-    levels = in_level_order(r["difficulty"] for r in rows)
     out = {}
-    for level in levels:
+    for level in in_level_order(r["difficulty"] for r in rows):
         group = [r for r in rows if r["difficulty"] == level]
         out[level] = sum(1 for r in group if r["accepted"]) / len(group)
     return out
@@ -124,15 +112,9 @@ def acceptance_bars(rows: list[dict]):
     import plotly.graph_objects as go
 
     rates = acceptance_by_level(rows)
-    fig = go.Figure(
-        go.Bar(
-            x=list(rates),
-            y=list(rates.values()),
-            marker_color=[LEVEL_COLOURS.get(level, "#888") for level in rates],
-            text=[f"{v:.0%}" for v in rates.values()],
-            textposition="outside",
-        )
-    )
+    fig = go.Figure(go.Bar(x=list(rates), y=list(rates.values()),
+                           marker_color=[LEVEL_COLOURS.get(level, "#888") for level in rates],
+                           text=[f"{v:.0%}" for v in rates.values()], textposition="outside"))
     fig.update_layout(title="Acceptance rate by difficulty", xaxis_title="difficulty",
                       yaxis_title="accepted share",
                       yaxis_tickformat=".0%", yaxis_range=[0, 1.1])
@@ -140,10 +122,8 @@ def acceptance_bars(rows: list[dict]):
 
 
 def viewer_steps(traj: Trajectory | dict) -> list[dict]:
-    """One step per message after the system prompt: ``{"title", "text", "images"}``.
-
-    Images stay in the text as ``[image]`` markers where they were, and are listed in ``images``.
-    """
+    """One step per message after the system prompt: ``{"title", "text", "images"}``, with
+    ``[image]`` markers in the text where the listed images were."""
     traj = traj if isinstance(traj, Trajectory) else Trajectory.from_dict(traj)
     steps = []
     tool_turns = {t.index: t for t in traj.turns}
@@ -169,7 +149,7 @@ def viewer_steps(traj: Trajectory | dict) -> list[dict]:
 
 def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any:
     """A step-through view of the turns, images inlined, as self-contained HTML
-    (``stepper.StepView``): it works in JupyterLab and in the HTML copy of the notebook, offline."""
+    (``stepper.StepView``) that also works in the notebook's offline HTML copy."""
     import html
 
     from vsearcher_lite.stepper import StepView
