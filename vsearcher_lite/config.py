@@ -10,7 +10,7 @@ holds, per profile, every setting that differs, with the reason beside it. ``for
 from __future__ import annotations
 
 import zlib
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, check_sampling
@@ -57,13 +57,19 @@ RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls"
 FROM_TRAJECTORIES = ("top_k", "wall_clock_s", "max_tokens", "concurrency")
 
 
+@dataclass
 class TrainingSettings:
-    """What the training stages' settings dataclasses (SFT and GRPO) share."""
+    """What the training stages' settings (SFT and GRPO) share: the run settings and helpers."""
+
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
+    seed: int = 0
+    world: str = "sandbox"
+    progress: bool = True
+    report_to: list[str] = field(default_factory=list)
 
     @property
     def use_cpu(self) -> bool:
-        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda and no
-        GPU)."""
+        """Whether training runs on the CPU (``InputError`` for cuda without a GPU)."""
         return resolve_device(self.device).type == "cpu"
 
     def torch_dtype(self):

@@ -142,14 +142,9 @@ class GRPOConfig(TrainingSettings):
     gradient_checkpointing: bool = True
     threads: int | None = option(None, "torch threads (cpu default: 2; 1 when another torch job "
                                  "shares the cores)")
-    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     save_every: int | None = option(None, "cpu engine: save the training state every this many "
                                     "steps; rerunning the same command after an interruption "
                                     "resumes from it")
-    seed: int = 0
-    world: str = "sandbox"
-    progress: bool = True
-    report_to: list[str] = field(default_factory=list)
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:

@@ -103,16 +103,11 @@ class SFTConfig(TrainingSettings):
                                          "evaluations leave (cpu default: 2.8)")
     # runtime
     threads: int | None = option(None, "torch threads (cpu default: 2)")
-    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     accelerate_config: str = field(default="fsdp", metadata={"choices": ACCELERATE_CONFIGS})
     logging_steps: int = 1
     save_every: int | None = option(None, "save a resumable checkpoint every this many steps; "
                                     "rerunning the same command after an interruption resumes "
                                     "from the last one")
-    seed: int = 0
-    world: str = "sandbox"
-    progress: bool = True
-    report_to: list[str] = field(default_factory=list)
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> SFTConfig:
