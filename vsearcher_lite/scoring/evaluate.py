@@ -1,33 +1,19 @@
 """The evaluation runner: any policy through the ReAct loop on tasks, judged (paper 2.4, 3.2, 4).
 
-``evaluate(run_dir, tasks, policy, ...) -> metrics`` (settings: ``EvalConfig``) is the runner of
-the eval command, the SFT and GRPO stages and the comparison: one episode per task through
-``agent.loop.run_episode`` (the teacher's, SFT's and GRPO's prompt, tools and format check), the
-answer judged, Pass@1 and its breakdowns reported (``metrics``). Policies are named by specs
-(``policies``); stored results are reused only under the same identity (``identity``); none of
-these imports a stage, so the training stages can call the runner.
+``evaluate(run_dir, tasks, policy, ...) -> metrics`` runs one episode per task through
+``agent.loop.run_episode`` (the prompt, tools and format check the teacher, SFT and GRPO share),
+judges the answer and reports Pass@1 and its breakdowns. It serves the eval command, the SFT and
+GRPO stages and the comparison, and imports no stage, so the training stages can call it.
 
-Two times are recorded. ``seconds_per_task`` is each episode's latency, from its start to its
-judged answer; episodes run concurrently (a batched model answers 16 at a time), so it includes
-the time an episode waits for the others of its batch and is not a cost. ``wall_seconds_per_task``
-is the cost: the evaluation's wall time divided by the tasks it ran (``wall_timed_tasks``).
+``seconds_per_task`` is each episode's latency; concurrent episodes wait for their batch, so it is
+not a cost. ``wall_seconds_per_task`` is the cost: wall time divided by the tasks run.
 
-Runs are bounded in concurrency (threads), resumable and cached:
-
-- ``RUN_DIR/eval/<name>/results.jsonl`` is an append-only log keyed by task id; a rerun skips the
-  tasks already done (a task whose question or answer changed since, or whose episode ended on a
-  policy error such as an unreachable server, is run again);
-- ``config.json`` there records what the results were produced with; rerunning the same name
-  with another policy, judge or sampling is refused (use another ``--name``, or ``fresh=True``);
-- every tool call goes through the run's tool cache (``RUN_DIR/cache/tools.sqlite``).
-
-Outputs: ``RUN_DIR/eval/<name>/results.jsonl``, ``results.csv`` (one row per task, for plots),
-``metrics.json``; ``RUN_DIR/eval/metrics.json`` (one entry per evaluated policy name, the table
-behind the paper's table 1 / figure 4) and ``RUN_DIR/eval/table.csv``.
-
-Deviations from the paper on the cpu profile: greedy decoding (temperature 0) for the tiny model,
-top-3 search results and the compact prompt (what it was trained with), a 2-minute wall-clock
-budget per episode, and the offline match judge instead of an LLM judge.
+Runs are resumable: ``RUN_DIR/eval/<name>/results.jsonl`` is an append-only log keyed by task id
+(a task whose question or answer changed, or whose episode ended on a policy error, runs again),
+and ``config.json`` there refuses a rerun of the name with other settings (use another
+``--name``, or ``fresh=True``). Tool calls go through ``RUN_DIR/cache/tools.sqlite``. Outputs
+besides: ``results.csv``, ``metrics.json``, and ``RUN_DIR/eval/metrics.json`` and ``table.csv``
+(one entry per policy name, the paper's table 1 / figure 4).
 """
 
 from __future__ import annotations
@@ -74,15 +60,11 @@ from vsearcher_lite.scoring.policies import Policy, make_policy, slug
 from vsearcher_lite.tools.factory import make_toolbox
 from vsearcher_lite.world.store import open_world
 
-# The runner's API (``EvalConfig``, its settings, is imported from here too).
+# ``EvalConfig`` is imported from here too.
 __all__ = ["EvalConfig", "adopt_results", "check_name", "eval_dir", "evaluate", "load_results",
            "read_summary", "resolve_judge", "run_pending", "toolbox_source", "update_summary"]
 
 STAGE = "eval"
-
-
-# ---------------------------------------------------------------------------------------------
-# The stage
 
 
 def eval_dir(run_dir: str | Path, name: str) -> Path:
@@ -114,13 +96,9 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
 
 def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task],
                   identity: dict) -> int:
-    """Copy into ``eval/<name>`` the results ``eval/<source>`` already holds for ``tasks``, when
-    ``source`` was produced with the same identity (``run_identity``); the number copied.
-
-    So a later evaluation under another name resumes from an earlier stage's results instead of
-    rerunning them (notebook 08 starts from what the SFT and GRPO stages measured). Nothing is
-    copied when the settings differ, the source is missing, or the target already has the task.
-    """
+    """Copy into ``eval/<name>`` the results ``eval/<source>`` holds for ``tasks`` when both have
+    the same identity, so notebook 08 resumes from what the SFT and GRPO stages measured; the
+    number copied."""
     identity = stored_identity(identity, run_dir)
     src = eval_dir(run_dir, source)
     if source == name or not all((src / f).is_file() for f in ("config.json", "results.jsonl")):
@@ -166,13 +144,12 @@ def read_summary(run_dir: str | Path) -> dict:
 
 def toolbox_source(toolbox: Any, run_dir: str | Path,
                    config: EvalConfig) -> tuple[Callable[[], Any], list]:
-    """``(get, made)``: ``get()`` gives the calling thread the toolbox its episodes use.
+    """``(get, made)``: ``get()`` gives the calling thread its toolbox; ``made`` lists those
+    handed out (for cache statistics).
 
-    ``toolbox`` is a toolbox (shared by every thread), ``None`` for the run's own
-    (``tools.factory.make_toolbox``), built once on first use and shared by every thread (a
-    toolbox is thread-safe and costly to build), or a function that builds one, called once per
-    thread (for a toolbox that must not be shared). ``made`` lists the toolboxes handed out (for
-    their cache statistics).
+    ``toolbox`` is a toolbox, ``None`` for the run's own (built once on first use: it is
+    thread-safe and costly to build), or a function called once per thread for one that must not
+    be shared.
     """
     made: list[Any] = []
     lock = threading.Lock()
@@ -206,8 +183,8 @@ def toolbox_source(toolbox: Any, run_dir: str | Path,
 
 def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLog,
                 concurrency: int, *, progress: bool = True, desc: str = "eval") -> list[dict]:
-    """Run ``run_task`` over ``todo`` on ``concurrency`` threads, appending each record to ``log``
-    as it finishes (an interrupted run keeps everything finished); the records, in that order."""
+    """Run ``run_task`` over ``todo`` on ``concurrency`` threads, logging each record as it
+    finishes (an interrupted run keeps them); the records, in that order."""
     from tqdm.auto import tqdm
 
     records = []
@@ -229,15 +206,9 @@ def evaluate(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend |
              judge: Judge | str | None = None, toolbox: Any = None,
              concurrency: int | None = None, name: str | None = None,
              config: EvalConfig | None = None, benchmark: str = "", fresh: bool = False) -> dict:
-    """Evaluate ``policy`` on ``tasks``: writes the module docstring's outputs, returns the metrics.
-
-    ``policy``: a spec for ``make_policy``, a ``ChatBackend`` (one for every task) or a ``Policy``.
-    ``judge``: a ``Judge`` or a spec (default ``config.judge``). ``toolbox``: a toolbox, a
-    function that builds one (called once per worker thread), or ``None`` for the run's own
-    (``tools.factory.make_toolbox``: the run's world and tool cache, one toolbox shared by the
-    worker threads). ``name``: the folder under ``RUN_DIR/eval/`` and the key in the summary
-    (default: the policy's name).
-    """
+    """Evaluate ``policy`` (a ``make_policy`` spec, a ``ChatBackend`` or a ``Policy``) on
+    ``tasks``; writes the module docstring's outputs and returns the metrics. ``toolbox`` as in
+    ``toolbox_source``; ``name`` (default: the policy's) is the folder under ``RUN_DIR/eval/``."""
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)  # the caller's config stays as it was
