@@ -1,17 +1,13 @@
 """Stage `comparison` (notebook 08): base, SFT, RL, the teacher and the no-tools ablation on the
 run's exam and held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
 
-``run_comparison(run_dir, config) -> metrics`` evaluates each policy (``policy_spec``) with
-``scoring.evaluate.evaluate`` on ``exam`` (``filter/exam.jsonl``: 10 injection rounds, unseen
-seeds) and ``heldout`` (``filter/heldout.jsonl``, capped round-robin across difficulties). A
-checkpoint not trained yet is reported missing, never guessed at. Each cell is stored as
-``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages wrote with the
-same settings are adopted first, and ``evaluate`` resumes, so only missing tasks run.
-
-Held-out tasks use the SFT stage's evaluation settings, so the numbers match notebooks 06 and 07;
-the exam's 10-round questions get the paper's 30 tool calls (A.3) and a larger context, the same
-for every policy. Outputs: ``comparison/metrics.json``, ``comparison/table.csv`` and a manifest
-entry.
+``run_comparison(run_dir, config) -> metrics`` evaluates each policy on ``exam``
+(``filter/exam.jsonl``: 10 injection rounds, unseen seeds) and ``heldout``; a checkpoint not
+trained yet is reported missing, never guessed at. Each cell is ``RUN_DIR/eval/<benchmark>-
+<policy>/``; held-out results the SFT and GRPO stages wrote with the same settings are adopted
+first, so only missing tasks run. Held-out tasks use the SFT stage's evaluation settings, so the
+numbers match notebooks 06 and 07; the exam's 10-round questions get the paper's 30 tool calls
+(A.3). Outputs: ``comparison/metrics.json`` and ``table.csv``.
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
 BENCHMARKS = ("exam", "heldout")
 HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level
-#: The paper's evaluation settings (2.4, 3.2; the GPU profiles use them), by ``EvalConfig``
-#: result setting: what notebook 08 compares a run's settings with.
+#: The paper's evaluation settings (2.4, 3.2): what notebook 08 compares a run's settings with.
 PAPER_EVAL = {"judge": "llm", "top_k": 5, "prompt_variant": "full", "max_tool_calls": 30,
               "max_context_chars": 800_000, "temperature": 0.6, "top_p": 0.95, "max_tokens": 10_000}
 # The evaluation names the SFT and GRPO stages write their held-out results under.
@@ -47,7 +42,7 @@ STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}
 TRAINED_BY = {"sft": "notebook 06 / `vsearcher-lite sft`",
               "rl": "notebook 07 / `vsearcher-lite grpo`"}
-# Columns of the table, in reading order: the exam first (the paper's MM-SearchExam column).
+# the table's columns, the exam (the paper's MM-SearchExam) first
 TABLE_GROUPS = ("exam", "onehop", "easy", "medium", "hard", "heldout")
 
 
@@ -102,10 +97,6 @@ class ComparisonConfig:
         return self.exam_eval_config() if benchmark == "exam" else self.heldout_eval_config()
 
 
-# ---------------------------------------------------------------------------------------------
-# Policies and tasks
-
-
 def base_spec(profile: str) -> str:
     """The base model of a profile: the shipped tiny base on cpu, Qwen3-VL elsewhere."""
     base = SFTConfig.for_profile(profile).base
@@ -156,8 +147,8 @@ def exam_and_heldout(tasks: list[Task]) -> dict[str, list[Task]]:
 
 
 def select_tasks(tasks: dict[str, list[Task]], config: ComparisonConfig) -> dict[str, list[Task]]:
-    """The exam's first ``exam_max_tasks``; the held-out tasks of the chosen difficulties, capped
-    round-robin across difficulties (the SFT stage's rule, so its results are reused)."""
+    """The exam's first ``exam_max_tasks``; held-out tasks capped round-robin across
+    difficulties (the SFT stage's rule, so its results are reused)."""
     exam = list(tasks.get("exam", []))
     if config.exam_max_tasks is not None:
         exam = exam[: config.exam_max_tasks]
@@ -177,10 +168,6 @@ def comparison_tasks(run_dir: str | Path, config: ComparisonConfig) -> dict[str,
     if not selected["exam"] and not selected["heldout"]:
         raise InputError(f"{Path(run_dir) / 'filter'}: no exam or held-out tasks to compare on")
     return selected
-
-
-# ---------------------------------------------------------------------------------------------
-# Metrics
 
 
 def accuracy_row(by_benchmark: dict[str, dict]) -> dict[str, float | None]:
@@ -230,8 +217,8 @@ def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, di
 
 
 def table_rows(metrics: dict) -> list[dict]:
-    """The paper's table 1 for this run: one row per policy, its state and Pass@1 per group.
-    Metrics with only ``exam_accuracy``/``heldout_accuracy`` and ``missing`` are read too.
+    """The paper's table 1 for this run: per policy, its state and Pass@1 per group (older
+    metrics with only ``exam_accuracy``/``heldout_accuracy`` and ``missing`` too).
 
     >>> row = table_rows({"policies": {"rl": {"state": "missing"}}, "accuracy": {"rl": None}})[0]
     >>> row["policy"], row["state"], row["exam"], row["heldout"]
@@ -271,10 +258,6 @@ def read_comparison(run_dir: str | Path) -> dict:
         raise InputError(f"{path} does not exist: run notebook 08 "
                          "(or evaluation.comparison.run_comparison) first")
     return read_json(path)
-
-
-# ---------------------------------------------------------------------------------------------
-# The stage
 
 
 def eval_name(benchmark: str, policy: str) -> str:
@@ -326,8 +309,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
             log(f"[compare] {name}: {reason}")
             continue
         policy = make_policy(spec, config.heldout_eval_config())
-        # The row's name, as the stages name their evaluations, so their results can be reused.
-        policy.name = name
+        policy.name = name  # as the stages name their evaluations, so their results are reused
         results[name], reused = evaluate_policy(run_dir, name, policy, tasks, config, log)
         names = {b: eval_name(b, name) for b in results[name]}
         status[name] = {"state": "evaluated", "spec": redact(spec), "reason": None,
