@@ -1,8 +1,6 @@
-"""Settings of the GRPO stage (paper 2.3, A.4): one dataclass whose defaults are the paper's.
-
-``GRPOConfig.for_profile(profile, **overrides)`` applies the profile's ``[grpo]`` table
-(``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The held-out
-evaluation (``eval``) is the SFT stage's, so its results can be reused.
+"""Settings of the GRPO stage (paper 2.3, A.4): one dataclass whose defaults are the paper's;
+``for_profile`` applies the profile's ``[grpo]`` table. The held-out evaluation (``eval``) is the
+SFT stage's, so its results can be reused.
 """
 
 from __future__ import annotations
@@ -195,13 +193,12 @@ class GRPOConfig(TrainingSettings):
         return self.prompts_per_step * self.generations
 
     def eval_config(self) -> EvalConfig:
-        """The held-out evaluation settings: ``eval`` with this stage's seed, world and device,
-        ``eval_batch`` episodes at once and no per-episode wall clock (batched episodes wait for
-        each other, which is not the policy's doing)."""
+        """The held-out evaluation settings, ``eval_batch`` episodes at once and no per-episode wall
+        clock (batched episodes wait for each other, which is not the policy's doing)."""
         return replace(stage_eval_config(self), wall_clock_s=1e9, concurrency=self.eval_batch)
 
 
-#: The paper's GRPO settings (A.4), by field: what notebook 07 compares a run's settings with.
+#: The paper's GRPO settings (A.4): what notebook 07 compares a run's settings with.
 PAPER_DEFAULTS = {
     **paper_settings(GRPOConfig, ("prompts_per_step", "generations", "learning_rate",
                                   "temperature", "top_p", "max_tool_calls", "max_prompt_tokens",
