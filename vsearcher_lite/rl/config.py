@@ -41,12 +41,9 @@ CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", 
 
 @dataclass
 class GRPOConfig(TrainingSettings):
-    """Everything ``run_grpo`` needs besides the run folder.
-
-    Each step draws ``prompts_per_step`` (P) tasks and rolls each out ``generations`` (G) times;
-    ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1; the clipping
-    only acts when it is more).
-    """
+    """Everything ``run_grpo`` needs besides the run folder. Each step rolls out P tasks G times
+    each; ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1: the
+    clipping only acts when it is more)."""
 
     profile: str = "cpu"
     name: str = option("grpo", "output folder RUN_DIR/<name> (default: grpo); the RL evaluation "

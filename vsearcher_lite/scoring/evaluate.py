@@ -145,11 +145,8 @@ def read_summary(run_dir: str | Path) -> dict:
 def toolbox_source(toolbox: Any, run_dir: str | Path,
                    config: EvalConfig) -> tuple[Callable[[], Any], list]:
     """``(get, made)``: ``get()`` gives the calling thread its toolbox; ``made`` lists those
-    handed out (for cache statistics).
-
-    ``toolbox`` is a toolbox, ``None`` for the run's own (built once on first use: it is
-    thread-safe and costly to build), or a function called once per thread for one that must not
-    be shared.
+    handed out. ``toolbox`` is a toolbox, ``None`` for the run's own (built once on first use: it
+    is thread-safe and costly), or a function called once per thread (for one not to be shared).
     """
     made: list[Any] = []
     lock = threading.Lock()
