@@ -114,14 +114,12 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
         return 0  # evaluate() refuses this name itself, and says why
     have = previous_results(target, tasks)
     found = previous_results(JsonlLog(src / "results.jsonl", key="id"), tasks)
-    copied = 0
-    for task in tasks:
-        if task.id in found and task.id not in have:
-            target.append(found[task.id])
-            copied += 1
-    if copied:
+    new = [found[t.id] for t in tasks if t.id in found and t.id not in have]
+    for record in new:
+        target.append(record)
+    if new:
         atomic_write_json(out / "config.json", identity)
-    return copied
+    return len(new)
 
 
 def update_summary(run_dir: str | Path, name: str, metrics: dict) -> dict:
@@ -262,8 +260,7 @@ def evaluate(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend |
         judge_failures=getattr(judge_obj, "failures", 0), evaluated_this_run=len(todo),
         seconds=round(elapsed, 3), **wall_time(elapsed, len(todo), previous),
         settings=scrub_secrets(config.to_dict()), updated_at=utc_now())
-    caches = [getattr(b, "cache", None) for b in made]
-    caches = [c for c in caches if c is not None]
+    caches = [b.cache for b in made if getattr(b, "cache", None) is not None]
     if caches:
         metrics["tool_cache"] = {"hits": sum(c.hits for c in caches),
                                  "misses": sum(c.misses for c in caches)}
@@ -283,7 +280,5 @@ def load_results(run_dir: str | Path, name: str) -> list[dict]:
     path = eval_dir(run_dir, name) / "results.jsonl"
     if not path.exists():
         raise InputError(f"{path} does not exist: run `vsearcher-lite eval --name {name}` first")
-    latest: dict[str, dict] = {}
-    for r in JsonlLog(path).records():
-        latest[str(r.get("id"))] = r
+    latest = {str(r.get("id")): r for r in JsonlLog(path).records()}
     return RunDir(run_dir).resolve(list(latest.values()))

@@ -26,9 +26,8 @@ def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
     latest: dict[str, dict] = {}
     for r in log.records():
         task = wanted.get(str(r.get("id")))
-        if task is None:
-            continue
-        if r.get("question") == task.question and r.get("answer") == task.answer:
+        if (task is not None and r.get("question") == task.question
+                and r.get("answer") == task.answer):
             latest[task.id] = r
     return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
 
@@ -90,10 +89,8 @@ def weights_fingerprint(spec: str) -> str | None:
     if not rest.startswith("transformers:"):
         return None
     folder = Path(rest[len("transformers:"):]).expanduser()
-    files = []
-    if folder.is_dir():
-        files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin")
-                       and p.is_file())
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin")
+                   and p.is_file()) if folder.is_dir() else []
     if not files:
         return None
     digest = hashlib.sha256()
