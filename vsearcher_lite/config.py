@@ -163,7 +163,7 @@ class EvalConfig:
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
         """The episode limits; a batched policy's episodes have no wall clock (they wait for each
-        other, which is not the policy's doing: turns and tokens still bound them)."""
+        other, which is not the policy's doing)."""
         return EpisodeLimits(max_tool_calls=self.max_tool_calls if tools else 0,
                              wall_clock_s=None if batched else self.wall_clock_s,
                              max_context_chars=self.max_context_chars)

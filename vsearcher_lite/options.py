@@ -18,10 +18,9 @@ from vsearcher_lite.runio import InputError
 
 
 def option(default: Any, text: str, *flags: str, **extra: Any) -> Any:
-    """A dataclass field that is also a command-line option: its help line, its flags (default
-    ``--field-name``) and argparse extras (``type``, ``choices``, ``const``, ``metavar``,
-    ``action``). ``parse`` reads the option's text in ``options_given``, so a bad value is the
-    command's one-line ``InputError``."""
+    """A dataclass field that is also a command-line option: help, flags (default ``--field-name``)
+    and argparse extras; ``parse`` reads the option's text in ``options_given``, so a bad value is
+    the command's one-line ``InputError``."""
     meta = {"help": text, "flags": flags, **extra}
     if isinstance(default, (dict, list)):
         return field(default_factory=functools.partial(copy.copy, default), metadata=meta)

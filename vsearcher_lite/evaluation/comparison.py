@@ -291,8 +291,7 @@ def evaluate_policy(run_dir: str | Path, name: str, policy: Policy, tasks: dict[
 
 def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, *,
                    log: Callable[[str], None] = print) -> dict:
-    """Evaluate every policy of ``config`` on the exam and the held-out tasks; write the stage's
-    outputs and return the metrics."""
+    """Evaluate every policy on the exam and the held-out tasks; write and return the metrics."""
     from vsearcher_lite.manifest import utc_now, write_manifest
 
     config = config or ComparisonConfig.for_profile("cpu")

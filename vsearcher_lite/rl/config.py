@@ -190,8 +190,8 @@ class GRPOConfig(TrainingSettings):
         return self.prompts_per_step * self.generations
 
     def eval_config(self) -> EvalConfig:
-        """The held-out evaluation settings, ``eval_batch`` episodes at once and no per-episode wall
-        clock (batched episodes wait for each other, which is not the policy's doing)."""
+        """The held-out evaluation settings, ``eval_batch`` episodes at once and, being batched, no
+        per-episode wall clock."""
         return replace(stage_eval_config(self), wall_clock_s=1e9, concurrency=self.eval_batch)
 
 

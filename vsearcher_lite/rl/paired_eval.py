@@ -67,9 +67,8 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
 
 def evaluate_start(run_dir: str | Path, init_path: Path, model, processor, config: GRPOConfig,
                    log: Callable[[str], None]) -> dict:
-    """Evaluate the starting policy (``model``, the weights of ``init_path``) as ``eval/sft``
-    (``eval/init`` for another ``--init``), reusing stored results that pass the re-run check;
-    otherwise afresh as ``eval/<name>-sft``, leaving the SFT stage's folder as it was. The
+    """Evaluate the start (``model``) as ``eval/sft`` (``eval/init`` for another ``--init``),
+    reusing stored results that pass the re-run check, else afresh as ``eval/<name>-sft``; the
     metrics, and ``seconds_per_task`` for budgeting the RL evaluation."""
     tasks = heldout_tasks(run_dir, config)
     eval_config = eval_config_for(config)

@@ -1,19 +1,14 @@
 """The evaluation runner: any policy through the ReAct loop on tasks, judged (paper 2.4, 3.2, 4).
 
-``evaluate(run_dir, tasks, policy, ...) -> metrics`` runs one episode per task through
-``agent.loop.run_episode`` (the prompt, tools and format check the teacher, SFT and GRPO share),
-judges the answer and reports Pass@1 and its breakdowns. It serves the eval command, the SFT and
-GRPO stages and the comparison, and imports no stage, so the training stages can call it.
+``evaluate(run_dir, tasks, policy, ...) -> metrics`` runs one episode per task through the loop
+the teacher, SFT and GRPO share, judges it and reports Pass@1 and its breakdowns. The cost is
+``wall_seconds_per_task`` (wall time over the tasks run); ``seconds_per_task`` is latency, which
+includes waiting for the rest of a batch.
 
-``seconds_per_task`` is each episode's latency; concurrent episodes wait for their batch, so it is
-not a cost. ``wall_seconds_per_task`` is the cost: wall time divided by the tasks run.
-
-Runs are resumable: ``RUN_DIR/eval/<name>/results.jsonl`` is an append-only log keyed by task id
-(a task whose question or answer changed, or whose episode ended on a policy error, runs again),
-and ``config.json`` there refuses a rerun of the name with other settings (use another
-``--name``, or ``fresh=True``). Tool calls go through ``RUN_DIR/cache/tools.sqlite``. Outputs
-besides: ``results.csv``, ``metrics.json``, and ``RUN_DIR/eval/metrics.json`` and ``table.csv``
-(one entry per policy name, the paper's table 1 / figure 4).
+Resumable: ``RUN_DIR/eval/<name>/results.jsonl`` is keyed by task id (a changed task, or one that
+ended on a policy error, runs again) and ``config.json`` refuses a rerun with other settings.
+Outputs besides: ``results.csv``, ``metrics.json``, and the summary ``RUN_DIR/eval/metrics.json``
+and ``table.csv`` (one entry per policy name: the paper's table 1 / figure 4).
 """
 
 from __future__ import annotations

@@ -56,12 +56,9 @@ def guard_resume(out: Path, identity: dict, fresh: bool,
 
 
 def run_identity(policy: Policy, config, judge: Judge) -> dict:
-    """What an evaluation's results depend on: the policy, every result setting and the judge
-    (secrets in a spec masked).
-
-    Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's, say) reuses the same results; ``repeat_guard`` counts only when on.
-    """
+    """What an evaluation's results depend on: the policy, every result setting and the judge.
+    Greedy decoding does not read the seed, so at temperature 0 a run under another ``--seed``
+    (GRPO's, say) reuses the same results."""
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
         settings.pop("seed")

@@ -7,9 +7,7 @@ held-out tasks with the same greedy settings: the first two bars of the paper's 
 
 Outputs in ``RUN_DIR/sft/``: ``checkpoint/``, ``adapter/`` (LoRA / QLoRA only), ``loss.csv`` and
 ``metrics.json``; the evaluations are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
-Deviations from the paper are the profiles' (``profiles/<profile>.toml``, each with its reason);
-on cpu a whole-stage budget (``total_minutes``) evaluates the base first and trains for what the
-two evaluations leave, at least ``min_steps``.
+Deviations from the paper are the profiles' (``profiles/<profile>.toml``, each with its reason).
 """
 
 from __future__ import annotations
