@@ -1,13 +1,11 @@
 """Stage `comparison` (notebook 08): base, SFT, RL, the teacher and the no-tools ablation on the
 run's exam and held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
 
-``run_comparison(run_dir, config) -> metrics`` evaluates each policy on ``exam``
-(``filter/exam.jsonl``: 10 injection rounds, unseen seeds) and ``heldout``; a checkpoint not
-trained yet is reported missing, never guessed at. Each cell is ``RUN_DIR/eval/<benchmark>-
-<policy>/``; held-out results the SFT and GRPO stages wrote with the same settings are adopted
-first, so only missing tasks run. Held-out tasks use the SFT stage's evaluation settings, so the
-numbers match notebooks 06 and 07; the exam's 10-round questions get the paper's 30 tool calls
-(A.3). Outputs: ``comparison/metrics.json`` and ``table.csv``.
+Each cell is ``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages
+wrote with the same settings are adopted, so only missing tasks run, and a checkpoint not trained
+yet is reported missing, never guessed at. The exam (``filter/exam.jsonl``: 10 injection rounds,
+unseen seeds) gets the paper's 30 tool calls (A.3). Outputs: ``comparison/metrics.json``,
+``table.csv``.
 """
 
 from __future__ import annotations
@@ -80,7 +78,8 @@ class ComparisonConfig:
         return asdict(self)
 
     def heldout_eval_config(self) -> EvalConfig:
-        """The SFT stage's evaluation settings, with this comparison's judge and threads."""
+        """The SFT stage's evaluation settings (so the numbers match notebooks 06 and 07), with
+        this comparison's judge and threads."""
         sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world,
                                     progress=self.progress)
         overrides = {"judge": self.judge, "concurrency": self.concurrency, **self.eval_overrides}
