@@ -1,12 +1,11 @@
 """``vsearcher-lite bench``: performance and quality benchmarks, in named sections.
 
-Builds (or reuses) a sandbox world in ``RUN_DIR/bench/world``, runs each ``section(ctx) -> dict``
-registered with ``@bench_section`` and merges the numbers into ``RUN_DIR/bench/metrics.json``.
-The sandbox sections: ``text_search`` (queries from an entity's distinctive facts, never its
-name; hit@5 is its article in the top 5), ``image_search`` (perturbed entity pictures),
-``visit`` (read + summarise; does the summary hold the fact asked for) and ``generic_queries``
-(a generic description should *miss* at rank 1: one lucky search must not solve the sandbox).
-``synthesis`` times the offline synthesis stages on the bench world.
+Runs each ``@bench_section`` on a sandbox world in ``RUN_DIR/bench/world`` and merges the
+numbers into ``RUN_DIR/bench/metrics.json``: ``text_search`` (queries from an entity's
+distinctive facts, never its name; hit@5 is its article in the top 5), ``image_search``
+(perturbed entity pictures), ``visit`` (does the summary hold the fact asked for),
+``generic_queries`` (a generic description should *miss* at rank 1: one lucky search must not
+solve the sandbox) and ``synthesis`` (the offline synthesis stages).
 """
 
 from __future__ import annotations
@@ -224,10 +223,8 @@ def bench_visit(ctx: BenchContext) -> dict:
 
 @bench_section("synthesis")
 def bench_synthesis(ctx: BenchContext) -> dict:
-    """How fast offline synthesis runs: the real stages (seeds, text and image injection,
-    filters, rule writer) on the bench world into a fresh ``RUN_DIR/bench/synthesis``.
-    ``synthesis_tasks_per_s`` counts finished multimodal tasks per second of text + image
-    injection, dropped seeds included."""
+    """The real synthesis stages on the bench world, into a fresh ``RUN_DIR/bench/synthesis``;
+    ``synthesis_tasks_per_s``: multimodal tasks per second of text + image injection."""
     out = ctx.bench_dir / "synthesis"
     shutil.rmtree(out, ignore_errors=True)
     source = ctx.world.knowledge

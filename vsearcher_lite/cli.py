@@ -1,12 +1,9 @@
 """The ``vsearcher-lite`` command: one subcommand per stage, in pipeline order.
 
-Each stage module exposes ``register(subparsers, common)``: it adds its subcommand with
-``subparsers.add_parser(name, parents=[common], ...)`` and sets ``func=<handler>``, a function
-of the parsed ``argparse.Namespace`` that returns an exit status. The handlers call the same
-library functions as the notebooks.
-
-Errors a user can fix (``InputError``, a missing key, an unreachable URL) are printed as one
-line on stderr with exit status 2, never as a traceback.
+Each stage module's ``register(subparsers, common)`` adds its subcommand and sets ``func``, a
+handler that calls the same library functions as the notebooks and returns an exit status.
+Errors a user can fix (``InputError``) are one line on stderr with exit status 2, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ from vsearcher_lite.runio import InputError
 PROFILES = ("cpu", "single_gpu", "multi_gpu")
 WORLDS = ("sandbox", "live")
 
-# Modules that register subcommands, in the order their commands appear in --help (the package
-# docstring maps each command to its module).
+# Modules that register subcommands, in --help order (the package docstring maps them).
 COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
     "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
     "evaluation.commands", "tools.commands", "pretraining.commands", "bench", "notebooks",

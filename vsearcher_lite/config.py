@@ -1,16 +1,15 @@
-"""Settings shared by the stages: the evaluation settings (``EvalConfig``) that SFT, GRPO and
-``eval`` share, the training settings SFT and GRPO share, range checks, and views of a run's
-settings against the paper's. The fields' command-line options are built by ``options``.
+"""Settings shared by the stages: ``EvalConfig`` (SFT, GRPO and ``eval``), the training settings
+SFT and GRPO share, range checks, and views of a run's settings against the paper's.
 
 A stage's settings are a dataclass whose defaults are the paper's; ``vsearcher_lite/profiles/``
-holds, per profile, every setting that differs, with the reason beside it. ``for_profile(profile,
-**overrides)`` on each dataclass reads its stage's table there (``load_profile``).
+holds, per profile, every setting that differs, with the reason beside it, and
+``for_profile(profile, **overrides)`` reads the stage's table there.
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, check_sampling
@@ -22,7 +21,7 @@ from vsearcher_lite.runtime import check_device_name, resolve_device
 
 
 def check_at_least_one(config: Any, keys: tuple[str, ...]) -> None:
-    """Raise ``ValueError`` naming the first of ``keys`` that is set (not ``None``) and below 1."""
+    """Raise ``ValueError`` naming the first of ``keys`` that is set and below 1."""
     for key in keys:
         value = getattr(config, key)
         if value is not None and value < 1:
@@ -57,13 +56,19 @@ RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls"
 FROM_TRAJECTORIES = ("top_k", "wall_clock_s", "max_tokens", "concurrency")
 
 
+@dataclass
 class TrainingSettings:
-    """What the training stages' settings dataclasses (SFT and GRPO) share."""
+    """What the training stages' settings (SFT and GRPO) share: the run settings and helpers."""
+
+    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
+    seed: int = 0
+    world: str = "sandbox"
+    progress: bool = True
+    report_to: list[str] = field(default_factory=list)
 
     @property
     def use_cpu(self) -> bool:
-        """Whether training runs on the CPU (``device`` resolved; ``InputError`` for cuda and no
-        GPU)."""
+        """Whether training runs on the CPU (``InputError`` for cuda without a GPU)."""
         return resolve_device(self.device).type == "cpu"
 
     def torch_dtype(self):
@@ -79,8 +84,8 @@ class TrainingSettings:
     @classmethod
     def from_profile(cls, profile: str, overrides: dict[str, Any], table: str, stage: str,
                      eval_base: EvalConfig):
-        """The profile's ``[table]`` with ``overrides`` (``with_overrides``), its ``eval`` table
-        laid over ``eval_base`` and this stage's run settings; checked."""
+        """The profile's ``[table]`` with ``overrides``, its ``eval`` table laid over
+        ``eval_base`` and this stage's run settings; checked."""
         settings = with_overrides(cls, profile, load_profile(profile).get(table, {}), overrides,
                                   stage)
         eval_table = settings.pop("eval")
@@ -92,8 +97,8 @@ class TrainingSettings:
 
 @dataclass
 class EvalConfig:
-    """Settings of an evaluation run; ``for_profile`` gives each profile's preset (the profile's
-    ``[eval]`` table over its trajectories stage's tool and prompt settings)."""
+    """Settings of an evaluation run; a profile's preset is its ``[eval]`` table over its
+    trajectories stage's tool and prompt settings."""
 
     judge: str = option("match", "match (sandbox default), llm (the chat endpoint from the "
                         "environment) or llm:<chat spec>")
@@ -140,8 +145,8 @@ class EvalConfig:
         return config
 
     def check(self, prefix: str = "") -> None:
-        """Raise ``InputError`` (a ``ValueError``) naming the first setting out of range, so the
-        CLI reports it in one line; ``prefix`` names it as a stage's sub-config (``eval_``)."""
+        """Raise ``InputError`` (one CLI line) naming the first setting out of range; ``prefix``
+        names it as a stage's sub-config (``eval_``)."""
         try:
             check_sampling(self.temperature, self.top_p)
         except ValueError as exc:
@@ -158,7 +163,7 @@ class EvalConfig:
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
         """The episode limits; a batched policy's episodes have no wall clock (they wait for each
-        other, which is not the policy's doing: turns and tokens still bound them)."""
+        other, which is not the policy's doing)."""
         return EpisodeLimits(max_tool_calls=self.max_tool_calls if tools else 0,
                              wall_clock_s=None if batched else self.wall_clock_s,
                              max_context_chars=self.max_context_chars)
@@ -192,8 +197,7 @@ def run_settings(stage: Any) -> dict[str, Any]:
 
 
 def stage_eval_config(stage: Any, **overrides: Any) -> EvalConfig:
-    """A stage's embedded ``eval`` settings with the stage's run settings (``run_settings``) and
-    ``overrides`` (``None`` ignored), checked."""
+    """A stage's ``eval`` settings with its run settings and ``overrides`` (``None`` ignored)."""
     given = {k: v for k, v in overrides.items() if v is not None}
     config = replace(stage.eval, **{**run_settings(stage), "profile": stage.profile, **given})
     config.check("eval_")
@@ -201,9 +205,8 @@ def stage_eval_config(stage: Any, **overrides: Any) -> EvalConfig:
 
 
 def resume_identity(settings: dict, free: tuple[str, ...]) -> dict:
-    """The saved settings an interrupted training run must share with its resume: all but ``free``
-    and the evaluation's (``eval``, or ``eval_*`` as older runs saved them), which do not change
-    what is trained."""
+    """The saved settings an interrupted training run must share with its resume: all but
+    ``free`` and the evaluation's (``eval``, or older runs' ``eval_*``)."""
     return {k: v for k, v in settings.items()
             if k not in free and k != "eval" and not k.startswith("eval_")}
 
@@ -220,8 +223,8 @@ def paper_settings(cls, names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def paper_differences(settings: dict[str, Any], paper: dict[str, Any]) -> list[dict[str, Any]]:
-    """``{"setting", "paper", "this run"}`` for every setting of ``paper`` whose value in
-    ``settings`` differs (settings missing from ``settings`` are skipped), in ``paper``'s order.
+    """``{"setting", "paper", "this run"}`` for each setting of ``paper`` that ``settings`` has
+    with another value, in ``paper``'s order.
 
     >>> paper_differences({"learning_rate": 1e-3, "top_p": 1}, {"learning_rate": 1e-5, "top_p": 1})
     [{'setting': 'learning_rate', 'paper': 1e-05, 'this run': 0.001}]
@@ -237,8 +240,8 @@ def paper_differences(settings: dict[str, Any], paper: dict[str, Any]) -> list[d
 
 def settings_html(settings: dict[str, Any], paper: dict[str, Any], *,
                   title: str = "Settings") -> str:
-    """The settings that differ from the paper as a small table, then every setting in a collapsed
-    ``<details>`` view: how notebooks 06-08 show a configuration without a wall of output."""
+    """Notebooks 06-08's view of a configuration: the settings that differ from the paper as a
+    table, then every setting in a collapsed ``<details>``."""
     import html
     import json
 
@@ -263,10 +266,9 @@ def settings_html(settings: dict[str, Any], paper: dict[str, Any], *,
 def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float,
                       still_to_come_s: float, margin_s: float,
                       floor_s: float = 0.0) -> float | None:
-    """Seconds a training loop may run: the ``minutes`` cap, and what a whole-command budget of
-    ``total_minutes`` leaves after the ``elapsed_s`` already spent, the ``still_to_come_s``
-    estimated for what follows training (an evaluation) and a margin for saving; never below
-    ``floor_s``. ``None`` when neither cap is set. (The sft and grpo stages' cpu presets.)
+    """Seconds a training loop may run: the ``minutes`` cap, and what ``total_minutes`` leaves
+    after the time spent, the time estimated for what follows (an evaluation) and a margin;
+    never below ``floor_s``; ``None`` when neither cap is set.
 
     >>> training_budget_s(2.5, 3.0, 20.0, 25.0, 5.0), training_budget_s(1.0, 3.0, 20.0, 25.0, 5.0)
     (130.0, 60.0)

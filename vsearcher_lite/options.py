@@ -18,12 +18,9 @@ from vsearcher_lite.runio import InputError
 
 
 def option(default: Any, text: str, *flags: str, **extra: Any) -> Any:
-    """A dataclass field that is also a command-line option (``add_config_options``): its help
-    line, the flags it answers to (default ``--field-name``) and argparse extras (``type``,
-    ``choices``, ``const``, ``metavar``; ``action="store_const"`` with ``const``: a flag that sets
-    the field to ``const``). ``parse`` reads the option's text when the settings are read
-    (``options_given``), so a bad value is the command's one-line ``InputError``. A dict or list
-    default is copied for each instance."""
+    """A dataclass field that is also a command-line option: help, flags (default ``--field-name``)
+    and argparse extras; ``parse`` reads the option's text in ``options_given``, so a bad value is
+    the command's one-line ``InputError``."""
     meta = {"help": text, "flags": flags, **extra}
     if isinstance(default, (dict, list)):
         return field(default_factory=functools.partial(copy.copy, default), metadata=meta)
@@ -86,11 +83,10 @@ def _plain_type(hint: Any) -> Any:
 
 
 def add_config_options(group, cls, names: tuple[str, ...], *, prefix: str = "") -> None:
-    """Add an option for each of ``names``, fields of ``cls`` made with ``option``; ``sub.name``
-    names a sub-config's field (dest ``sub_name``, flag ``--name``); ``prefix`` starts every dest.
-    The type follows the field's (a bool is ``--x/--no-x``, a dict a ``--mix``-style list of
-    weights, ``Any`` text); every option defaults to None, so the profile's value stands unless
-    the option is given."""
+    """Add an option for each of ``names``, fields of ``cls`` made with ``option`` (``sub.name``:
+    a sub-config's field, dest ``sub_name``). The type follows the field's (a bool is
+    ``--x/--no-x``, a dict a ``--mix``-style list of weights); every option defaults to None, so
+    the profile's value stands unless the option is given."""
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}
     for name in names:
@@ -102,7 +98,7 @@ def add_config_options(group, cls, names: tuple[str, ...], *, prefix: str = "") 
         flags = meta["flags"] or ("--" + name.replace("_", "-"),)
         kind = _plain_type(hints[name])
         options: dict[str, Any] = {"dest": prefix + name, "default": None, "help": meta["help"]}
-        if "action" in meta:  # a flag alone: it stores ``const``
+        if "action" in meta:
             group.add_argument(*flags, **options, action=meta["action"], const=meta["const"])
             continue
         if "type" in meta:
@@ -126,8 +122,8 @@ def add_config_options(group, cls, names: tuple[str, ...], *, prefix: str = "") 
 
 def options_given(args: argparse.Namespace, names: tuple[str, ...], cls=None, *,
                   prefix: str = "") -> dict[str, Any]:
-    """The settings of ``names`` (``add_config_options``, the same ``prefix``) that the command
-    line gave, by dest less the prefix; with ``cls``, a field's ``parse`` reads its text."""
+    """The settings of ``names`` that the command line gave; with ``cls``, a field's ``parse``
+    reads its text."""
     parse = {f.name: f.metadata.get("parse") for f in fields(cls)} if cls else {}
     given = {}
     for name in names:

@@ -8,6 +8,6 @@
 - ``plots``: the table and the figures, redrawn from the saved metrics;
 - ``commands``: the ``vsearcher-lite eval`` subcommand.
 
-The runner these call, ``scoring.evaluate.evaluate`` (with the policy specs, the metrics and the
-resume identity), sits below the training stages, which evaluate with it too.
+The runner these call, ``scoring.evaluate.evaluate``, sits below the training stages, which
+evaluate with it too.
 """

@@ -1,17 +1,11 @@
 """Stage `comparison` (notebook 08): base, SFT, RL, the teacher and the no-tools ablation on the
 run's exam and held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
 
-``run_comparison(run_dir, config) -> metrics`` evaluates each policy (``policy_spec``) with
-``scoring.evaluate.evaluate`` on ``exam`` (``filter/exam.jsonl``: 10 injection rounds, unseen
-seeds) and ``heldout`` (``filter/heldout.jsonl``, capped round-robin across difficulties). A
-checkpoint not trained yet is reported missing, never guessed at. Each cell is stored as
-``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages wrote with the
-same settings are adopted first, and ``evaluate`` resumes, so only missing tasks run.
-
-Held-out tasks use the SFT stage's evaluation settings, so the numbers match notebooks 06 and 07;
-the exam's 10-round questions get the paper's 30 tool calls (A.3) and a larger context, the same
-for every policy. Outputs: ``comparison/metrics.json``, ``comparison/table.csv`` and a manifest
-entry.
+Each cell is ``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages
+wrote with the same settings are adopted, so only missing tasks run, and a checkpoint not trained
+yet is reported missing, never guessed at. The exam (``filter/exam.jsonl``: 10 injection rounds,
+unseen seeds) gets the paper's 30 tool calls (A.3). Outputs: ``comparison/metrics.json``,
+``table.csv``.
 """
 
 from __future__ import annotations
@@ -38,8 +32,7 @@ STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
 BENCHMARKS = ("exam", "heldout")
 HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level
-#: The paper's evaluation settings (2.4, 3.2; the GPU profiles use them), by ``EvalConfig``
-#: result setting: what notebook 08 compares a run's settings with.
+#: The paper's evaluation settings (2.4, 3.2): what notebook 08 compares a run's settings with.
 PAPER_EVAL = {"judge": "llm", "top_k": 5, "prompt_variant": "full", "max_tool_calls": 30,
               "max_context_chars": 800_000, "temperature": 0.6, "top_p": 0.95, "max_tokens": 10_000}
 # The evaluation names the SFT and GRPO stages write their held-out results under.
@@ -47,7 +40,7 @@ STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}
 TRAINED_BY = {"sft": "notebook 06 / `vsearcher-lite sft`",
               "rl": "notebook 07 / `vsearcher-lite grpo`"}
-# Columns of the table, in reading order: the exam first (the paper's MM-SearchExam column).
+# the table's columns, the exam (the paper's MM-SearchExam) first
 TABLE_GROUPS = ("exam", "onehop", "easy", "medium", "hard", "heldout")
 
 
@@ -85,7 +78,8 @@ class ComparisonConfig:
         return asdict(self)
 
     def heldout_eval_config(self) -> EvalConfig:
-        """The SFT stage's evaluation settings, with this comparison's judge and threads."""
+        """The SFT stage's evaluation settings (so the numbers match notebooks 06 and 07), with
+        this comparison's judge and threads."""
         sft = SFTConfig.for_profile(self.profile, seed=self.seed, world=self.world,
                                     progress=self.progress)
         overrides = {"judge": self.judge, "concurrency": self.concurrency, **self.eval_overrides}
@@ -100,10 +94,6 @@ class ComparisonConfig:
         if benchmark not in BENCHMARKS:
             raise ValueError(f"benchmark must be one of {BENCHMARKS}")
         return self.exam_eval_config() if benchmark == "exam" else self.heldout_eval_config()
-
-
-# ---------------------------------------------------------------------------------------------
-# Policies and tasks
 
 
 def base_spec(profile: str) -> str:
@@ -156,8 +146,8 @@ def exam_and_heldout(tasks: list[Task]) -> dict[str, list[Task]]:
 
 
 def select_tasks(tasks: dict[str, list[Task]], config: ComparisonConfig) -> dict[str, list[Task]]:
-    """The exam's first ``exam_max_tasks``; the held-out tasks of the chosen difficulties, capped
-    round-robin across difficulties (the SFT stage's rule, so its results are reused)."""
+    """The exam's first ``exam_max_tasks``; held-out tasks capped round-robin across
+    difficulties (the SFT stage's rule, so its results are reused)."""
     exam = list(tasks.get("exam", []))
     if config.exam_max_tasks is not None:
         exam = exam[: config.exam_max_tasks]
@@ -177,10 +167,6 @@ def comparison_tasks(run_dir: str | Path, config: ComparisonConfig) -> dict[str,
     if not selected["exam"] and not selected["heldout"]:
         raise InputError(f"{Path(run_dir) / 'filter'}: no exam or held-out tasks to compare on")
     return selected
-
-
-# ---------------------------------------------------------------------------------------------
-# Metrics
 
 
 def accuracy_row(by_benchmark: dict[str, dict]) -> dict[str, float | None]:
@@ -230,8 +216,8 @@ def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, di
 
 
 def table_rows(metrics: dict) -> list[dict]:
-    """The paper's table 1 for this run: one row per policy, its state and Pass@1 per group.
-    Metrics with only ``exam_accuracy``/``heldout_accuracy`` and ``missing`` are read too.
+    """The paper's table 1 for this run: per policy, its state and Pass@1 per group (older
+    metrics with only ``exam_accuracy``/``heldout_accuracy`` and ``missing`` too).
 
     >>> row = table_rows({"policies": {"rl": {"state": "missing"}}, "accuracy": {"rl": None}})[0]
     >>> row["policy"], row["state"], row["exam"], row["heldout"]
@@ -273,10 +259,6 @@ def read_comparison(run_dir: str | Path) -> dict:
     return read_json(path)
 
 
-# ---------------------------------------------------------------------------------------------
-# The stage
-
-
 def eval_name(benchmark: str, policy: str) -> str:
     """The folder under ``RUN_DIR/eval/`` of one cell of the table: ``exam-sft`` ..."""
     return f"{benchmark}-{policy}"
@@ -308,8 +290,7 @@ def evaluate_policy(run_dir: str | Path, name: str, policy: Policy, tasks: dict[
 
 def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, *,
                    log: Callable[[str], None] = print) -> dict:
-    """Evaluate every policy of ``config`` on the exam and the held-out tasks; write the stage's
-    outputs and return the metrics."""
+    """Evaluate every policy on the exam and the held-out tasks; write and return the metrics."""
     from vsearcher_lite.manifest import utc_now, write_manifest
 
     config = config or ComparisonConfig.for_profile("cpu")
@@ -326,8 +307,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
             log(f"[compare] {name}: {reason}")
             continue
         policy = make_policy(spec, config.heldout_eval_config())
-        # The row's name, as the stages name their evaluations, so their results can be reused.
-        policy.name = name
+        policy.name = name  # as the stages name their evaluations, so their results are reused
         results[name], reused = evaluate_policy(run_dir, name, policy, tasks, config, log)
         names = {b: eval_name(b, name) for b in results[name]}
         status[name] = {"state": "evaluated", "spec": redact(spec), "reason": None,

@@ -1,8 +1,6 @@
-"""Settings of the GRPO stage (paper 2.3, A.4): one dataclass whose defaults are the paper's.
-
-``GRPOConfig.for_profile(profile, **overrides)`` applies the profile's ``[grpo]`` table
-(``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The held-out
-evaluation (``eval``) is the SFT stage's, so its results can be reused.
+"""Settings of the GRPO stage (paper 2.3, A.4): one dataclass whose defaults are the paper's;
+``for_profile`` applies the profile's ``[grpo]`` table. The held-out evaluation (``eval``) is the
+SFT stage's, so its results can be reused.
 """
 
 from __future__ import annotations
@@ -43,12 +41,9 @@ CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", 
 
 @dataclass
 class GRPOConfig(TrainingSettings):
-    """Everything ``run_grpo`` needs besides the run folder.
-
-    Each step draws ``prompts_per_step`` (P) tasks and rolls each out ``generations`` (G) times;
-    ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1; the clipping
-    only acts when it is more).
-    """
+    """Everything ``run_grpo`` needs besides the run folder. Each step rolls out P tasks G times
+    each; ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1: the
+    clipping only acts when it is more)."""
 
     profile: str = "cpu"
     name: str = option("grpo", "output folder RUN_DIR/<name> (default: grpo); the RL evaluation "
@@ -142,14 +137,9 @@ class GRPOConfig(TrainingSettings):
     gradient_checkpointing: bool = True
     threads: int | None = option(None, "torch threads (cpu default: 2; 1 when another torch job "
                                  "shares the cores)")
-    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     save_every: int | None = option(None, "cpu engine: save the training state every this many "
                                     "steps; rerunning the same command after an interruption "
                                     "resumes from it")
-    seed: int = 0
-    world: str = "sandbox"
-    progress: bool = True
-    report_to: list[str] = field(default_factory=list)
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
@@ -200,13 +190,12 @@ class GRPOConfig(TrainingSettings):
         return self.prompts_per_step * self.generations
 
     def eval_config(self) -> EvalConfig:
-        """The held-out evaluation settings: ``eval`` with this stage's seed, world and device,
-        ``eval_batch`` episodes at once and no per-episode wall clock (batched episodes wait for
-        each other, which is not the policy's doing)."""
+        """The held-out evaluation settings, ``eval_batch`` episodes at once and, being batched, no
+        per-episode wall clock."""
         return replace(stage_eval_config(self), wall_clock_s=1e9, concurrency=self.eval_batch)
 
 
-#: The paper's GRPO settings (A.4), by field: what notebook 07 compares a run's settings with.
+#: The paper's GRPO settings (A.4): what notebook 07 compares a run's settings with.
 PAPER_DEFAULTS = {
     **paper_settings(GRPOConfig, ("prompts_per_step", "generations", "learning_rate",
                                   "temperature", "top_p", "max_tool_calls", "max_prompt_tokens",

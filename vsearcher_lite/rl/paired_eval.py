@@ -1,9 +1,6 @@
 """The GRPO stage's evaluation, shared by both engines: the start (the SFT checkpoint) and the
 RL model on the same held-out tasks with the same greedy settings, and their paired difference.
-
-The start's evaluation is reused from the SFT stage (``eval/sft``) when its stored results still
-hold (a few tasks are re-run and must come out the same); both evaluations run their episodes
-together on one batched backend over the model already in memory.
+The start's results are reused from ``eval/sft`` when a few re-run tasks come out the same.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ from vsearcher_lite.training.heldout import heldout_tasks
 
 
 def eval_config_for(config: GRPOConfig):
-    """Greedy evaluation settings equal to the SFT stage's (so its ``eval/sft`` results can be
-    reused)."""
+    """The SFT stage's evaluation settings (so its ``eval/sft`` results can be reused)."""
     return config.eval_config()
 
 
@@ -38,9 +34,8 @@ def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
 
 
 def same_episode(stored: dict, trajectory) -> bool:
-    """Whether a stored evaluation record and a fresh trajectory of the same task tell the same
-    story: the same termination, prediction and turn texts (what a stale environment or model would
-    change)."""
+    """Whether a stored record and a fresh trajectory of the same task have the same termination,
+    prediction and turn texts."""
     turns = [t.get("text") for t in (stored.get("trajectory") or {}).get("turns", [])]
     return (stored.get("termination") == trajectory.termination
             and stored.get("prediction") == trajectory.prediction
@@ -49,13 +44,9 @@ def same_episode(stored: dict, trajectory) -> bool:
 
 def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, eval_config,
                          n_check: int) -> list[str] | None:
-    """Re-run up to ``n_check`` of the tasks already stored under ``eval/<name>`` and compare
-    (nothing is written).
-
-    Returns the ids whose fresh episode differs (empty: the stored results still hold), or ``None``
-    when nothing is stored there. Stored results can go stale without their settings changing: a
-    rebuilt world or changed tool code gives the same model other observations.
-    """
+    """Re-run up to ``n_check`` tasks stored under ``eval/<name>`` (writing nothing); the ids
+    whose episode differs, or ``None`` when nothing is stored. Results go stale without their
+    settings changing: a rebuilt world or changed tool code gives other observations."""
     if not (eval_dir(run_dir, name) / "results.jsonl").is_file():
         return None
     stored = {r["id"]: r for r in load_results(run_dir, name)}
@@ -63,8 +54,7 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
              and stored[t.id].get("question") == t.question][:n_check]
     if not check:
         return None
-    # built exactly as evaluate() builds it
-    thread_toolbox, _ = toolbox_source(None, run_dir, eval_config)
+    thread_toolbox, _ = toolbox_source(None, run_dir, eval_config)  # as evaluate() builds it
 
     def run_one(task):
         return run_episode(backend, thread_toolbox(), task, limits=eval_config.limits(),
@@ -77,20 +67,14 @@ def stale_reused_results(run_dir: str | Path, name: str, tasks: list, backend, e
 
 def evaluate_start(run_dir: str | Path, init_path: Path, model, processor, config: GRPOConfig,
                    log: Callable[[str], None]) -> dict:
-    """Evaluate the starting policy (``model``, the weights of ``init_path``) on the held-out tasks.
-
-    The evaluation is ``eval/sft`` (``eval/init`` for another ``--init``). Results already stored
-    there with the same settings are reused (``reuse_sft_eval``) after a check: a few of them are
-    re-run and must come out the same; otherwise the start is evaluated afresh as
-    ``eval/<name>-sft``, leaving the SFT stage's folder as it was. Returns the metrics and, for
-    budgeting the RL evaluation, ``seconds_per_task`` as measured here.
-    """
+    """Evaluate the start (``model``) as ``eval/sft`` (``eval/init`` for another ``--init``),
+    reusing stored results that pass the re-run check, else afresh as ``eval/<name>-sft``; the
+    metrics, and ``seconds_per_task`` for budgeting the RL evaluation."""
     tasks = heldout_tasks(run_dir, config)
     eval_config = eval_config_for(config)
     is_run_sft = init_path.resolve() == (Path(run_dir) / "sft" / "checkpoint").resolve()
     name = "sft" if is_run_sft else "init"
-    # absolute: the results must name it from any working folder
-    spec = f"transformers:{init_path.resolve()}"
+    spec = f"transformers:{init_path.resolve()}"  # absolute: named alike from any folder
     out: dict[str, Any] = {"tasks": tasks, "reuse": "none stored"}
     policy = batched_policy(name, spec, model, processor, config)
     t0 = time.perf_counter()
@@ -131,8 +115,7 @@ def evaluate_start(run_dir: str | Path, init_path: Path, model, processor, confi
 
 def evaluate_rl(run_dir: str | Path, start: dict, rl_checkpoint: Path, rl_model, processor,
                 config: GRPOConfig, log: Callable[[str], None]) -> dict:
-    """Evaluate the RL policy on the start's held-out tasks with the same settings; the paired
-    difference."""
+    """Evaluate the RL policy on the start's tasks and settings; with the paired difference."""
     tasks = start["tasks"]
     t0 = time.perf_counter()
     rl_name = "rl" if config.name == STAGE else f"{config.name}-rl"
@@ -157,8 +140,7 @@ def evaluate_rl(run_dir: str | Path, start: dict, rl_checkpoint: Path, rl_model,
 
 def evaluate_pair(run_dir: str | Path, init_path: Path, rl_checkpoint: Path, rl_model, processor,
                   config: GRPOConfig, log: Callable[[str], None]) -> dict:
-    """Both evaluations after training (the trl engine): the start loaded from ``init_path``, then
-    RL."""
+    """Both evaluations after training (the trl engine): the start, then RL."""
     from vsearcher_lite.model.tiny import load_base
 
     base_model, _ = load_base(init_path, dtype=config.torch_dtype(),

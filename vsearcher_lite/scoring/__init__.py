@@ -6,6 +6,5 @@
 - ``metrics``: one record per task, Pass@1 and its breakdowns, the tables;
 - ``identity``: what stored results were made with, and when they may be reused.
 
-None of these imports a stage, so training, RL and the ``eval`` stage (``evaluation``) all call
-the same runner.
+None of these imports a stage, so training, RL and ``evaluation`` all call the same runner.
 """

@@ -1,33 +1,14 @@
 """The evaluation runner: any policy through the ReAct loop on tasks, judged (paper 2.4, 3.2, 4).
 
-``evaluate(run_dir, tasks, policy, ...) -> metrics`` (settings: ``EvalConfig``) is the runner of
-the eval command, the SFT and GRPO stages and the comparison: one episode per task through
-``agent.loop.run_episode`` (the teacher's, SFT's and GRPO's prompt, tools and format check), the
-answer judged, Pass@1 and its breakdowns reported (``metrics``). Policies are named by specs
-(``policies``); stored results are reused only under the same identity (``identity``); none of
-these imports a stage, so the training stages can call the runner.
+``evaluate(run_dir, tasks, policy, ...) -> metrics`` runs one episode per task through the loop
+the teacher, SFT and GRPO share, judges it and reports Pass@1 and its breakdowns. The cost is
+``wall_seconds_per_task`` (wall time over the tasks run); ``seconds_per_task`` is latency, which
+includes waiting for the rest of a batch.
 
-Two times are recorded. ``seconds_per_task`` is each episode's latency, from its start to its
-judged answer; episodes run concurrently (a batched model answers 16 at a time), so it includes
-the time an episode waits for the others of its batch and is not a cost. ``wall_seconds_per_task``
-is the cost: the evaluation's wall time divided by the tasks it ran (``wall_timed_tasks``).
-
-Runs are bounded in concurrency (threads), resumable and cached:
-
-- ``RUN_DIR/eval/<name>/results.jsonl`` is an append-only log keyed by task id; a rerun skips the
-  tasks already done (a task whose question or answer changed since, or whose episode ended on a
-  policy error such as an unreachable server, is run again);
-- ``config.json`` there records what the results were produced with; rerunning the same name
-  with another policy, judge or sampling is refused (use another ``--name``, or ``fresh=True``);
-- every tool call goes through the run's tool cache (``RUN_DIR/cache/tools.sqlite``).
-
-Outputs: ``RUN_DIR/eval/<name>/results.jsonl``, ``results.csv`` (one row per task, for plots),
-``metrics.json``; ``RUN_DIR/eval/metrics.json`` (one entry per evaluated policy name, the table
-behind the paper's table 1 / figure 4) and ``RUN_DIR/eval/table.csv``.
-
-Deviations from the paper on the cpu profile: greedy decoding (temperature 0) for the tiny model,
-top-3 search results and the compact prompt (what it was trained with), a 2-minute wall-clock
-budget per episode, and the offline match judge instead of an LLM judge.
+Resumable: ``RUN_DIR/eval/<name>/results.jsonl`` is keyed by task id (a changed task, or one that
+ended on a policy error, runs again) and ``config.json`` refuses a rerun with other settings.
+Outputs besides: ``results.csv``, ``metrics.json``, and the summary ``RUN_DIR/eval/metrics.json``
+and ``table.csv`` (one entry per policy name: the paper's table 1 / figure 4).
 """
 
 from __future__ import annotations
@@ -74,15 +55,11 @@ from vsearcher_lite.scoring.policies import Policy, make_policy, slug
 from vsearcher_lite.tools.factory import make_toolbox
 from vsearcher_lite.world.store import open_world
 
-# The runner's API (``EvalConfig``, its settings, is imported from here too).
+# ``EvalConfig`` is imported from here too.
 __all__ = ["EvalConfig", "adopt_results", "check_name", "eval_dir", "evaluate", "load_results",
            "read_summary", "resolve_judge", "run_pending", "toolbox_source", "update_summary"]
 
 STAGE = "eval"
-
-
-# ---------------------------------------------------------------------------------------------
-# The stage
 
 
 def eval_dir(run_dir: str | Path, name: str) -> Path:
@@ -114,13 +91,9 @@ def resolve_judge(judge: Judge | str | None, config: EvalConfig) -> Judge:
 
 def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task],
                   identity: dict) -> int:
-    """Copy into ``eval/<name>`` the results ``eval/<source>`` already holds for ``tasks``, when
-    ``source`` was produced with the same identity (``run_identity``); the number copied.
-
-    So a later evaluation under another name resumes from an earlier stage's results instead of
-    rerunning them (notebook 08 starts from what the SFT and GRPO stages measured). Nothing is
-    copied when the settings differ, the source is missing, or the target already has the task.
-    """
+    """Copy into ``eval/<name>`` the results ``eval/<source>`` holds for ``tasks`` when both have
+    the same identity, so notebook 08 resumes from what the SFT and GRPO stages measured; the
+    number copied."""
     identity = stored_identity(identity, run_dir)
     src = eval_dir(run_dir, source)
     if source == name or not all((src / f).is_file() for f in ("config.json", "results.jsonl")):
@@ -136,14 +109,12 @@ def adopt_results(run_dir: str | Path, source: str, name: str, tasks: list[Task]
         return 0  # evaluate() refuses this name itself, and says why
     have = previous_results(target, tasks)
     found = previous_results(JsonlLog(src / "results.jsonl", key="id"), tasks)
-    copied = 0
-    for task in tasks:
-        if task.id in found and task.id not in have:
-            target.append(found[task.id])
-            copied += 1
-    if copied:
+    new = [found[t.id] for t in tasks if t.id in found and t.id not in have]
+    for record in new:
+        target.append(record)
+    if new:
         atomic_write_json(out / "config.json", identity)
-    return copied
+    return len(new)
 
 
 def update_summary(run_dir: str | Path, name: str, metrics: dict) -> dict:
@@ -166,13 +137,9 @@ def read_summary(run_dir: str | Path) -> dict:
 
 def toolbox_source(toolbox: Any, run_dir: str | Path,
                    config: EvalConfig) -> tuple[Callable[[], Any], list]:
-    """``(get, made)``: ``get()`` gives the calling thread the toolbox its episodes use.
-
-    ``toolbox`` is a toolbox (shared by every thread), ``None`` for the run's own
-    (``tools.factory.make_toolbox``), built once on first use and shared by every thread (a
-    toolbox is thread-safe and costly to build), or a function that builds one, called once per
-    thread (for a toolbox that must not be shared). ``made`` lists the toolboxes handed out (for
-    their cache statistics).
+    """``(get, made)``: ``get()`` gives the calling thread its toolbox; ``made`` lists those
+    handed out. ``toolbox`` is a toolbox, ``None`` for the run's own (built once on first use: it
+    is thread-safe and costly), or a function called once per thread (for one not to be shared).
     """
     made: list[Any] = []
     lock = threading.Lock()
@@ -206,8 +173,8 @@ def toolbox_source(toolbox: Any, run_dir: str | Path,
 
 def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLog,
                 concurrency: int, *, progress: bool = True, desc: str = "eval") -> list[dict]:
-    """Run ``run_task`` over ``todo`` on ``concurrency`` threads, appending each record to ``log``
-    as it finishes (an interrupted run keeps everything finished); the records, in that order."""
+    """Run ``run_task`` over ``todo`` on ``concurrency`` threads, logging each record as it
+    finishes (an interrupted run keeps them); the records, in that order."""
     from tqdm.auto import tqdm
 
     records = []
@@ -229,15 +196,9 @@ def evaluate(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend |
              judge: Judge | str | None = None, toolbox: Any = None,
              concurrency: int | None = None, name: str | None = None,
              config: EvalConfig | None = None, benchmark: str = "", fresh: bool = False) -> dict:
-    """Evaluate ``policy`` on ``tasks``: writes the module docstring's outputs, returns the metrics.
-
-    ``policy``: a spec for ``make_policy``, a ``ChatBackend`` (one for every task) or a ``Policy``.
-    ``judge``: a ``Judge`` or a spec (default ``config.judge``). ``toolbox``: a toolbox, a
-    function that builds one (called once per worker thread), or ``None`` for the run's own
-    (``tools.factory.make_toolbox``: the run's world and tool cache, one toolbox shared by the
-    worker threads). ``name``: the folder under ``RUN_DIR/eval/`` and the key in the summary
-    (default: the policy's name).
-    """
+    """Evaluate ``policy`` (a ``make_policy`` spec, a ``ChatBackend`` or a ``Policy``) on
+    ``tasks``; writes the module docstring's outputs and returns the metrics. ``toolbox`` as in
+    ``toolbox_source``; ``name`` (default: the policy's) is the folder under ``RUN_DIR/eval/``."""
     config = config or EvalConfig.for_profile("cpu")
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)  # the caller's config stays as it was
@@ -294,8 +255,7 @@ def evaluate(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend |
         judge_failures=getattr(judge_obj, "failures", 0), evaluated_this_run=len(todo),
         seconds=round(elapsed, 3), **wall_time(elapsed, len(todo), previous),
         settings=scrub_secrets(config.to_dict()), updated_at=utc_now())
-    caches = [getattr(b, "cache", None) for b in made]
-    caches = [c for c in caches if c is not None]
+    caches = [b.cache for b in made if getattr(b, "cache", None) is not None]
     if caches:
         metrics["tool_cache"] = {"hits": sum(c.hits for c in caches),
                                  "misses": sum(c.misses for c in caches)}
@@ -315,7 +275,5 @@ def load_results(run_dir: str | Path, name: str) -> list[dict]:
     path = eval_dir(run_dir, name) / "results.jsonl"
     if not path.exists():
         raise InputError(f"{path} does not exist: run `vsearcher-lite eval --name {name}` first")
-    latest: dict[str, dict] = {}
-    for r in JsonlLog(path).records():
-        latest[str(r.get("id"))] = r
+    latest = {str(r.get("id")): r for r in JsonlLog(path).records()}
     return RunDir(run_dir).resolve(list(latest.values()))

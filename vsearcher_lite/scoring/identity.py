@@ -1,9 +1,8 @@
 """Resume identity: what stored evaluation results were made with, and when they may be reused.
 
-``RUN_DIR/eval/<name>/config.json`` holds ``run_identity`` (the policy, its weights' fingerprint,
-every result setting and the judge). A rerun under the same name resumes only when its identity
-matches (``guard_resume``); ``previous_results`` picks the records a rerun keeps. The runner,
-the comparison (``adopt_results``) and the GRPO stage's reuse check all compare identities here.
+``RUN_DIR/eval/<name>/config.json`` holds ``run_identity``; a rerun under the same name resumes
+only when its identity matches (``guard_resume``). The runner, the comparison and the GRPO
+stage's reuse check all compare identities here.
 """
 
 from __future__ import annotations
@@ -21,16 +20,14 @@ from vsearcher_lite.scoring.policies import Policy
 
 
 def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
-    """The latest result of each task that still matches the task's question and answer, leaving
-    out episodes that ended on a policy error (an unreachable server, a failed call): a rerun
-    runs those again."""
+    """The latest result of each task that still matches its question and answer, leaving out
+    episodes that ended on a policy error (a rerun runs those again)."""
     wanted = {t.id: t for t in tasks}
     latest: dict[str, dict] = {}
     for r in log.records():
         task = wanted.get(str(r.get("id")))
-        if task is None:
-            continue
-        if r.get("question") == task.question and r.get("answer") == task.answer:
+        if (task is not None and r.get("question") == task.question
+                and r.get("answer") == task.answer):
             latest[task.id] = r
     return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
 
@@ -59,14 +56,9 @@ def guard_resume(out: Path, identity: dict, fresh: bool,
 
 
 def run_identity(policy: Policy, config, judge: Judge) -> dict:
-    """What the results of an evaluation depend on: the policy, every result setting and the judge.
-
-    ``RUN_DIR/eval/<name>/config.json`` stores it; a resumed run must match it (``guard_resume``).
-    Keys written inline in a spec (``?api_key=...``) are masked (``manifest.scrub_secrets``).
-    Greedy decoding does not read the seed, so a model evaluated at temperature 0 under another
-    ``--seed`` (GRPO's seeds, say) reuses the same results; ``repeat_guard`` counts only when on. An
-    LLM judge served by an endpoint is named by its model and URL (``judge_model``).
-    """
+    """What an evaluation's results depend on: the policy, every result setting and the judge.
+    Greedy decoding does not read the seed, so at temperature 0 a run under another ``--seed``
+    (GRPO's, say) reuses the same results."""
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
         settings.pop("seed")
@@ -77,8 +69,7 @@ def run_identity(policy: Policy, config, judge: Judge) -> dict:
     fingerprint = weights_fingerprint(policy.spec)
     if fingerprint:
         identity["weights"] = fingerprint
-    chat = getattr(judge, "chat", None)
-    # an LLM judge behind an endpoint: which model judged
+    chat = getattr(judge, "chat", None)  # an LLM judge behind an endpoint: which model judged
     if isinstance(getattr(chat, "model", None), str):
         identity["judge_model"] = f"{chat.model}@{getattr(chat, 'base_url', '')}"
     return scrub_secrets(identity)
@@ -88,20 +79,15 @@ HASHED_WEIGHTS_MB = 256  # larger checkpoints are fingerprinted by file sizes an
 
 
 def weights_fingerprint(spec: str) -> str | None:
-    """A fingerprint of the weight files of a local checkpoint named by ``spec`` (None for any other
-    policy), so that results of a checkpoint retrained at the same path are never reused.
-
-    Checkpoints up to ``HASHED_WEIGHTS_MB`` are hashed by content (a copied run keeps its results);
-    larger ones by file names, sizes and modification times.
-    """
+    """A fingerprint of a local checkpoint's weight files (None for other policies), so results
+    of a checkpoint retrained at the same path are never reused. Hashed by content up to
+    ``HASHED_WEIGHTS_MB`` (a copied run keeps its results), else by names, sizes and times."""
     rest = spec[len("direct:"):] if spec.startswith("direct:") else spec
     if not rest.startswith("transformers:"):
         return None
     folder = Path(rest[len("transformers:"):]).expanduser()
-    files = []
-    if folder.is_dir():
-        files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin")
-                       and p.is_file())
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin")
+                   and p.is_file()) if folder.is_dir() else []
     if not files:
         return None
     digest = hashlib.sha256()
@@ -119,17 +105,13 @@ def weights_fingerprint(spec: str) -> str | None:
 
 
 def canonical_spec(spec: str, *, follow_links: bool = True) -> str:
-    """A policy spec with any local checkpoint path made absolute, so that one checkpoint named
-    from two working folders (``runs/a/sft/checkpoint`` and ``../runs/a/sft/checkpoint``) compares
-    equal; ``follow_links=False`` keeps a linked checkpoint's own path (for the run's files).
+    """A policy spec with any local checkpoint path made absolute, so one checkpoint named from
+    two working folders compares equal; ``follow_links=False`` keeps a linked checkpoint's path.
 
     >>> canonical_spec("teacher"), canonical_spec("openai:m@http://h:8000/v1")
     ('teacher', 'openai:m@http://h:8000/v1')
     """
-    prefix = ""
-    rest = spec
-    if rest.startswith("direct:"):
-        prefix, rest = "direct:", rest[len("direct:"):]
+    prefix, rest = ("direct:", spec[len("direct:"):]) if spec.startswith("direct:") else ("", spec)
     if rest.startswith("transformers:"):
         path = Path(rest[len("transformers:"):]).expanduser()
         if path.exists():
@@ -146,8 +128,7 @@ def canonical_identity(identity: dict, *, follow_links: bool = True) -> dict:
 
 
 def stored_identity(identity: dict, run_dir: str | Path) -> dict:
-    """``identity`` as the run's ``config.json`` stores it: a checkpoint in the run named
-    relative to it."""
+    """``identity`` as ``config.json`` stores it: a checkpoint in the run named relative to it."""
     return RunDir(run_dir).relative(canonical_identity(identity, follow_links=False))
 
 

@@ -1,10 +1,8 @@
 """What an evaluation measures: one record per task, Pass@1 and its breakdowns, the tables.
 
-``result_record`` is one line of ``results.jsonl``; ``eval_metrics`` turns the records into
-Pass@1, accuracy per difficulty and per split, tool calls by type, termination reasons, format
-errors and time per task; ``comparison_rows`` / ``comparison_csv`` are the table behind the
-paper's table 1 / figure 4. Pure functions of the records, so a stored run can be scored again
-without running anything.
+Pure functions of the result records (``result_record``, one line of ``results.jsonl``), so a
+stored run can be scored again without running anything; ``comparison_rows`` / ``comparison_csv``
+are the table behind the paper's table 1 / figure 4.
 """
 
 from __future__ import annotations
@@ -25,9 +23,8 @@ NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn
 
 
 def first_format_error(traj: Trajectory) -> str | None:
-    """The strict format check's code for the first turn that failed it (``agent.format``:
-    ``unclosed_think``, ``multiple_answers`` ...); ``no_turn`` when the policy wrote none; ``None``
-    when every turn passed (and there was at least one: the episode is format-valid)."""
+    """The format check's code for the first turn that failed it (``unclosed_think`` ...);
+    ``no_turn`` when the policy wrote none; ``None`` when the episode is format-valid."""
     if not traj.turns:
         return NO_TURN
     return next((t.verdict.get("code") or "unknown" for t in traj.turns
@@ -35,8 +32,7 @@ def first_format_error(traj: Trajectory) -> str | None:
 
 
 def format_error_code(record: dict) -> str | None:
-    """``first_format_error`` of a result record, also for records written before the field
-    existed (read from the kept trajectory's turns).
+    """``first_format_error`` of a result record, also of records older than the field.
 
     >>> format_error_code({"format_ok": True})
     >>> format_error_code({"format_ok": False, "format_error": "no_action"})
@@ -151,8 +147,7 @@ def eval_metrics(records: list[dict]) -> dict:
                                     for t in tools},
         "terminations": {t: terminations.get(t, 0)
                          for t in sorted(set(TERMINATIONS) | set(terminations))},
-        # why turns failed the strict format check: the code of each failing episode's first bad
-        # turn
+        # the code of each failing episode's first bad turn
         "format_errors": dict(format_errors.most_common()),
         "tool_errors": sum(int(r.get("tool_errors", 0)) for r in records),
         "seconds_per_task": {
@@ -197,12 +192,8 @@ TABLE_COLUMNS = ("name", "policy", "benchmark", "n_tasks", "pass_at_1", "format_
 
 
 def comparison_rows(summary: dict) -> list[dict]:
-    """The summary as table rows (one per evaluated policy name): the paper's table 1 / figure 4
-    data.
-
-    Accuracy per difficulty and per split become ``acc_<label>`` columns; mean calls per tool
-    ``calls_<tool>``.
-    """
+    """The summary as table rows, one per evaluated policy name, with ``acc_<split or
+    difficulty>`` and ``calls_<tool>`` columns."""
     rows = []
     for name, entry in summary.items():
         if not isinstance(entry, dict):
@@ -231,10 +222,8 @@ def comparison_csv(summary: dict) -> str:
 
 
 def wall_time(elapsed: float, n_run: int, previous: dict) -> dict:
-    """``wall_seconds_per_task`` (wall time over the tasks run) and ``wall_timed_tasks``.
-
-    A rerun that ran nothing keeps the previous run's figures (``previous``: its metrics), so
-    resuming a finished evaluation does not erase its cost.
+    """``wall_seconds_per_task`` and ``wall_timed_tasks``; a rerun that ran nothing keeps the
+    ``previous`` metrics' figures, so resuming a finished evaluation does not erase its cost.
 
     >>> wall_time(12.0, 4, {})
     {'wall_seconds_per_task': 3.0, 'wall_timed_tasks': 4}

@@ -1,18 +1,16 @@
 """The policy-spec mini-language of the evaluation: a spec string -> a ``Policy`` the runner runs.
 
-Specs (``make_policy``), all of them ``ChatBackend``s in the loop:
+Specs (``make_policy``):
 
 - ``teacher`` (or ``heuristic``): the sandbox's heuristic teacher, one per task;
 - ``base``: the shipped tiny base model (``data/tiny_base``) as a local transformers policy;
 - a chat spec for ``make_chat``: ``openai:<model>@<base_url>``, ``transformers:<path or hub id>``,
   or just the path of a saved checkpoint folder;
-- ``direct`` / ``direct:<spec>``: the no-tools ablation of a policy (default: the base model).
-  The policy is shown a system prompt without tools that asks for a direct answer, and the
-  episode allows no tool call (a call ends it with ``max_tool_calls``).
+- ``direct`` / ``direct:<spec>``: the no-tools ablation of a policy (default: the base model): a
+  system prompt without tools, and an episode that allows no tool call.
 
-Its own module so that the runner (``evaluate``), the comparison and the GRPO stage share one
-reading of a spec. ``config`` arguments are ``evaluate.EvalConfig`` objects; this module does
-not import that one (it imports this).
+The runner, the comparison and the GRPO stage share this one reading of a spec. ``config``
+arguments are ``EvalConfig`` objects.
 """
 
 from __future__ import annotations
@@ -41,10 +39,8 @@ DIRECT_PROMPT_FULL = (
     "You answer questions about an image and the world from what you already know. In this setting "
     "you have no tools: you cannot search or open pages, so do not ask for them.\n"
     f"Reply with your short reasoning inside {THINK_OPEN}{THINK_CLOSE}, then your final answer "
-                      "inside "
-    f"{ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, a name, a number or a short phrase. If "
-                      "you are "
-    "unsure, give your best guess.\n"
+    f"inside {ANSWER_OPEN}{ANSWER_CLOSE}: only the answer itself, a name, a number or a short "
+    "phrase. If you are unsure, give your best guess.\n"
     "Today's date: {today}"
 )
 
@@ -62,11 +58,8 @@ def direct_system_prompt(today: str | None, variant: str = "full") -> str:
 
 
 class DirectAnswerPolicy(ChatBackend):
-    """The no-tools ablation of a policy: its system message is replaced by a prompt without tools.
-
-    The episode it runs in allows no tool call (``EvalConfig.limits(tools=False)``), so a tool
-    call ends it with ``max_tool_calls`` and no answer.
-    """
+    """The no-tools ablation of a policy: its system message is replaced by a prompt without tools
+    (and its episode allows no tool call: ``EvalConfig.limits(tools=False)``)."""
 
     def __init__(self, inner: ChatBackend, *, today: str | None = SANDBOX_TODAY,
                  variant: str = "full"):
@@ -143,14 +136,12 @@ def policy_label(spec: str) -> str:
 
 
 def _path_like(spec: str) -> bool:
-    """An existing path, or one written as a path (``./``, ``/``, ``~``)."""
     return Path(spec).exists() or spec.startswith((".", "/", "~"))
 
 
 def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBackend:
-    """The chat backend of a spec, a local model loaded on ``device`` (``runtime.resolve_device``);
-    a local image-text model with ``batch`` > 1 comes behind the batcher
-    (``chat.batched.BatchedTransformersChat``: concurrent episodes share one ``generate`` call)."""
+    """The chat backend of a spec; a local image-text model with ``batch`` > 1 comes behind the
+    batcher (concurrent episodes share one ``generate`` call)."""
     if spec == "base":
         from vsearcher_lite.model.tiny import default_base_dir
 
@@ -162,8 +153,7 @@ def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBack
         if not path.strip():
             raise InputError("policy 'transformers:' needs a model folder or hub id after the "
                              "colon")
-        # "org/name" is a hub id; anything with a deeper path, or rooted, is meant as a local
-        # folder.
+        # "org/name" is a hub id; a deeper or rooted path is meant as a local folder
         looks_local = _path_like(path) or path.count("/") >= 2
         if looks_local and not (Path(path) / "config.json").is_file():
             raise InputError(f"{path}: no model here (no config.json); train it first or give "
@@ -190,13 +180,11 @@ def direct_policy(backend: ChatBackend, config, *, name: str = "direct",
 
 
 def make_policy(spec: str | ChatBackend | Policy, config) -> Policy:
-    """A ``Policy`` from a spec (see the module docstring), a chat backend, or a ``Policy``, with
-    the settings of ``config`` (an ``EvalConfig``)."""
+    """A ``Policy`` from a spec (see the module docstring), a chat backend, or a ``Policy``."""
     if isinstance(spec, Policy):
         if spec.spec in ("teacher", "heuristic") and spec.tools:
-            # the heuristic teacher plans within the episode's tool-call limit: this evaluation's,
-            # not the one it was first built with (the comparison runs it on held-out tasks and the
-            # exam)
+            # the heuristic teacher plans within this evaluation's tool-call limit, not the one
+            # it was built with
             return replace(spec, for_task=make_policy(spec.spec, config).for_task)
         return spec
     if isinstance(spec, ChatBackend):

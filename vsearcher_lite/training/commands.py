@@ -24,9 +24,8 @@ def config_from_args(args):
 
 
 def preset_with(config_cls, args, overrides: dict):
-    """``config_cls``'s preset for ``--profile`` with the command line's settings and the evaluation
-    switches every training command has (``--no-eval``, ``--all-difficulties``); a setting out of
-    range is an ``InputError`` (one line, no traceback)."""
+    """``config_cls``'s preset for ``--profile`` with the command line's settings and evaluation
+    switches; a setting out of range is an ``InputError``."""
     if args.no_eval:
         overrides["evaluate"] = False
     if args.all_difficulties:

@@ -1,9 +1,6 @@
-"""Settings of the SFT stage (paper 2.2, 3.1, A.3): one dataclass whose defaults are the paper's.
-
-``SFTConfig.for_profile(profile, **overrides)`` applies the profile's ``[sft]`` table
-(``vsearcher_lite/profiles/<profile>.toml``, which says why each setting differs). The held-out
-evaluation (``eval``) is reused by GRPO and the comparison. A profile is a recipe, not a place:
-every profile trains on ``device``.
+"""Settings of the SFT stage (paper 2.2, 3.1, A.3): one dataclass whose defaults are the paper's;
+``for_profile`` applies the profile's ``[sft]`` table. The held-out evaluation (``eval``) is reused
+by GRPO and the comparison. A profile is a recipe, not a place: every profile trains on ``device``.
 """
 
 from __future__ import annotations
@@ -103,21 +100,16 @@ class SFTConfig(TrainingSettings):
                                          "evaluations leave (cpu default: 2.8)")
     # runtime
     threads: int | None = option(None, "torch threads (cpu default: 2)")
-    device: str = "auto"  # auto (the GPU when there is one) | cpu | cuda, whatever the profile
     accelerate_config: str = field(default="fsdp", metadata={"choices": ACCELERATE_CONFIGS})
     logging_steps: int = 1
     save_every: int | None = option(None, "save a resumable checkpoint every this many steps; "
                                     "rerunning the same command after an interruption resumes "
                                     "from the last one")
-    seed: int = 0
-    world: str = "sandbox"
-    progress: bool = True
-    report_to: list[str] = field(default_factory=list)
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> SFTConfig:
-        """The preset of ``profile`` with ``overrides`` applied (``None`` values are ignored; the
-        evaluation's as ``eval={...}`` or ``eval_<setting>=...``)."""
+        """The preset of ``profile`` with ``overrides`` (``None`` ignored; the evaluation's as
+        ``eval={...}`` or ``eval_<setting>=...``)."""
         return cls.from_profile(profile, overrides, "sft", "SFT", EvalConfig.for_profile(profile))
 
     def check(self) -> None:
@@ -136,14 +128,13 @@ class SFTConfig(TrainingSettings):
         stage_eval_config(self)
 
     def eval_config(self, **overrides: Any) -> EvalConfig:
-        """The held-out evaluation settings (``eval`` with the stage's seed, world and device), the
-        same for GRPO and notebook 08, so results stored under ``RUN_DIR/eval/`` can be reused;
-        ``None`` overrides are ignored."""
+        """The held-out evaluation settings, the same for GRPO and notebook 08 so results stored
+        under ``RUN_DIR/eval/`` can be reused; ``None`` overrides are ignored."""
         return stage_eval_config(self, **overrides)
 
 
-#: The paper's SFT settings (section 3.1, appendix A.3), by field: what notebook 06 compares a
-#: run's settings with. The loss additions of the cpu recipe are off in the paper.
+#: The paper's SFT settings (3.1, A.3): what notebook 06 compares a run's settings with (the cpu
+#: recipe's loss additions are off in the paper).
 PAPER_SFT = paper_settings(SFTConfig, (
     "base", "method", "dtype", "learning_rate", "epochs", "batch_size", "grad_accum", "max_length",
     "scheduler", "warmup_ratio", "freeze_vision", "answer_weight", "copy_weight",

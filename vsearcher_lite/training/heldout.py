@@ -1,8 +1,5 @@
-"""The held-out tasks a training stage evaluates its models on.
-
-The SFT stage evaluates the base and the SFT model on them, GRPO the SFT and the RL model, and
-notebook 08's comparison takes the same capped selection (``balanced_head``), so each later
-step can reuse the results an earlier one stored.
+"""The held-out tasks a training stage evaluates its models on: SFT, GRPO and notebook 08's
+comparison take the same capped selection, so each later step reuses the results stored before.
 """
 
 from __future__ import annotations
@@ -15,9 +12,8 @@ from vsearcher_lite.synthesis.trajectories import load_tasks
 
 
 def balanced_head(items: list, n: int | None, key: Callable[[Any], str]) -> list:
-    """The first ``n`` items taken round-robin across groups (in first-seen group order), each group
-    in file order; all of them when ``n`` is None. A capped evaluation then keeps the difficulty
-    mix.
+    """The first ``n`` items taken round-robin across groups (first-seen order), so a capped
+    evaluation keeps the difficulty mix; all of them when ``n`` is None.
 
     >>> balanced_head(["e1", "e2", "e3", "m1", "m2"], 3, key=lambda s: s[0])
     ['e1', 'm1', 'e2']

@@ -1,24 +1,13 @@
 """Stage `sft`: supervised fine-tuning on the accepted teacher trajectories (paper 2.2, A.3).
 
-``run_sft(run_dir, config) -> metrics`` trains the base model with TRL's ``SFTTrainer`` on the
-multi-turn trajectories of ``RUN_DIR/trajectories/export/sft_trl.jsonl`` with the loss on the
-assistant turns only (system, question, image and tool-response tokens masked; ``data.py``),
-saves it into ``RUN_DIR/sft/checkpoint`` (atomically), then runs the base and the SFT model
-through the same ReAct loop on the same held-out tasks with the same greedy settings
-(``scoring.evaluate``): the first two bars of the paper's figure 4.
+``run_sft(run_dir, config) -> metrics`` trains the base model with TRL's ``SFTTrainer`` on
+``RUN_DIR/trajectories/export/sft_trl.jsonl``, the loss on the assistant turns only, saves
+``RUN_DIR/sft/checkpoint`` atomically, then evaluates the base and the SFT model on the same
+held-out tasks with the same greedy settings: the first two bars of the paper's figure 4.
 
-Outputs in ``RUN_DIR/sft/``: ``checkpoint/`` (model, processor, tokenizer, generation config),
-``adapter/`` (LoRA / QLoRA only), ``loss.csv`` (one row per logged step), ``metrics.json``
-(``train_loss_first``, ``train_loss_last``, ``heldout_format_valid_rate``, ``heldout_accuracy``,
-``base_format_valid_rate``, ``base_accuracy``, tool calls, ``steps``, ``seconds``, the
-settings). The evaluations themselves are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
-
+Outputs in ``RUN_DIR/sft/``: ``checkpoint/``, ``adapter/`` (LoRA / QLoRA only), ``loss.csv`` and
+``metrics.json``; the evaluations are in ``RUN_DIR/eval/base`` and ``RUN_DIR/eval/sft``.
 Deviations from the paper are the profiles' (``profiles/<profile>.toml``, each with its reason).
-On cpu: a 5M-parameter tiny Qwen3-VL instead of Qwen3-VL-8B-Thinking, fp32 full fine-tuning at
-lr 1e-3 within a budget for the whole stage (``total_minutes``: the base is evaluated first and
-training gets what the two evaluations leave, at least ``min_steps``), and two options for a
-model this small (``init_markup_embeddings``, ``answer_weight``). single_gpu: LoRA / QLoRA.
-multi_gpu: the paper's settings, with TRL + accelerate instead of LLaMA-Factory.
 """
 
 from __future__ import annotations
@@ -74,10 +63,6 @@ SAVE_MARGIN_S = 5.0  # time kept back for saving the checkpoint and the loss log
 SFT_EVAL_FACTOR = 7.0
 
 
-# ---------------------------------------------------------------------------------------------
-# Small pure pieces (the schedule and the stop rule: ``sft_trainer``)
-
-
 def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
     """The first and last number of a series, skipping gaps.
 
@@ -88,18 +73,14 @@ def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
     return (present[0], present[-1]) if present else (None, None)
 
 
-# ---------------------------------------------------------------------------------------------
-# Inputs
-
-
 def train_file(run_dir: str | Path, config: SFTConfig) -> Path:
     default = Path(run_dir) / "trajectories" / "export" / "sft_trl.jsonl"
     return Path(config.train_file) if config.train_file else default
 
 
 def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
-    """The SFT data file; when it is missing, the trajectories stage runs with its profile's
-    defaults, so ``sft`` works on a fresh run folder."""
+    """The SFT data file; when it is missing, the trajectories stage runs first (profile
+    defaults), so ``sft`` works on a fresh run folder."""
     path = train_file(run_dir, config)
     if not path.exists():
         if config.train_file:
@@ -113,12 +94,8 @@ def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
     return path
 
 
-# ---------------------------------------------------------------------------------------------
-# The model
-
-
 def prepare_model(model, processor, config: SFTConfig) -> dict:
-    """Everything done to the base before training; returns what was done (for metrics)."""
+    """Prepare the base for training; returns what was done (for metrics)."""
     info: dict[str, Any] = {"suppressed_tokens": suppress_vision_tokens(model, processor.tokenizer)}
     if config.init_markup_embeddings:
         from vsearcher_lite.model.tiny import init_unseen_token_embeddings
@@ -133,21 +110,14 @@ def prepare_model(model, processor, config: SFTConfig) -> dict:
     return info
 
 
-# ---------------------------------------------------------------------------------------------
-# Resuming
-
-
 RESUME_FREE = ("progress", "threads", "report_to", "device")  # they do not change what is trained
 
 
 def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
                  ) -> tuple[Path | None, JsonlLog | None]:
-    """Where an interrupted run of the same settings left off: its last trainer checkpoint (or
-    None) and the log of its loss rows up to that step (None when the run saves no checkpoints).
-
-    A scratch folder left by a run of other settings is refused, naming the first setting that
-    differs, so a rerun never mixes two runs; without ``save_every`` it is simply removed.
-    """
+    """Where an interrupted run of the same settings left off: its last trainer checkpoint and
+    the log of its loss rows up to it (``None``s without ``save_every``). A scratch folder of
+    other settings is refused, naming the first that differs, so a rerun never mixes two runs."""
     if not config.save_every:
         shutil.rmtree(work_dir, ignore_errors=True)
         return None, None
@@ -173,14 +143,9 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     return (saved[-1] if saved else None), JsonlLog(rows_path, key="step")
 
 
-# ---------------------------------------------------------------------------------------------
-# The stage
-
-
 def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig,
                    log: Callable[[str], None]) -> dict:
-    """One model (``base`` or the SFT checkpoint) on the held-out tasks, with the greedy settings
-    both share (``SFTConfig.eval_config``); its metrics, with ``seconds``."""
+    """One model (``base`` or the SFT checkpoint) on the held-out tasks; its metrics."""
     tasks = heldout_tasks(run_dir, config)
     t0 = time.perf_counter()
     metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval_config(),
@@ -203,7 +168,7 @@ def _eval_summary(prefix: str, m: dict) -> dict:
 
 def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
             log: Callable[[str], None] = print) -> dict:
-    """Train, save, evaluate; returns the metrics (also written to ``RUN_DIR/sft/metrics.json``)."""
+    """Train, save, evaluate; returns the metrics (also in ``RUN_DIR/sft/metrics.json``)."""
     import torch
 
     config = config or SFTConfig.for_profile("cpu")
@@ -233,8 +198,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
         f"{config.max_length} tokens dropped); method {config.method}, {config.dtype}, "
         f"{threads} thread(s)")
 
-    # With a whole-command budget (cpu), the base model is evaluated first: the SFT model's
-    # evaluation, still to come, is estimated from it, and training gets the rest.
+    # with a whole-command budget, the base's evaluation estimates the SFT model's, still to come
     evals: dict[str, dict] = {}
     eval_estimate_s = 0.0
     if config.total_minutes and config.evaluate and config.eval_base:
