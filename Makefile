@@ -26,9 +26,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# Two test processes, each taking whole test files (the notebook tests share one run folder, in
+# order); TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+
 test: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Writes RUN_DIR/notebooks/ (executed notebooks + HTML), RUN_DIR/summary.json (every stage's metrics,
 # exam accuracy of base/SFT/RL, wall time and peak memory per notebook) and RUN_DIR/report.html.
