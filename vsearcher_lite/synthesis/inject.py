@@ -284,9 +284,9 @@ def run_inject_text(
                              on_result=on_result, concurrency=config.concurrency)
         finally:
             bar.close()
+    throughput = _throughput(start, built_now, writer)  # the stage's work, not its metrics
     metrics = text_metrics(tasks_log.records(), failed_log.records(), config)
-    metrics.update(world=getattr(source, "name", world), writer=writer.name,
-                   **_throughput(start, built_now, writer))
+    metrics.update(world=getattr(source, "name", world), writer=writer.name, **throughput)
     if hasattr(getattr(writer, "chat", None), "usage"):
         metrics["chat_usage"] = dict(writer.chat.usage)
     rd.write_metrics("inject-text", metrics)
@@ -471,6 +471,7 @@ def run_inject_image(
                          on_result=on_result, concurrency=config.concurrency)
     finally:
         bar.close()
+    throughput = _throughput(start, built_now, writer)
     tasks = tasks_log.records()
     failed = failed_log.records()
     by_level = Counter(t.get("difficulty") for t in tasks)
@@ -486,7 +487,7 @@ def run_inject_image(
         "image_entity_types": dict(sorted(image_types.items())),
         **invariance_stats(tasks, failed),
         **question_length_stats(tasks),
-        **_throughput(start, built_now, writer),
+        **throughput,
     }
     rd.write_metrics("inject-image", metrics)
     return metrics
