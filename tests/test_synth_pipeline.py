@@ -335,8 +335,8 @@ def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_fac
     entities, each split from its own half, so a held-out task's seed never seeds a training
     task."""
     from vsearcher_lite.cli import build_parser
-    from vsearcher_lite.synthesis.commands import inject_config, parse_warmup_levels
-    from vsearcher_lite.synthesis.inject import warmup_pools
+    from vsearcher_lite.synthesis.commands import inject_config
+    from vsearcher_lite.synthesis.inject import parse_warmup_levels, warmup_pools
     from vsearcher_lite.synthesis.sources import open_source
 
     assert InjectConfig.for_profile("cpu").warmup_levels == {

@@ -10,7 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from vsearcher_lite.options import add_config_options, options_given
-from vsearcher_lite.pretraining.pretrain import PretrainConfig, ProbeConfig
+from vsearcher_lite.pretraining.pretrain import (
+    PretrainConfig,
+    ProbeConfig,
+    pretrain,
+    probe_checkpoint,
+)
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 
@@ -102,8 +107,6 @@ def probe_options_from_args(args) -> dict:
 
 
 def _cmd_probe_only(args) -> int:
-    from vsearcher_lite.pretraining.pretrain import probe_checkpoint
-
     metrics = probe_checkpoint(args.init_from, **probe_options_from_args(args))
     return _print_summary(metrics, ("probes", "probe_run", "checkpoint_bytes"), args.init_from)
 
@@ -117,8 +120,6 @@ def _cmd_pretrain(args) -> int:
     if args.probes_agent_tasks is not None and args.probes_agent_tasks < 0:
         raise InputError("--agent-tasks must be 0 (skip the agent probe) or more, "
                          f"got {args.probes_agent_tasks}")
-    from vsearcher_lite.pretraining.pretrain import pretrain
-
     if args.probe_only:
         return _cmd_probe_only(args)
     if args.profile != "cpu":

@@ -20,16 +20,13 @@ from vsearcher_lite.synthesis.inject import (
     InjectConfig,
     ensure_image_tasks,
     ensure_text_tasks,
-    parse_warmup_levels,
     run_inject_image,
     run_inject_text,
 )
 from vsearcher_lite.synthesis.seeds import CLI_OPTIONS as SEED_OPTIONS
-from vsearcher_lite.synthesis.seeds import SeedConfig, parse_mix, run_seeds
+from vsearcher_lite.synthesis.seeds import SeedConfig, run_seeds
 from vsearcher_lite.synthesis.trajectories import CLI_OPTIONS as TRAJECTORY_OPTIONS
 from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, run_trajectories_command
-
-__all__ = ["parse_mix", "parse_warmup_levels", "register"]
 
 
 def seed_options(p: argparse.ArgumentParser) -> None:
@@ -54,9 +51,7 @@ def check_counts(args, positive: tuple[str, ...], non_negative: tuple[str, ...] 
 def seed_config(args) -> SeedConfig:
     """The ``SeedConfig`` of a command line; the injection's ``--mix`` splits the seeds too."""
     check_counts(args, ("limit", "entities"), ("sitelinks_max", "statements_min"))
-    given = options_given(args, SEED_OPTIONS)
-    if getattr(args, "mix", None) is not None:
-        given["mix"] = parse_mix(args.mix)
+    given = {**options_given(args, SEED_OPTIONS), **options_given(args, ("mix",), InjectConfig)}
     return SeedConfig(**given, seed=args.seed)
 
 
