@@ -1,11 +1,14 @@
 """How much faster batched evaluation of a local model is, and whether it answers the same.
 
-Evaluates the same held-out tasks greedily once per batch size in ``--batches`` (batch B: up to B
-episodes' turns per ``generate`` call) in a scratch folder linking the run's world and tasks,
-and prints each wall time, the speed-up over the first size and how many predictions and
-terminations agree with it. Run it alone on the machine.
+Evaluates the same held-out tasks greedily once per generation path in ``--engines`` and batch
+size in ``--batches`` (batch B: up to B episodes' turns decoded together) in a scratch folder
+linking the run's world and tasks, and prints each wall time, the speed-up over the first and how
+many predictions and terminations agree with it. Paths: ``kv`` (each episode continues from its
+KV cache), ``generate`` (``transformers``' generate over each whole conversation, on the thread
+of the episode that leads the batch: the path ``kv`` replaced). Run it alone on the machine.
 
-    python benchmarks/eval_batching.py --run-dir runs/reproduce --policy runs/reproduce/sft/model
+    python benchmarks/eval_batching.py --run-dir RUN --policy RUN/sft/checkpoint
+    python benchmarks/eval_batching.py --run-dir RUN --policy P --engines generate,kv --batches 16
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def main() -> int:
         default=None,
         help="new tokens per turn (default: the SFT stage's)",
     )
+    p.add_argument("--engines", default="kv", help="comma-separated generation paths: kv, "
+                   "generate")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
 
@@ -47,6 +52,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     batches = [int(b) for b in args.batches.split(",")]
+    runs = [(engine, batch) for engine in args.engines.split(",") for batch in batches]
     run = Path(args.run_dir)
     sft = SFTConfig.for_profile("cpu", eval_max_tasks=args.tasks)
     tasks = heldout_tasks(run, sft)
@@ -55,7 +61,7 @@ def main() -> int:
         for entry in run.iterdir():  # the run's folders (world, tasks), not its eval/ or manifest
             if entry.is_dir() and entry.name != "eval":
                 (Path(scratch) / entry.name).symlink_to(entry.resolve())
-        for batch in batches:
+        for engine, batch in runs:
             config = EvalConfig.for_profile(
                 "cpu",
                 batch=batch,
@@ -66,33 +72,54 @@ def main() -> int:
                 cache_mode="off",
                 progress=False,
             )
+            name = f"{engine}{batch}"
             start = time.perf_counter()
             metrics = evaluate(
-                scratch, tasks, args.policy, name=f"batch{batch}", config=config, fresh=True
+                scratch, tasks, policy(args.policy, engine, batch), name=name, config=config,
+                fresh=True,
             )
             seconds = time.perf_counter() - start
-            lines = (Path(scratch) / "eval" / f"batch{batch}" / "results.jsonl").read_text()
+            lines = (Path(scratch) / "eval" / name / "results.jsonl").read_text()
             records = {
                 r["id"]: (r.get("prediction"), r.get("termination"))
                 for r in map(json.loads, lines.splitlines())
             }
-            results[batch] = (seconds, metrics, records)
-            shutil.rmtree(Path(scratch) / "eval" / f"batch{batch}")
-    t1, _, r1 = results[batches[0]]
+            results[engine, batch] = (seconds, metrics, records)
+            shutil.rmtree(Path(scratch) / "eval" / name)
+    t1, _, r1 = results[runs[0]]
     print(
         f"tasks {len(tasks)}, torch threads {args.threads}, policy {args.policy}, "
         f"max tokens per turn {args.max_tokens or sft.eval.max_tokens}"
     )
-    for batch in batches:
-        seconds, metrics, records = results[batch]
+    for engine, batch in runs:
+        seconds, metrics, records = results[engine, batch]
         same = sum(r1[k] == records.get(k) for k in r1)
         print(
-            f"batch {batch:3d}: {seconds:7.1f} s  {len(tasks) / seconds:6.2f} tasks/s  "
+            f"{engine:8} batch {batch:3d}: {seconds:7.1f} s  {len(tasks) / seconds:6.2f} tasks/s  "
             f"x{t1 / seconds:5.2f}  accuracy {metrics.get('pass_at_1')}  "
             f"format-valid {metrics.get('format_valid_rate')}  "
-            f"same prediction and termination as batch {batches[0]}: {same}/{len(r1)}"
+            f"same prediction and termination as {runs[0][0]} batch {runs[0][1]}: "
+            f"{same}/{len(r1)}"
         )
     return 0
+
+
+_models: dict = {}
+
+
+def policy(path: str, engine: str, batch: int):
+    """An evaluation policy of the checkpoint at ``path`` on the given generation path."""
+    from vsearcher_lite.chat.batched import BatchedTransformersChat
+    from vsearcher_lite.chat.local import TransformersChat
+    from vsearcher_lite.scoring.policies import Policy
+
+    if path not in _models:
+        chat = TransformersChat(path.removeprefix("transformers:"))
+        _models[path] = (chat.model, chat.processor)
+    model, processor = _models[path]
+    backend = BatchedTransformersChat(model, processor, max_batch=batch, max_wait_s=0.05,
+                                      engine=engine, own_thread=engine == "kv")
+    return Policy(f"{engine}{batch}", path, lambda task: backend, shared=backend, batch=batch)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ in ``tests/test_architecture.py`` holds the list):
     net        HTTP client, SSRF guard, secrets
     manifest   ``RUN_DIR/run_manifest.json``: each stage's settings, seeds, versions, commit
     model      the cpu profile's tiny base VLM: tokenizer and architecture
-    chat       the chat backends (OpenAI-compatible HTTP, local transformers, batched)
+    chat       the chat backends (OpenAI-compatible HTTP, local transformers, batched; the
+               KV-cache engine that continues each episode)
     world      the sandbox web and the live sources
     tools      the tools and their backends
     agent      protocol, format check, judges, the ReAct loop, teachers, exports

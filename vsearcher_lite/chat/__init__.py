@@ -1,7 +1,8 @@
 """Chat backends: one interface, ``ChatBackend.chat(messages, **sampling) -> str``, for every
 LLM role, and the ``make_chat`` factory. Modules: ``base`` (the interface, image parts, token
 usage), ``openai`` (OpenAI-compatible HTTP), ``local`` (a ``transformers`` model), ``batched``
-(many concurrent episodes on one model, in lockstep).
+(many concurrent episodes on one model, in lockstep), ``engine`` (a local model's multi-turn
+generation, each episode continued from its KV cache).
 
 Messages use the OpenAI shape, with ``{"type": "image", "image": <path or URL>}`` parts that each
 backend converts. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``,

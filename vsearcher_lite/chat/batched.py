@@ -1,12 +1,13 @@
 """Many ReAct episodes, one model: chat backends that answer concurrent ``chat`` calls in a batch.
 
-One ``generate`` per turn per episode spends a small model's time on per-call overhead; one batch
-gives token-identical greedy output in a fraction of the time. The batching lives behind
+One call per turn per episode spends a small model's time on per-call overhead; one batch gives
+token-identical greedy output in a fraction of the time. The batching lives behind
 ``ChatBackend``, so episodes still run through ``agent.loop.run_episode``, one thread each: the
-thread that finds the batch ready generates for all waiting requests. In **lockstep** mode (GRPO
-rollouts) a batch is ready when every episode still running waits, so batches, their order and
-seeds are the same on every run; otherwise when ``max_batch`` requests wait or the oldest has
-waited ``max_wait_s``.
+thread that finds the batch ready hands it to the backend's generation thread. In **lockstep**
+mode (GRPO rollouts) a batch is ready when every episode still running waits, so batches and
+their order are the same on every run; otherwise when ``max_batch`` requests wait or the oldest
+has waited ``max_wait_s``. Each request carries its episode's key (its thread's, when it has
+none), under which a local model keeps the episode's KV cache (``chat.engine``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -38,6 +40,7 @@ class _Request:
     options: dict
     key: tuple
     arrived: float
+    slot: Any = None  # the episode's cache key: its bound key, else its thread
     result: str | None = None
     error: BaseException | None = None
     done: bool = False
@@ -90,8 +93,12 @@ class LockstepBatcher(ChatBackend, abc.ABC):
     name = "batched"
 
     def __init__(self, *, max_batch: int = 32, max_wait_s: float = 0.05,
-                 lockstep_timeout_s: float = 600.0):
+                 lockstep_timeout_s: float = 600.0, own_thread: bool = True):
         self.max_batch = max(1, int(max_batch))
+        # Batches generate on one thread of their own, not on whichever episode's thread leads:
+        # torch's CPU thread pool measured 1.2-1.5x slower when the calling thread kept changing.
+        self.own_thread = own_thread
+        self._thread_pool: ThreadPoolExecutor | None = None
         self.max_wait_s = max_wait_s
         self.lockstep_timeout_s = lockstep_timeout_s
         self.stats = BatchStats()
@@ -117,6 +124,10 @@ class LockstepBatcher(ChatBackend, abc.ABC):
             with self._cond:
                 self._active = None
                 self._cond.notify_all()
+            self.session_ended()
+
+    def session_ended(self) -> None:
+        """A lockstep session's episodes have all ended (a backend may drop what it kept)."""
 
     def bind(self, key: Any) -> None:
         """Name the calling thread's episode; batches are ordered by these keys."""
@@ -140,7 +151,8 @@ class LockstepBatcher(ChatBackend, abc.ABC):
             self._arrivals += 1
             key = getattr(_thread, "key", None)
             order = (0, key) if key is not None else (1, self._arrivals)
-            request = _Request(list(messages), dict(sampling), order, time.monotonic())
+            slot = key if key is not None else ("thread", threading.get_ident())
+            request = _Request(list(messages), dict(sampling), order, time.monotonic(), slot)
             self._pending.append(request)
             self._cond.notify_all()
         while True:
@@ -183,10 +195,8 @@ class LockstepBatcher(ChatBackend, abc.ABC):
             for members in groups.values():
                 for i in range(0, len(members), self.max_batch):
                     chunk = members[i:i + self.max_batch]
-                    seed = batch_seed([r.options.get("seed") for r in chunk], self.stats.calls)
-                    conversations = [r.messages for r in chunk]
                     try:
-                        texts = self.generate_batch(conversations, chunk[0].options, seed)
+                        texts = self._generate(chunk, chunk[0].options)
                     except BaseException as exc:  # each waiting episode gets it as a policy error
                         for r in chunk:
                             r.error = exc
@@ -206,6 +216,19 @@ class LockstepBatcher(ChatBackend, abc.ABC):
                     r.done = True
                 self._busy = False
                 self._cond.notify_all()
+
+    def _generate(self, requests: list[_Request], options: dict) -> list[str]:
+        if not self.own_thread:
+            return self.generate_requests(requests, options)
+        if self._thread_pool is None:
+            self._thread_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
+        return self._thread_pool.submit(self.generate_requests, requests, options).result()
+
+    def generate_requests(self, requests: list[_Request], options: dict) -> list[str]:
+        """One reply per request; by default ``generate_batch`` over their conversations with one
+        seed drawn from theirs and the call counter."""
+        seed = batch_seed([r.options.get("seed") for r in requests], self.stats.calls)
+        return self.generate_batch([r.messages for r in requests], options, seed)
 
     @abc.abstractmethod
     def generate_batch(self, conversations: list[list[dict]], options: dict,
@@ -266,29 +289,83 @@ def single_token_ids(tokenizer, strings) -> tuple[list[int], list[str]]:
 
 
 class BatchedTransformersChat(LockstepBatcher):
-    """A loaded image-text model behind the batcher, decoding as ``chat.local.TransformersChat``."""
+    """A loaded image-text model behind the batcher. ``engine="kv"`` continues each episode from
+    its KV cache (``chat.engine``; the default for the models it knows, Qwen3-VL's family);
+    ``engine="generate"`` runs ``transformers``' ``generate`` over every whole conversation, the
+    reference the engine is tested against and the path for other models."""
 
     name = "transformers-batched"
+    ENGINES = ("kv", "generate")
 
-    def __init__(self, model, processor, *, max_new_tokens: int = 512,
+    def __init__(self, model, processor, *, max_new_tokens: int = 512, engine: str | None = None,
                  static_cache: bool | None = None, **kwargs: Any):
+        from vsearcher_lite.chat.engine import KVEngine  # torch and transformers on first use
+
         super().__init__(**kwargs)
-        # A static cache on CPU, where decoding is bound by memory traffic and the default cache
-        # copies every key and value each step; not on a GPU, where it preallocates every row.
+        if engine is None:
+            engine = "kv" if KVEngine.supports(model) else "generate"
+        if engine not in self.ENGINES:
+            raise ValueError(f"engine must be one of {self.ENGINES}, got {engine!r}")
+        if processor is None or not hasattr(processor, "apply_chat_template"):
+            raise ValueError("BatchedTransformersChat needs the model's processor")
+        # ``generate`` on CPU: a static cache, where decoding is bound by memory traffic and the
+        # default cache copies every key and value each step; not on a GPU, where it
+        # preallocates every row.
         if static_cache is None:
             static_cache = next(model.parameters()).device.type == "cpu"
         self.static_cache = static_cache
-        if processor is None or not hasattr(processor, "apply_chat_template"):
-            raise ValueError("BatchedTransformersChat needs the model's processor")
+        self.engine = engine
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.max_new_tokens = max_new_tokens
         config = getattr(model, "config", None)
         self.model_id = getattr(config, "_name_or_path", type(model).__name__)
+        self.kv = KVEngine(model, processor, max_slots=max(64, 4 * self.max_batch)) \
+            if engine == "kv" else None
 
     def __repr__(self) -> str:
         return f"BatchedTransformersChat({self.model_id!r}, max_batch={self.max_batch})"
+
+    def session_ended(self) -> None:
+        if self.kv is not None:
+            self.kv.reset()
+
+    def end_tokens(self, stops: list[str]) -> tuple[list[int], list[str], int]:
+        """``(end ids, multi-token stop strings, pad id)``: the model's end-of-sequence tokens
+        and the one-token stop strings end a reply; the other stop strings are matched as text."""
+        stop_ids, stop_strings = single_token_ids(self.tokenizer, stops)
+        eos = self.model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else (eos[0] if eos else 0)
+        return sorted(set(eos + stop_ids)), stop_strings, pad
+
+    def generate_requests(self, requests: list, options: dict) -> list[str]:
+        if self.kv is None:
+            return super().generate_requests(requests, options)
+        stop = options.get("stop")
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        end_ids, stop_strings, _ = self.end_tokens(stops)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            replies = self.kv.generate(
+                [r.messages for r in requests], [r.slot for r in requests],
+                [r.options.get("seed") for r in requests],
+                max_new_tokens=int(options.get("max_tokens") or self.max_new_tokens),
+                temperature=float(options.get("temperature") or 0.0),
+                top_p=float(options.get("top_p") or 1.0), end_ids=end_ids,
+                stop_strings=stop_strings, repeat_guard=int(options.get("repeat_guard") or 0))
+        finally:
+            self.model.train(was_training)
+        self.usage["requests"] += len(requests)
+        self.usage["prompt_tokens"] += sum(r.prompt_tokens for r in replies)
+        self.usage["prefilled_tokens"] = (self.usage.get("prefilled_tokens", 0)
+                                          + sum(r.prefilled for r in replies))
+        self.usage["completion_tokens"] += sum(len(r.text_tokens) for r in replies)
+        texts = [self.tokenizer.decode(r.text_tokens, skip_special_tokens=True) for r in replies]
+        return [cut_at_stop(t, stops) for t in texts]
 
     def encode(self, conversations: list[list[dict]]):
         """The left-padded batch for ``generate`` (images loaded and processed)."""
@@ -306,14 +383,10 @@ class BatchedTransformersChat(LockstepBatcher):
         inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in dict(inputs).items()}
         stop = options.get("stop")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
-        stop_ids, stop_strings = single_token_ids(self.tokenizer, stops)
-        eos = self.model.generation_config.eos_token_id
-        eos = [eos] if isinstance(eos, int) else list(eos or [])
-        pad = self.tokenizer.pad_token_id
-        pad = pad if pad is not None else (eos[0] if eos else 0)
+        end_ids, stop_strings, pad = self.end_tokens(stops)
         kwargs: dict[str, Any] = {
             "max_new_tokens": int(options.get("max_tokens") or self.max_new_tokens),
-            "eos_token_id": sorted(set(eos + stop_ids)), "pad_token_id": pad}
+            "eos_token_id": end_ids, "pad_token_id": pad}
         temperature = float(options.get("temperature") or 0.0)
         if temperature > 0:
             top_p = float(options.get("top_p") or 1.0)
@@ -338,7 +411,7 @@ class BatchedTransformersChat(LockstepBatcher):
         prompt_length = inputs["input_ids"].shape[1]
         new = output[:, prompt_length:]
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        ends = set(eos + stop_ids)
+        ends = set(end_ids)
         # a row's tokens up to and including its first end token
         n_new = sum(next((i + 1 for i, t in enumerate(row) if t in ends), len(row))
                     for row in new.tolist())

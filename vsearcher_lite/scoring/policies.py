@@ -140,8 +140,8 @@ def _path_like(spec: str) -> bool:
 
 
 def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBackend:
-    """The chat backend of a spec; a local image-text model with ``batch`` > 1 comes behind the
-    batcher (concurrent episodes share one ``generate`` call)."""
+    """The chat backend of a spec; a local image-text model comes behind the batcher (up to
+    ``batch`` concurrent episodes decode together, each from its own KV cache)."""
     if spec == "base":
         from vsearcher_lite.model.tiny import default_base_dir
 
@@ -160,7 +160,8 @@ def _chat_from_spec(spec: str, batch: int = 1, device: str = "auto") -> ChatBack
                              "another --policy")
     local = {"device": str(resolve_device(device))} if spec.startswith("transformers:") else {}
     chat = make_chat(spec, **local)
-    if batch > 1 and isinstance(chat, TransformersChat) and chat.processor is not None:
+    if isinstance(chat, TransformersChat) and chat.processor is not None:
+        # an image-text model continues each episode from its KV cache, one episode or many
         return BatchedTransformersChat(chat.model, chat.processor, max_batch=batch, max_wait_s=0.05,
                                        max_new_tokens=chat.max_new_tokens)
     return chat
