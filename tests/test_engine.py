@@ -138,3 +138,16 @@ def test_sampling_draws_from_the_nucleus_only():
     assert kv.next_tokens(logits[:1], 1.0, 0.1, [random.Random(0)]).tolist() == [0]
     again = kv.next_tokens(logits, 1.0, 0.9, [random.Random(i) for i in range(200)])
     assert torch.equal(picked, again)
+
+
+def test_models_the_engine_does_not_know_decode_with_generate(sft):
+    model, processor = sft
+    assert BatchedTransformersChat(model, processor).engine == "kv"
+    attention = model.config._attn_implementation
+    model.config._attn_implementation = "flash_attention_2"  # no boolean 4D mask there
+    try:
+        assert BatchedTransformersChat(model, processor).engine == "generate"
+        with pytest.raises(ValueError, match="engine='generate'"):
+            BatchedTransformersChat(model, processor, engine="kv")
+    finally:
+        model.config._attn_implementation = attention

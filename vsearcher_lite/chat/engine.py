@@ -210,16 +210,18 @@ class KVEngine:
 
     @staticmethod
     def supports(model) -> bool:
-        """Whether the engine knows ``model``'s positions: Qwen3-VL's three rotary positions
-        (its ``get_rope_index`` reads the tokens' modality types)."""
+        """Whether the engine knows ``model``'s positions (Qwen3-VL's three rotary positions: its
+        ``get_rope_index`` reads the tokens' modality types) and its attention takes the
+        engine's boolean mask (sdpa or eager, not flash attention)."""
         rope = _rope_module(model)
-        return rope is not None and \
+        attention = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        return rope is not None and attention in ("sdpa", "eager", None) and \
             "mm_token_type_ids" in inspect.signature(rope.get_rope_index).parameters
 
     def __init__(self, model, processor, *, max_slots: int = 64):
         if not self.supports(model):
-            raise ValueError(f"the KV engine reads Qwen3-VL's positions; "
-                             f"{type(model).__name__} has others (use engine='generate')")
+            raise ValueError(f"the KV engine needs Qwen3-VL's positions and sdpa or eager "
+                             f"attention; {type(model).__name__} differs (use engine='generate')")
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
