@@ -118,7 +118,7 @@ def policy(path: str, engine: str, batch: int):
         _models[path] = (chat.model, chat.processor)
     model, processor = _models[path]
     backend = BatchedTransformersChat(model, processor, max_batch=batch, max_wait_s=0.05,
-                                      engine=engine, caller_generates=engine == "kv")
+                                      engine=engine, own_thread=engine == "kv")
     return Policy(f"{engine}{batch}", path, lambda task: backend, shared=backend, batch=batch)
 
 

@@ -3,7 +3,7 @@
 Runs the same tasks with the same seeds through ``rl.rollout.rollout_groups`` (lockstep, the cpu
 profile's rollout settings) three times in one process: ``before``, ``generate`` over every whole
 conversation each turn on the thread of the episode that leads the batch (the path the engine
-replaced); ``generate``, the same on the thread that started the episodes; ``kv``, the KV-cache
+replaced); ``generate``, the same on the batcher's own generation thread; ``kv``, the KV-cache
 engine on that thread. Two task sets, one-hop + easy and medium, G episodes of each task. Prints
 episodes/s of each path, the tokens each prefilled and generated, the engine's own accounting
 and the ratios. Sampled episodes of ``kv`` differ from the others' (it draws its own random
@@ -85,7 +85,7 @@ def measure(run: Path, args) -> int:
           f"max tool calls {settings.limits.max_tool_calls}; G {args.generations}; "
           f"{torch_threads()} threads")
 
-    paths = {"before": {"engine": "generate", "caller_generates": False},
+    paths = {"before": {"engine": "generate", "own_thread": False},
              "generate": {"engine": "generate"}, "kv": {"engine": "kv"}}
 
     def rollout(path: str, tasks: list) -> tuple[float, list, BatchedTransformersChat]:
@@ -117,10 +117,10 @@ def measure(run: Path, args) -> int:
                     print(f"{'':14} engine: {backend.kv.stats.to_dict()}")
         ratios[name] = rates["kv"] / rates["before"]
         same_thread = rates["kv"] / rates["generate"]
-        starter = rates["generate"] / rates["before"]
+        own_thread = rates["generate"] / rates["before"]
         print(f"{name}, the fastest of each: kv {rates['kv']:.2f} episodes/s, before "
               f"{rates['before']:.2f}; kv / generate on the same thread {same_thread:.2f}, "
-              f"generate on the starting thread / before {starter:.2f}")
+              f"generate on its own thread / before {own_thread:.2f}")
     print(f"one-hop+easy speedup {ratios['one-hop+easy']:.2f}")
     print(f"medium speedup {ratios['medium']:.2f}")
     return 0

@@ -2,7 +2,6 @@
 whole conversations, on episodes of every level with tool-response images in later turns; seeded
 sampling that repeats; caches that follow the weights."""
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from agent_fakes import build_sandbox_run, image_tasks, sandbox_toolbox
 from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, run_episode
 from vsearcher_lite.agent.protocol import STOP_SEQUENCES, initial_messages
 from vsearcher_lite.chat import engine as kv
-from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher, run_lockstep
+from vsearcher_lite.chat.batched import BatchedTransformersChat, run_lockstep
 
 REFERENCE_SFT = Path(__file__).resolve().parents[1] / "data" / "reference" / "sft" / "checkpoint"
 # the cpu profile's evaluation limits ([sft.eval] in profiles/cpu.toml)
@@ -152,33 +151,3 @@ def test_models_the_engine_does_not_know_decode_with_generate(sft):
             BatchedTransformersChat(model, processor, engine="kv")
     finally:
         model.config._attn_implementation = attention
-
-
-class _Echo(LockstepBatcher):
-    """Replies with the last message; records the thread each batch ran on."""
-
-    def __init__(self, **kwargs):
-        super().__init__(max_batch=4, **kwargs)
-        self.threads = []
-
-    def generate_batch(self, conversations, options, seed):
-        self.threads.append(threading.get_ident())
-        return [c[-1]["content"] for c in conversations]
-
-
-@pytest.mark.parametrize("caller_generates", [True, False])
-def test_the_thread_that_starts_the_episodes_generates_their_batches(caller_generates):
-    backend = _Echo(caller_generates=caller_generates)
-    jobs = [[{"role": "user", "content": f"q{i}"}] for i in range(6)]
-    replies = run_lockstep(backend, jobs, lambda c: [backend.chat(c) for _ in range(2)][-1])
-    assert replies == [f"q{i}" for i in range(6)]
-    assert len(backend.threads) == 4  # two turns of six episodes, four rows a batch
-    main = threading.get_ident()
-    assert (set(backend.threads) == {main}) is caller_generates
-
-    def fails():
-        raise KeyError("an episode runner's own error")
-
-    with pytest.raises(KeyError, match="own error"):
-        backend.serve_while(fails)
-    assert backend.serve_while(lambda: 7) == 7  # and it serves again afterwards

@@ -2,8 +2,8 @@
 
 One call per turn per episode spends a small model's time on per-call overhead; one batch gives
 token-identical greedy output in a fraction of the time. The batching lives behind
-``ChatBackend``, so episodes still run through ``agent.loop.run_episode``, one thread each; the
-thread that started them generates their batches (``serve_while``). In **lockstep**
+``ChatBackend``, so episodes still run through ``agent.loop.run_episode``, one thread each: the
+thread that finds the batch ready hands it to the backend's generation thread. In **lockstep**
 mode (GRPO rollouts) a batch is ready when every episode still running waits, so batches and
 their order are the same on every run; otherwise when ``max_batch`` requests wait or the oldest
 has waited ``max_wait_s``. Each request carries its episode's key (its thread's, when it has
@@ -17,8 +17,9 @@ import contextlib
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from vsearcher_lite.chat.base import (
     LOCAL_SAMPLING_KEYS,
@@ -92,14 +93,12 @@ class LockstepBatcher(ChatBackend, abc.ABC):
     name = "batched"
 
     def __init__(self, *, max_batch: int = 32, max_wait_s: float = 0.05,
-                 lockstep_timeout_s: float = 600.0, caller_generates: bool = True):
+                 lockstep_timeout_s: float = 600.0, own_thread: bool = True):
         self.max_batch = max(1, int(max_batch))
-        # ``serve_while``: the thread that starts the episodes generates their batches. A decode
-        # step ran 1.4-1.9x slower on another thread than on the one that had loaded the model
-        # (benchmarks/decode_step.py): torch's CPU thread pools compete for the cores.
-        self.caller_generates = caller_generates
-        self._server: int | None = None  # the serving thread, while one serves
-        self._helper_done = False
+        # Batches generate on one thread of their own, not on whichever episode's thread leads:
+        # torch's CPU thread pool measured 1.2-1.5x slower when the calling thread kept changing.
+        self.own_thread = own_thread
+        self._thread_pool: ThreadPoolExecutor | None = None
         self.max_wait_s = max_wait_s
         self.lockstep_timeout_s = lockstep_timeout_s
         self.stats = BatchStats()
@@ -160,8 +159,13 @@ class LockstepBatcher(ChatBackend, abc.ABC):
             with self._cond:
                 batch: list[_Request] | None = None
                 while not request.done:
-                    if self._server is None and self._can_take():
-                        batch = self._take()
+                    if not self._busy and self._pending and self._ready():
+                        batch = sorted(self._pending, key=lambda r: r.key)
+                        if self._active is None:
+                            batch = batch[: self.max_batch]
+                        taken = {id(r) for r in batch}
+                        self._pending = [r for r in self._pending if id(r) not in taken]
+                        self._busy = True
                         break
                     self._cond.wait(timeout=self._wait_time())
                 if batch is None:  # done: another thread generated this reply
@@ -170,19 +174,6 @@ class LockstepBatcher(ChatBackend, abc.ABC):
         if request.error is not None:
             raise request.error
         return request.result  # type: ignore[return-value]
-
-    def _can_take(self) -> bool:
-        return not self._busy and bool(self._pending) and self._ready()
-
-    def _take(self) -> list[_Request]:
-        """The requests of the next batch, taken from the queue (the lock held)."""
-        batch = sorted(self._pending, key=lambda r: r.key)
-        if self._active is None:
-            batch = batch[: self.max_batch]
-        taken = {id(r) for r in batch}
-        self._pending = [r for r in self._pending if id(r) not in taken]
-        self._busy = True
-        return batch
 
     def _ready(self) -> bool:
         lockstep = self._active is not None
@@ -205,7 +196,7 @@ class LockstepBatcher(ChatBackend, abc.ABC):
                 for i in range(0, len(members), self.max_batch):
                     chunk = members[i:i + self.max_batch]
                     try:
-                        texts = self.generate_requests(chunk, chunk[0].options)
+                        texts = self._generate(chunk, chunk[0].options)
                     except BaseException as exc:  # each waiting episode gets it as a policy error
                         for r in chunk:
                             r.error = exc
@@ -226,48 +217,12 @@ class LockstepBatcher(ChatBackend, abc.ABC):
                 self._busy = False
                 self._cond.notify_all()
 
-    def serve_while(self, run: Callable[[], Any]) -> Any:
-        """``run()`` on a helper thread while this thread generates every batch its episodes ask
-        for; ``run``'s result (or its exception). Without ``caller_generates``, just ``run()``:
-        the episode that finds a batch ready generates it."""
-        with self._cond:
-            if not self.caller_generates or self._server is not None:
-                serving = False
-            else:
-                self._server, self._helper_done, serving = threading.get_ident(), False, True
-        if not serving:
-            return run()
-        outcome: dict[str, Any] = {}
-
-        def helper() -> None:
-            try:
-                outcome["value"] = run()
-            except BaseException as exc:
-                outcome["error"] = exc
-            finally:
-                with self._cond:
-                    self._helper_done = True
-                    self._cond.notify_all()
-
-        thread = threading.Thread(target=helper, daemon=True, name="episodes")
-        thread.start()
-        try:
-            while True:
-                with self._cond:
-                    while not (self._helper_done or self._can_take()):
-                        self._cond.wait(timeout=self._wait_time())
-                    if not self._can_take():  # the episodes have all finished
-                        break
-                    batch = self._take()
-                self._run(batch)
-        finally:
-            with self._cond:
-                self._server = None
-                self._cond.notify_all()
-            thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+    def _generate(self, requests: list[_Request], options: dict) -> list[str]:
+        if not self.own_thread:
+            return self.generate_requests(requests, options)
+        if self._thread_pool is None:
+            self._thread_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
+        return self._thread_pool.submit(self.generate_requests, requests, options).result()
 
     def generate_requests(self, requests: list[_Request], options: dict) -> list[str]:
         """One reply per request; by default ``generate_batch`` over their conversations with one
@@ -297,16 +252,13 @@ def run_lockstep(backend: LockstepBatcher, jobs: list, run_one, keys: list | Non
         finally:
             backend.leave()
 
-    def run_all() -> None:
+    with backend.lockstep(len(jobs)):
         threads = [threading.Thread(target=worker, args=(i,), daemon=True, name=f"episode-{i}")
                    for i in range(len(jobs))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-
-    with backend.lockstep(len(jobs)):
-        backend.serve_while(run_all)
     for exc in errors:
         if exc is not None:
             raise exc

@@ -24,7 +24,6 @@ from vsearcher_lite.agent.judge import Judge, make_judge
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.chat import ChatBackend, usage_of
-from vsearcher_lite.chat.batched import LockstepBatcher
 from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.manifest import scrub_secrets, update_json_file, utc_now, write_manifest
 from vsearcher_lite.net.secrets import redact
@@ -240,13 +239,8 @@ def evaluate(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend |
     todo = [t for t in tasks if t.id not in done]
     start = time.perf_counter()
     threads = max(config.concurrency, policy.batch)  # a batcher needs its whole batch running
-
-    def run_todo() -> list[dict]:
-        return run_pending(todo, run_task, log, threads, progress=config.progress,
-                           desc=f"eval {name}")
-
-    batcher = policy.shared if isinstance(policy.shared, LockstepBatcher) else None
-    for record in batcher.serve_while(run_todo) if batcher else run_todo():
+    for record in run_pending(todo, run_task, log, threads, progress=config.progress,
+                              desc=f"eval {name}"):
         done[record["id"]] = record
     elapsed = time.perf_counter() - start
     stored = out / "metrics.json"
