@@ -311,7 +311,10 @@ class KVEngine:
                  top_p: float = 1.0, end_ids: list[int] = (), stop_strings: list[str] = (),
                  repeat_guard: int = 0) -> list[Reply]:
         """One reply per conversation, decoded together; each row's tokens end at its first
-        ``end_ids`` token, at a stop string, or after ``max_new_tokens``."""
+        ``end_ids`` token, at a stop string, or after ``max_new_tokens``.
+
+        Row i of the buffers holds its tokens in the columns ``[starts[i], width)`` (right-aligned
+        to the longest), then one column per decoded token, the same for every row."""
         device = next(self.model.parameters()).device
         self._check_weights()
         t0 = time.perf_counter()
@@ -329,31 +332,12 @@ class KVEngine:
         valid = torch.zeros(n_rows, capacity, dtype=torch.bool, device=device)
         starts = [width - n for n in lengths]
 
-        # Prefill, row by row: the cached prefix is copied in, the rest computed after it.
         t0 = time.perf_counter()
         first_logits = []
         for i, (r, keep, episode) in enumerate(zip(rendered, keeps, episodes)):
-            begin = starts[i]
-            for k, v, ek, ev in zip(keys, values, episode.keys if keep else [],
-                                    episode.values if keep else []):
-                k[i, :, begin:begin + keep] = ek[:, :keep]
-                v[i, :, begin:begin + keep] = ev[:, :keep]
-            valid[i, begin:width] = True
-            new = len(r.ids) - keep
-            cache = _buffer_cache([k[i:i + 1] for k in keys], [v[i:i + 1] for v in values],
-                                  begin, begin + keep)
-            mask = torch.ones(new, keep + new, dtype=torch.bool, device=device).tril(keep)
-            pixels, grids = self._new_images(r, keep)
-            text = torch.arange(keep, len(r.ids)).view(1, 1, -1)
-            positions = torch.cat([text, r.positions[:, None, keep:]]).to(device)
-            out = self.model(
-                input_ids=r.ids[None, keep:].to(device), attention_mask=mask[None, None],
-                position_ids=positions, past_key_values=cache, use_cache=True,
-                pixel_values=None if pixels is None else pixels.to(device, dtype),
-                image_grid_thw=None if grids is None else grids.to(device), logits_to_keep=1)
-            first_logits.append(out.logits[0, -1].float())
-            self.stats.prefill_tokens += new
-            self.stats.cached_tokens += keep
+            valid[i, starts[i]:width] = True
+            row = ([k[i:i + 1] for k in keys], [v[i:i + 1] for v in values])
+            first_logits.append(self._prefill(row, starts[i], r, keep, episode))
         self.stats.prefill_seconds += time.perf_counter() - t0
 
         # Decode in lockstep; ``rows[j]`` is the request in buffer row j (the running rows first).
@@ -384,14 +368,13 @@ class KVEngine:
                 q = rows[j]
                 self._save(slots[q], self._episode_of(
                     rendered[q], produced[q][:-1], keys, values, j, starts[q], column))
-                last = running - 1
-                if j != last:
-                    for buffer in (*keys, *values):
-                        buffer[j, :, :column] = buffer[last, :, :column]
-                    valid[j] = valid[last]
-                    rows[j], rows[last] = rows[last], rows[j]
-                    picked[j] = picked[last]
                 running -= 1
+                if j != running:  # the last running row takes the ended row's place
+                    for buffer in (*keys, *values):
+                        buffer[j, :, :column] = buffer[running, :, :column]
+                    valid[j] = valid[running]
+                    rows[j], rows[running] = rows[running], rows[j]
+                    picked[j] = picked[running]
             if not running:
                 break
             start = min(starts[q] for q in rows[:running])
@@ -415,6 +398,34 @@ class KVEngine:
             column += 1
         self.stats.decode_seconds += time.perf_counter() - t0
         return [Reply(produced[q], lengths[q], lengths[q] - keeps[q]) for q in range(n_rows)]
+
+    def _prefill(self, row: tuple[list, list], begin: int, rendered: _Rendered, keep: int,
+                 episode: _Episode | None) -> torch.Tensor:
+        """Fill one row of the batch buffers (``row``: its keys and values, each layer's
+        ``(1, heads, columns, head_dim)`` view) from column ``begin``: the first ``keep`` tokens
+        copied from the episode's cache, the rest computed after them. The logits of the last
+        token."""
+        keys, values = row
+        device, dtype = keys[0].device, keys[0].dtype
+        if keep:
+            for k, v, ek, ev in zip(keys, values, episode.keys, episode.values):
+                k[0, :, begin:begin + keep] = ek[:, :keep]
+                v[0, :, begin:begin + keep] = ev[:, :keep]
+        new = len(rendered.ids) - keep
+        # each new token sees the cached ones and the new ones up to itself
+        mask = torch.ones(new, keep + new, dtype=torch.bool, device=device).tril(keep)
+        text = torch.arange(keep, len(rendered.ids)).view(1, 1, -1)
+        positions = torch.cat([text, rendered.positions[:, None, keep:]]).to(device)
+        pixels, grids = self._new_images(rendered, keep)
+        out = self.model(
+            input_ids=rendered.ids[None, keep:].to(device), attention_mask=mask[None, None],
+            position_ids=positions, past_key_values=_buffer_cache(keys, values, begin,
+                                                                  begin + keep),
+            use_cache=True, pixel_values=None if pixels is None else pixels.to(device, dtype),
+            image_grid_thw=None if grids is None else grids.to(device), logits_to_keep=1)
+        self.stats.prefill_tokens += new
+        self.stats.cached_tokens += keep
+        return out.logits[0, -1].float()
 
     def _layer_shapes(self) -> list[tuple[int, int]]:
         config = self.model.config

@@ -340,7 +340,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
                    trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict(),
                    task_file=str(task_path(run_dir, config)), pool_tasks_in_sft_data=pool_seen,
                    device=str(next(model.parameters()).device), rollout_tokens=dict(backend.usage))
-    if getattr(backend, "kv", None) is not None:  # tokens prefilled and read from the episodes' caches
+    if getattr(backend, "kv", None) is not None:  # prefilled and cached tokens
         metrics["generation"] = backend.kv.stats.to_dict()
     if screened is not None:
         metrics["prescreen"] = screened
