@@ -155,6 +155,15 @@ def load_image(image: Any, fetch: Callable[[str], bytes] | None = None) -> Image
         raise InputError(f"not a readable image: {str(image)[:80]} ({exc})") from None
 
 
+def stop_list(stop: Iterable[str] | str | None) -> list[str]:
+    """The ``stop`` sampling option as a list.
+
+    >>> stop_list("</a>"), stop_list(None), stop_list(("x", "y"))
+    (['</a>'], [], ['x', 'y'])
+    """
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
 def cut_at_stop(text: str, stop: Iterable[str] | str | None) -> str:
     """``text`` up to (not including) the earliest occurrence of any stop string.
 

@@ -42,7 +42,7 @@ from typing import Hashable
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from vsearcher_lite.chat.local import repeat_ban
+from vsearcher_lite.chat.local import processor_message, repeat_ban
 
 
 def _rope_module(model):
@@ -256,8 +256,6 @@ class KVEngine:
 
     def render(self, conversation: list[dict]) -> _Rendered:
         """The conversation through the chat template and the processor, with its positions."""
-        from vsearcher_lite.chat.local import processor_message
-
         converted = [processor_message(m) for m in conversation]
         encoded = self.processor.apply_chat_template(
             [converted], add_generation_prompt=True, tokenize=True, return_dict=True,
@@ -269,15 +267,13 @@ class KVEngine:
             types = torch.zeros_like(encoded["input_ids"])
         positions = self._rope.get_rope_index(ids[None], types, image_grid_thw=grids)[0][:, 0]
         spans: list[tuple[int, int]] = []
-        if types is not None:
-            image = (types[0] == 1).tolist()
-            start = None
-            for i, flag in enumerate(image + [False]):
-                if flag and start is None:
-                    start = i
-                elif not flag and start is not None:
-                    spans.append((start, i))
-                    start = None
+        start = None
+        for i, flag in enumerate((types[0] == 1).tolist() + [False]):
+            if flag and start is None:
+                start = i
+            elif not flag and start is not None:
+                spans.append((start, i))
+                start = None
         pixels = encoded.get("pixel_values")
         fingerprints = []
         if pixels is not None and grids is not None:

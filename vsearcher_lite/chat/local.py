@@ -16,6 +16,7 @@ from vsearcher_lite.chat.base import (
     load_image,
     message_text,
     new_usage,
+    stop_list,
 )
 from vsearcher_lite.net.http import HttpClient, HttpError
 from vsearcher_lite.runio import InputError
@@ -159,8 +160,7 @@ class TransformersChat(ChatBackend):
         prompt_length = inputs["input_ids"].shape[1]
         generation = self._generation_kwargs(options)
         generation.update(repeat_guard_kwargs(options, prompt_length))
-        stop = options.get("stop")
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        stops = stop_list(options.get("stop"))
         if stops:
             generation.update(stop_strings=stops, tokenizer=self.tokenizer)
         with self._lock, self._torch.no_grad(), self._seeded(options.get("seed")):
