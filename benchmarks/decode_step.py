@@ -28,6 +28,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
 
+    import vsearcher_lite  # noqa: F401  (first: it sets OpenMP's spin-wait before torch loads)
+
+    # isort: split
     import torch
 
     from vsearcher_lite.chat.engine import KVEngine, _buffer_cache

@@ -1,5 +1,5 @@
-"""runtime.limit_heap_growth and set_threads, each in a fresh interpreter (mallopt is
-process-wide)."""
+"""runtime.limit_heap_growth and set_threads, and the package's keep_openmp_spin, each in a
+fresh interpreter (mallopt and OpenMP's settings are process-wide)."""
 
 import json
 import os
@@ -49,7 +49,9 @@ print(json.dumps({"applied": applied, "grown_mb": peak - before, "kept_mb": rss_
 
 
 def run_python(code: str, **env_extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    # this process imported the package, which set OpenMP's variables: a child starts without them
+    dropped = ("MALLOC_", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(env_extra)
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
@@ -97,6 +99,22 @@ def test_set_threads_sets_torch_threads_and_none_keeps_the_default():
     assert got["untouched"] is None  # limit_heap=False (pretraining) leaves malloc alone
     if platform.libc_ver()[0] == "glibc":
         assert got["applied"] is True
+
+
+SPIN_PROBE = (
+    "import json, os, sys; {first}; "
+    "print(json.dumps({{k: os.environ.get(k) for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')}}))"
+)
+
+
+def test_importing_the_package_before_torch_keeps_openmp_spinning():
+    assert run_python(SPIN_PROBE.format(first="import vsearcher_lite")) == {
+        "OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "300000"}
+    # too late once torch (and with it OpenMP) is loaded, and a user's own setting wins
+    after = run_python(SPIN_PROBE.format(first="import torch, vsearcher_lite"))
+    assert after == {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None}
+    mine = run_python(SPIN_PROBE.format(first="import vsearcher_lite"), GOMP_SPINCOUNT="1000")
+    assert mine == {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "1000"}
 
 
 def load_heap_benchmark():

@@ -43,4 +43,30 @@ then the stages: synthesis; pretraining and training; rl; evaluation; and above 
 ``reference``, ``bench``, ``report`` (report.html), ``notebooks`` and ``cli``.
 """
 
+import os
+import sys
+
 __version__ = "0.1.0"
+
+#: GNU OpenMP's usual spin-wait between parallel regions (``keep_openmp_spin``).
+OPENMP_SPIN = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "300000"}
+
+
+def keep_openmp_spin() -> bool:
+    """Keep OpenMP's threads spinning between parallel regions; True when set here.
+
+    GNU OpenMP keeps a team of threads for each thread that runs torch operations. Once a process
+    has more of them than cores (the thread that loaded the model and the batcher's generation
+    thread), it cuts their spin-wait to almost nothing, and each of a decode step's thirty small
+    parallel regions then waits for its threads to wake: a step ran 1.4x slower on the generation
+    thread (``benchmarks/decode_step.py``). OpenMP reads the variables when torch loads, so this
+    runs on import of the package and does nothing once torch is loaded or where the user has
+    set either variable.
+    """
+    if "torch" in sys.modules or any(name in os.environ for name in OPENMP_SPIN):
+        return False
+    os.environ.update(OPENMP_SPIN)
+    return True
+
+
+keep_openmp_spin()
