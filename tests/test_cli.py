@@ -60,7 +60,7 @@ INJECT_FLAGS = ["--n-train", "--n-heldout", "--n-exam", "--exam-size", "--mix", 
                 "--onehop-train", "--onehop-heldout", "--onehop-seeds-only", "--exam-seeds-only",
                 "--warmup-levels", "--writer", "--chat", "--concurrency", "--max-attempts"]
 FILTER_FLAGS = ["--filter-mode", "--filter-chat", "--filter-vlm", "--judge", "--short-circuit",
-                "--rl-tasks", "--rl-max-share"]
+                "--rl-tasks", "--rl-max-share", "--validation-tasks"]
 PRETRAIN_FLAGS = ["--out", "--minutes", "--max-steps", "--threads", "--device", "--probe-n",
                   "--agent-tasks", "--init", "--recipe", "--probe-only", "--smoke", "--quiet"]
 

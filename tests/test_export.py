@@ -116,6 +116,7 @@ def test_exports_load_with_datasets(trajs, tmp_path):
 
     trl_rows = datasets.load_dataset("json", data_files=str(out / "sft_trl.jsonl"), split="train")
     row = trl_rows[1]
+    assert row["level"] == "hard"  # what the SFT stage counts its kept and dropped ones by
     # Arrow adds the missing "text" key (None) to image parts; TRL must still fill every placeholder
     filled = prepare_multimodal_messages(row["messages"], images=row["images"])
     assert sum(

@@ -70,9 +70,10 @@ def test_the_card_parameter_count_is_the_checkpoints(card, metrics):
 
 
 def test_the_card_reports_the_run_that_made_it(card, metrics):
-    assert (
-        f"Command: `{metrics['command']}`" in card and "--out data/tiny_base" in metrics["command"]
-    )
+    # written there by its command, or copied there unchanged, which its card then says
+    copied = "copied to data/tiny_base, unchanged" in metrics.get("note", "")
+    assert f"Command: `{metrics['command']}`" in card
+    assert "--out data/tiny_base" in metrics["command"] or (copied and metrics["note"] in card)
     assert f"Seed: {metrics['seed']}" in card
     assert f"Steps: {metrics['total_steps']}" in card
     for kind, result in metrics["copy_probes"].items():
@@ -115,14 +116,6 @@ def test_the_probes_cover_every_kind_and_the_agent(metrics):
     assert metrics["probes"]["agent_accuracy"] == metrics["agent_probe"]["accuracy"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "copy target not met yet: the shipped base scores 0.893 on the lookup "
-        "probe (recall 0.987, repeat 0.807; see data/tiny_base/MODEL_CARD.md); strict, so this "
-        "fails as soon as a checkpoint meets the target and the mark must go"
-    ),
-)
 def test_the_shipped_base_copies(metrics):
     """The copy target: lookup-probe accuracy >= 0.9 on names it never saw."""
     assert metrics["probes"]["lookup"] >= 0.9

@@ -294,6 +294,24 @@ def test_the_fresh_recipe_continues_on_fresh_names_with_weighted_copies(smoke_ru
     assert fresh.command == f"vsearcher-lite pretrain --out x --init {base} --recipe fresh"
 
 
+def test_the_long_recipe_trains_rows_of_4096_tokens_and_declares_those_positions(smoke_run):
+    from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.pretraining.commands import config_from_args
+    from vsearcher_lite.pretraining.pretrain import LONG_SEQ_LEN, declare_positions, long_stages
+
+    base = str(smoke_run[2])
+    long = config_from_args(parse(["pretrain", "--init", base, "--recipe", "long", "--out", "x"]))
+    assert long.stages == long_stages() and long.init_from == base
+    (a,) = long.stages
+    assert (a.seq_len, a.batch_size, a.max_steps, a.lr) == (LONG_SEQ_LEN, 1, 1000, 5e-4)
+    assert (long.fresh_names, long.copy_weight, long.probes.agent_tasks) == (True, 2.0, 0)
+    model, _ = load_base(base)
+    text = model.config.get_text_config(decoder=True)
+    before = text.max_position_embeddings
+    assert declare_positions(model, 256) == before  # shorter rows never lower the field
+    assert declare_positions(model, before + 4096) == before + 4096 == text.max_position_embeddings
+
+
 def test_copy_targets_weigh_more_in_the_loss():
     import torch
 
@@ -317,6 +335,10 @@ def test_copy_targets_weigh_more_in_the_loss():
         (
             ["--recipe", "fresh"],
             "--recipe fresh continues a checkpoint: give it one with --init DIR",
+        ),
+        (
+            ["--recipe", "long"],
+            "--recipe long continues a checkpoint: give it one with --init DIR",
         ),
         (
             ["--recipe", "continue", "--smoke", "--init", "{base}"],

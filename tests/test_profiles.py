@@ -146,7 +146,7 @@ def test_a_flat_eval_setting_and_a_nested_one_reach_the_same_place():
     flat = SFTConfig.for_profile("cpu", eval_max_tokens=16, eval_repeat_guard=3)
     nested = SFTConfig.for_profile("cpu", eval={"max_tokens": 16, "repeat_guard": 3})
     assert (
-        flat.eval == nested.eval and flat.eval.max_tokens == 16 and flat.eval.max_tool_calls == 10
+        flat.eval == nested.eval and flat.eval.max_tokens == 16 and flat.eval.max_tool_calls == 18
     )
     grpo = GRPOConfig.for_profile("cpu", eval_max_tokens=24, eval_batch=4)
     assert (

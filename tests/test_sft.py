@@ -476,6 +476,27 @@ def test_cpu_sft_run_saves_a_checkpoint_that_reloads(tmp_path, train_file):
     assert not (run / "sft" / "trainer").exists()  # no trainer scratch left behind
 
 
+def test_the_stage_counts_what_it_keeps_and_drops_by_level(tmp_path, train_file, base):
+    from vsearcher_lite.training.data import load_sft_records, rendered_lengths
+    from vsearcher_lite.training.sft import run_sft
+
+    records = [json.loads(line) for line in train_file.read_text().splitlines()]
+    for record, level in zip(records, ["easy", "easy", "hard", None]):
+        if level:
+            record["level"] = level
+    records[2]["messages"][-1]["content"][0]["text"] += " Built in stone." * 40  # the longest
+    train_file.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    lengths = rendered_lengths(base[1], load_sft_records(train_file))
+    messages: list[str] = []
+    config = short_config(train_file, max_steps=1, max_length=max(lengths) - 1)
+    m = run_sft(tmp_path / "run", config, log=messages.append)
+    assert m["n_dropped_too_long"] == 1 and m["n_train_trajectories"] == 3
+    assert m["lengths"]["hard"] == {"trajectories": 1, "kept": 0, "dropped": 1,
+                                    "median": lengths[2], "p90": lengths[2], "max": lengths[2]}
+    assert (m["lengths"]["easy"]["kept"], m["lengths"]["unknown"]["kept"]) == (2, 1)
+    assert any("hard 0 / 1" in line for line in messages)
+
+
 def test_training_shows_one_progress_bar_not_a_line_per_step(tmp_path, train_file, capsys):
     from vsearcher_lite.training.sft import read_loss_curve, run_sft
 

@@ -55,11 +55,12 @@ def test_kept_files_follow_the_labels(pipeline_run):
     for name, split in (
         ("train", "train"),
         ("rl_tasks", "train"),
+        ("validation", "train"),
         ("heldout", "heldout"),
         ("exam", "exam"),
     ):
         for t in read_jsonl(out / f"{name}.jsonl"):
-            # the RL pool is carved out of the training split
+            # the RL pool and the validation tasks are carved out of the training split
             assert t["split"] == split and t["id"] not in written
             written[t["id"]] = t
     assert set(written) == kept_ids
@@ -78,18 +79,22 @@ def test_the_rl_pool_shares_no_seed_with_sft_heldout_or_exam(pipeline_run):
     out = pipeline_run / "filter"
     files = {
         name: list(read_jsonl(out / f"{name}.jsonl"))
-        for name in ("train", "rl_tasks", "heldout", "exam")
+        for name in ("train", "rl_tasks", "validation", "heldout", "exam")
     }
     seeds = {name: {t["seed_id"] for t in tasks} for name, tasks in files.items()}
     pool = files["rl_tasks"]
     assert pool and not seeds["rl_tasks"] & (seeds["train"] | seeds["heldout"] | seeds["exam"])
+    # validation: whole seeds that neither SFT, the RL pool nor the evaluation files use
+    others = seeds["train"] | seeds["rl_tasks"] | seeds["heldout"] | seeds["exam"]
+    assert files["validation"] and not seeds["validation"] & others
     # the level files are SFT's tasks only
     for level in ("onehop", "easy", "medium", "hard"):
         level_ids = {t["id"] for t in read_jsonl(out / f"train_{level}.jsonl")}
         assert level_ids == {t["id"] for t in files["train"] if t["difficulty"] == level}
     # size: at most a third of the training seeds (the default cap), and the metrics say what the
     # file holds
-    assert len(seeds["rl_tasks"]) <= (len(seeds["rl_tasks"]) + len(seeds["train"])) / 3
+    training_seeds = seeds["rl_tasks"] | seeds["train"] | seeds["validation"]
+    assert len(seeds["rl_tasks"]) <= len(training_seeds) / 3
     m = metrics(pipeline_run, "filter")
     by_level = {}
     for t in pool:
@@ -100,6 +105,8 @@ def test_the_rl_pool_shares_no_seed_with_sft_heldout_or_exam(pipeline_run):
     )
     assert m["rl_pool"]["seed_overlap"] == {"train": 0, "heldout": 0, "exam": 0}
     assert m["n_kept_by_split"]["train"] == len(files["train"])
+    assert m["n_kept_by_split"]["validation"] == len(files["validation"]) == sum(
+        m["validation"].values())
 
 
 def test_the_rl_pool_options(pipeline_run, tmp_path, capsys):
@@ -109,14 +116,16 @@ def test_the_rl_pool_options(pipeline_run, tmp_path, capsys):
     run = Path(shutil.copytree(pipeline_run, tmp_path / "run"))
     kept_train = {
         t["id"]
-        for name in ("train", "rl_tasks")
+        for name in ("train", "rl_tasks", "validation")
         for t in read_jsonl(pipeline_run / "filter" / f"{name}.jsonl")
     }
-    assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-tasks", "0"]) == 0
+    no_split = ["--rl-tasks", "0", "--validation-tasks", "0"]
+    assert main(["filter", "--run-dir", str(run), *SIZES, *no_split]) == 0
+    assert list(read_jsonl(run / "filter" / "validation.jsonl")) == []
     assert list(read_jsonl(run / "filter" / "rl_tasks.jsonl")) == []
     assert {
         t["id"] for t in read_jsonl(run / "filter" / "train.jsonl")
-    } == kept_train  # no pool: train as before
+    } == kept_train  # no pool and no validation: train as before
     assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-tasks", "3"]) == 0
     pool = list(read_jsonl(run / "filter" / "rl_tasks.jsonl"))
     # whole seeds are taken until the pool holds at least 3 tasks: the last seed may bring more than
@@ -132,6 +141,9 @@ def test_the_rl_pool_options(pipeline_run, tmp_path, capsys):
     assert main(["filter", "--run-dir", str(run), *SIZES, "--rl-max-share", "1.5"]) == 2
     err = capsys.readouterr().err
     assert "--rl-max-share" in err and "Traceback" not in err
+    assert main(["filter", "--run-dir", str(run), *SIZES, "--validation-tasks", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--validation-tasks" in err and "Traceback" not in err
     assert (
         run / "filter" / "train.jsonl"
     ).read_bytes() == before  # a refused option changes nothing
@@ -340,8 +352,9 @@ def test_easy_and_medium_draw_on_warmup_entities_in_their_own_split(tmp_path_fac
     from vsearcher_lite.synthesis.sources import open_source
 
     assert InjectConfig.for_profile("cpu").warmup_levels == {
-        "easy": (600, 200),
-        "medium": (300, 100),
+        "easy": (480, 320),
+        "medium": (450, 340),
+        "hard": (450, 345),
     }
     assert InjectConfig.for_profile("single_gpu").warmup_levels == {}
     args = build_parser().parse_args(

@@ -49,13 +49,18 @@ def _parts(message: dict) -> list[dict]:
 
 
 def to_trl_record(traj: Trajectory | dict, *, resolve: bool = True) -> dict:
-    """One TRL ``SFTTrainer`` example: list-of-parts messages and ``images``."""
+    """One TRL ``SFTTrainer`` example: list-of-parts messages and ``images``, and the task's
+    ``level`` where it has one (the SFT stage counts what it keeps and drops by level)."""
     traj = as_trajectory(traj)
     images = trajectory_images(traj)
     if resolve:
         images = [str(Path(p).resolve()) for p in images]
-    return {"messages": [{"role": m["role"], "content": _parts(m)} for m in traj.messages],
-            "images": images}
+    record = {"messages": [{"role": m["role"], "content": _parts(m)} for m in traj.messages],
+              "images": images}
+    level = (traj.meta or {}).get("difficulty")
+    if level:
+        record["level"] = str(level)
+    return record
 
 
 def placeholder_messages(traj: Trajectory) -> list[dict]:

@@ -129,11 +129,12 @@ def _probe_lines(metrics: dict) -> list[str]:
     lines = ["", "Full log: `train_log.csv`; every number here: `metrics.json`.", "",
              "## Probes (greedy, exact match, on the evaluation world seed "
              f"{metrics['corpus']['eval_world_seed']}, whose names were never trained on)", "",
-             "| probe | accuracy | n |", "|---|---|---|"]
-    lines += [f"| {kind} | {res['accuracy']:.3f} | {res['n']} |" for kind, res in pr.items()]
+             "| probe | accuracy | n | tokens before the copy (median) |", "|---|---|---|---|"]
+    lines += [f"| {kind} | {res['accuracy']:.3f} | {res['n']} | {res.get('prompt_tokens', '')} |"
+              for kind, res in pr.items()]
     if agent.get("measured"):
         lines.append("| agent (held-out sandbox tasks, compact prompt, top-3) | "
-                     f"{agent['accuracy']:.3f} | {agent['n_tasks']} |")
+                     f"{agent['accuracy']:.3f} | {agent['n_tasks']} | |")
         lines += ["", f"As an agent the base model's format-valid rate is "
                       f"{agent['format_valid_rate']:.3f} and it makes {agent['mean_tool_calls']} "
                       "tool calls per task: it does not know the protocol."]

@@ -97,10 +97,26 @@ def fresh_stages() -> list[StageConfig]:
                         seq_len=1024, batch_size=4, mix=mix)]
 
 
+#: Positions ``--recipe long`` trains: a hard task's teacher episode runs to about 4,300 tokens.
+LONG_SEQ_LEN = 4096
+
+
+def long_stages() -> list[StageConfig]:
+    """``--recipe long``: the fresh recipe's documents packed into rows of ``LONG_SEQ_LEN``
+    tokens, one row per step, so that every position a medium or hard episode reaches has been
+    trained on (the earlier runs' rows stopped at 1,024), at a lower peak lr than the fresh run's.
+    Step-capped: about 40 minutes on 2 cores."""
+    mix = dict(DEFAULT_MIX)
+    mix.update(lookup=3.0, pageqa=1.5, restate=2.0)
+    return [StageConfig("A", max_steps=1000, minutes=90.0, lr=5e-4, warmup_steps=30,
+                        seq_len=LONG_SEQ_LEN, batch_size=1, mix=mix)]
+
+
 RECIPES: dict[str, Callable[[], list[StageConfig]]] = {
-    "full": default_stages, "continue": continue_stages, "fresh": fresh_stages}
+    "full": default_stages, "continue": continue_stages, "fresh": fresh_stages,
+    "long": long_stages}
 #: Recipes that continue a checkpoint (``init_from`` required; no agent probe: ``--probe-only``).
-CONTINUING_RECIPES = ("continue", "fresh")
+CONTINUING_RECIPES = ("continue", "fresh", "long")
 
 
 @dataclass
@@ -176,7 +192,7 @@ class PretrainConfig:
                                       stages=RECIPES[recipe]())
         if recipe in CONTINUING_RECIPES:
             preset["probes"] = ProbeConfig(n_per_kind=150, batch_size=32, agent_tasks=0)
-        if recipe == "fresh":
+        if recipe in ("fresh", "long"):
             preset.update(fresh_names=True, copy_weight=2.0)
         preset.update(overrides)
         return cls(**preset)
@@ -339,6 +355,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
         stage_summaries.append(summary)
         offset += summary["steps"]
     train_seconds = sum(s["seconds"] for s in stage_summaries)
+    declare_positions(model, max((s["seq_len"] for s in stage_summaries), default=0))
 
     log("probing ...")
     t_probe = time.perf_counter()
@@ -385,6 +402,14 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
     (out / METRICS_NAME).chmod(0o644)
     log(f"saved {out} ({size / 1e6:.1f} MB)")
     return metrics
+
+
+def declare_positions(model, trained: int) -> int:
+    """Raise the text config's ``max_position_embeddings`` to the longest rows trained on (the
+    rotary positions themselves have no limit; the field tells later stages what was trained)."""
+    text = model.config.get_text_config(decoder=True)
+    text.max_position_embeddings = max(int(text.max_position_embeddings), int(trained))
+    return text.max_position_embeddings
 
 
 def copy_probes(model, tokenizer, config: PretrainConfig) -> dict:

@@ -29,11 +29,22 @@ def doc_lookup_far(world, rng: random.Random) -> Doc:
     return Doc("lookup", [(p.text, "") for p in pages] + doc.segments, dict(doc.meta, far=True))
 
 
+def doc_lookup_deep(world, rng: random.Random) -> Doc:
+    """A lookup document after ten pages of other text: the copy happens about 2,100 tokens in,
+    where the tool responses of a medium or hard episode sit (past the 1,024-token rows of the
+    base's first runs)."""
+    pages = [doc_page(world, rng) for _ in range(10)]
+    doc = doc_lookup(world, rng)
+    return Doc("lookup", [(p.text, "") for p in pages] + doc.segments, dict(doc.meta, far=True))
+
+
 PROBE_KINDS = {"lookup": doc_lookup, "recall": doc_kv, "repeat": doc_repeat, "pick": doc_pick,
-               "page_reading": doc_pageqa, "lookup_far": doc_lookup_far, "restate": doc_restate}
+               "page_reading": doc_pageqa, "lookup_far": doc_lookup_far,
+               "lookup_deep": doc_lookup_deep, "restate": doc_restate}
 
 
-PROBE_DOC_KIND = {"recall": "kv", "page_reading": "pageqa", "lookup_far": "lookup"}
+PROBE_DOC_KIND = {"recall": "kv", "page_reading": "pageqa", "lookup_far": "lookup",
+                  "lookup_deep": "lookup"}
 
 
 def probe_documents(world, kind: str, n: int, seed: int) -> list[Doc]:
@@ -43,7 +54,7 @@ def probe_documents(world, kind: str, n: int, seed: int) -> list[Doc]:
     docs = []
     while len(docs) < n:
         doc = writer(world, rng)
-        if kind in ("lookup", "lookup_far") and doc.meta.get("mode") != "fact":
+        if PROBE_DOC_KIND.get(kind, kind) == "lookup" and doc.meta.get("mode") != "fact":
             continue  # the lookup probe copies a fact from a result list
         if doc.kind == PROBE_DOC_KIND.get(kind, kind) and any(role for _, role in doc.segments):
             docs.append(doc)
@@ -105,6 +116,7 @@ def run_copy_probes(model, tokenizer, world, n_per_kind: int, batch_size: int,
         results[kind] = {
             "accuracy": round(sum(correct) / max(1, len(correct)), 4),
             "n": len(correct),
+            "prompt_tokens": sorted(map(len, prompts))[len(prompts) // 2] if prompts else 0,
             "examples": [{"target": t, "generated": g.split("\n")[0][:120]}
                          for g, t in list(zip(generated, targets))[:3]],
         }

@@ -9,7 +9,8 @@ marks the task unverified, and unverified tasks are not kept.
 Outputs in ``RUN_DIR/filter/``: ``labeled.jsonl`` (every task with its labels; resumable),
 ``train.jsonl`` and ``train_<level>.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the
 MM-SearchExam counterpart), ``rl_tasks.jsonl`` (the RL pool, on seeds SFT never sees:
-``split_rl_pool``), ``funnel.csv`` and ``metrics.json``.
+``split_rl_pool``), ``validation.jsonl`` (on seeds neither SFT nor the RL pool sees: where the
+SFT model's Pass@k is measured, the ceiling RL can reach), ``funnel.csv`` and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -268,7 +269,10 @@ class ImageJudgeVLM(TaskFilter):
 
 
 #: The options of ``filter``, by field (dests ``filter_<field>``).
-CLI_OPTIONS = ("mode", "chat", "vlm", "judge", "short_circuit", "rl_tasks", "rl_max_share")
+#: The validation split takes at most this share of the training seeds left after the RL pool.
+VALIDATION_MAX_SHARE = 0.15
+CLI_OPTIONS = ("mode", "chat", "vlm", "judge", "short_circuit", "rl_tasks", "rl_max_share",
+               "validation_tasks")
 
 
 @dataclass
@@ -289,12 +293,18 @@ class FilterConfig:
                            "seeds SFT never sees (default: 1000; 0: none)")
     rl_max_share: float = option(1 / 3, "the RL pool takes at most this share of the training "
                                  "seeds (default: 1/3)")
+    validation_tasks: int = option(200, "validation tasks (validation.jsonl), on training seeds "
+                                   "that neither SFT nor the RL pool uses, at most "
+                                   "VALIDATION_MAX_SHARE of them (default: 200; 0: none)")
     seed: int = 0
     progress: bool = True
 
     def __post_init__(self) -> None:
         if self.rl_tasks < 0:
             raise InputError(f"rl_tasks (--rl-tasks) must not be negative, got {self.rl_tasks}")
+        if self.validation_tasks < 0:
+            raise InputError("validation_tasks (--validation-tasks) must not be negative, got "
+                             f"{self.validation_tasks}")
         if not 0 <= self.rl_max_share < 1:
             raise InputError("rl_max_share (--rl-max-share) must be in [0, 1), "
                              f"got {self.rl_max_share}")
@@ -426,7 +436,11 @@ def run_filter(
     by_split = {s: [r for r in kept if r.get("split") == s] for s in ("train", "heldout", "exam")}
     by_split["train"], rl_pool = split_rl_pool(by_split["train"], n_tasks=config.rl_tasks,
                                                max_share=config.rl_max_share, seed=config.seed)
+    by_split["train"], validation = split_rl_pool(
+        by_split["train"], n_tasks=config.validation_tasks, max_share=VALIDATION_MAX_SHARE,
+        seed=config.seed, purpose="validation")
     write_jsonl(out / "rl_tasks.jsonl", rl_pool)
+    write_jsonl(out / "validation.jsonl", validation)
     write_jsonl(out / "train.jsonl", by_split["train"])
     for level in (ONEHOP, *DIFFICULTY_ROUNDS):
         write_jsonl(out / f"train_{level}.jsonl",
@@ -436,8 +450,10 @@ def run_filter(
     atomic_write_text(out / "funnel.csv", rows_to_csv(funnel_rows(labeled)))
 
     metrics = filter_metrics(labeled, kept)
-    metrics["n_kept_by_split"].update(train=len(by_split["train"]), rl=len(rl_pool))
-    metrics["rl_pool"] = rl_pool_metrics(rl_pool, by_split)
+    metrics["n_kept_by_split"].update(train=len(by_split["train"]), rl=len(rl_pool),
+                                      validation=len(validation))
+    metrics["validation"] = dict(Counter(t.get("difficulty") for t in validation))
+    metrics["rl_pool"] = rl_pool_metrics(rl_pool, by_split, validation)
     metrics.update(
         mode=config.mode,
         filters=[f.name for f in filters],
@@ -454,10 +470,11 @@ def run_filter(
     return metrics
 
 
-def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
-                  seed: int = 0) -> tuple[list[dict], list[dict]]:
+def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float, seed: int = 0,
+                  purpose: str = "rl-pool") -> tuple[list[dict], list[dict]]:
     """``(SFT training tasks, RL pool)``, both in file order: the RL pool takes every task of
     randomly drawn training seeds until it holds ``n_tasks`` tasks or ``max_share`` of the seeds.
+    ``purpose`` names the draw, so that the validation split draws its own seeds the same way.
 
     Taking whole seeds keeps the pool disjoint from SFT's tasks, so GRPO does not train on tasks
     the SFT model has memorised.
@@ -469,7 +486,7 @@ def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
     """
     per_seed = Counter(t["seed_id"] for t in train)
     order = sorted(per_seed)
-    random.Random(f"vsearcher-rl-pool:{seed}").shuffle(order)
+    random.Random(f"vsearcher-{purpose}:{seed}").shuffle(order)
     chosen: set[str] = set()
     total = 0
     for seed_id in order[: int(len(order) * max_share)]:
@@ -481,10 +498,13 @@ def split_rl_pool(train: list[dict], *, n_tasks: int, max_share: float,
             [t for t in train if t["seed_id"] in chosen])
 
 
-def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
-    """Size and mix of the RL pool, and what it shares with the other files (seeds: 0 by design)."""
+def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]],
+                    validation: list[dict] = ()) -> dict:
+    """Size and mix of the RL pool, and what it shares with the other files (seeds: 0 by design);
+    its share of the training seeds counts the validation split's seeds among them."""
     seeds = {t["seed_id"] for t in pool}
     sft_seeds = {t["seed_id"] for t in by_split["train"]}
+    validation_seeds = {t["seed_id"] for t in validation}
     sft_images = {(t.get("image") or {}).get("entity_id") for t in by_split["train"]} - {None}
     by_level = Counter(t.get("difficulty") for t in pool)
     pictured = [(t.get("image") or {}).get("entity_id") for t in pool]
@@ -492,7 +512,8 @@ def rl_pool_metrics(pool: list[dict], by_split: dict[str, list[dict]]) -> dict:
         "n_tasks": len(pool),
         "n_by_difficulty": {lvl: by_level.get(lvl, 0) for lvl in LEVELS if by_level.get(lvl, 0)},
         "n_seeds": len(seeds),
-        "share_of_training_seeds": round(len(seeds) / max(1, len(seeds | sft_seeds)), 4),
+        "share_of_training_seeds": round(
+            len(seeds) / max(1, len(seeds | sft_seeds | validation_seeds)), 4),
         "seed_overlap": {s: len(seeds & {t["seed_id"] for t in by_split[s]})
                          for s in ("train", "heldout", "exam")},
         # like a held-out task, a pool task may picture an entity an SFT task is about or pictures

@@ -99,7 +99,8 @@ class InjectConfig:
     onehop_warmup_heldout_share: float = WARMUP_HELDOUT_SHARE
     warmup_levels: dict[str, tuple[int, int]] = option(
         {}, "more tasks of a level from the other pictured entities too, e.g. "
-        "easy:600:200,medium:300:100 (the cpu default); 'none': seeds only (GPU default)",
+        "easy:480:320,medium:450:340,hard:450:345 (the cpu default); 'none': seeds only (GPU "
+        "default)",
         metavar="LEVEL:TRAIN:HELDOUT,...", parse=parse_warmup_levels)
     exam_people: bool = option(True, "start exam tasks at the exam seeds only, not also at the "
                                "world's rare people", "--exam-seeds-only", action="store_const",

@@ -123,6 +123,27 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
     return [len(ids) + n for ids, n in zip(counts, extra)]
 
 
+def lengths_by_level(records: Sequence[dict], lengths: Sequence[int],
+                     max_length: int | None) -> dict[str, dict]:
+    """Per level (a record's ``level``, else ``unknown``): trajectories, how many fit
+    ``max_length`` and how many do not, and the median, 90th percentile and longest token length.
+
+    >>> lengths_by_level([{"level": "easy"}, {"level": "easy"}, {}], [10, 30, 5], 20)["easy"]
+    {'trajectories': 2, 'kept': 1, 'dropped': 1, 'median': 30, 'p90': 30, 'max': 30}
+    """
+    by: dict[str, list[int]] = {}
+    for record, n in zip(records, lengths):
+        by.setdefault(str(record.get("level") or "unknown"), []).append(int(n))
+    out = {}
+    for level, ns in sorted(by.items()):
+        ns.sort()
+        dropped = sum(n > max_length for n in ns) if max_length else 0
+        out[level] = {"trajectories": len(ns), "kept": len(ns) - dropped, "dropped": dropped,
+                      "median": ns[len(ns) // 2], "p90": ns[min(len(ns) - 1, int(0.9 * len(ns)))],
+                      "max": ns[-1]}
+    return out
+
+
 def make_collator(processor, max_length: int | None = None):
     """TRL's vision-language collator with assistant-only labels and its training template: what
     ``SFTTrainer`` builds, so tests and the notebook see exactly the batches training sees."""

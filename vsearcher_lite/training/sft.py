@@ -42,6 +42,7 @@ from vsearcher_lite.training.checkpoint import (
 )
 from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import (
+    lengths_by_level,
     load_sft_records,
     make_collator,
     rendered_lengths,
@@ -182,12 +183,11 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     records = load_sft_records(data_path, config.max_train_samples)
     model, processor = load_model(config)
     prep = prepare_model(model, processor, config)
-    n_dropped = 0
+    lengths = rendered_lengths(processor, records)
+    by_level = lengths_by_level(records, lengths, config.max_length)
+    n_dropped = sum(v["dropped"] for v in by_level.values())
     if config.max_length:
-        lengths = rendered_lengths(processor, records)
-        kept = [r for r, n in zip(records, lengths) if n <= config.max_length]
-        n_dropped = len(records) - len(kept)
-        records = kept
+        records = [r for r, n in zip(records, lengths) if n <= config.max_length]
         if not records:
             raise InputError(f"{data_path}: every trajectory is longer than "
                              f"max_length={config.max_length} tokens")
@@ -197,6 +197,9 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than "
         f"{config.max_length} tokens dropped); method {config.method}, {config.dtype}, "
         f"{threads} thread(s)")
+    log("[sft] tokens per trajectory by level (kept / dropped, median, p90, max): " + "; ".join(
+        f"{k} {v['kept']} / {v['dropped']}, {v['median']}, {v['p90']}, {v['max']}"
+        for k, v in by_level.items()))
 
     # with a whole-command budget, the base's evaluation estimates the SFT model's, still to come
     evals: dict[str, dict] = {}
@@ -250,7 +253,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
         steps=steps, stopped_by=callback.stopped_by, min_steps=min_steps,
         budget_spent_at_step=callback.over_budget_at,  # not None: the floor outlasted the budget
         train_seconds=round(train_seconds, 2), seconds_per_step=round(per_step, 3),
-        n_train_trajectories=len(records), n_dropped_too_long=n_dropped,
+        n_train_trajectories=len(records), n_dropped_too_long=n_dropped, lengths=by_level,
         trainable_parameters=int(trainable), threads=threads, device=str(trainer.args.device),
         train_file=str(data_path), checkpoint=str(checkpoint), prepare=prep)
     del trainer
