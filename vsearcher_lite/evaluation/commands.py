@@ -3,6 +3,7 @@
     vsearcher-lite eval --run-dir R                       # teacher on R's exam + held-out tasks
     vsearcher-lite eval --run-dir R --policy transformers:R/sft/model --name sft
     vsearcher-lite eval --run-dir R --policy direct       # the base model without tools
+    vsearcher-lite eval --run-dir R --policy P --name sft --temperature 0.8 --samples 8  # Pass@k
     vsearcher-lite eval --benchmark exam.jsonl --check    # validate a file, run nothing
     vsearcher-lite eval --run-dir R --compare             # notebook 08: base/SFT/RL/teacher/direct
     vsearcher-lite eval --world live --benchmark exam.jsonl --policy openai:MODEL@URL --judge llm
@@ -64,6 +65,11 @@ def register(subparsers, common) -> None:
     r.add_argument("--no-cache", action="store_true", help="do not use the run's tool cache")
     add_device_option(r)
     r.add_argument("--fresh", action="store_true", help="discard earlier results under this name")
+    r.add_argument("--samples", type=positive, default=None, metavar="K",
+                   help="Pass@k: evaluate K >= 2 times at --temperature > 0 (seeds --seed, "
+                        "--seed+1, ...) as <name>-s1 ... <name>-sK, and write Pass@1, "
+                        "Pass@1,2,4,...,K and the mixed tasks per level to "
+                        "RUN_DIR/eval/<name>/passk.json")
     c = p.add_argument_group("comparison (notebook 08)")
     c.add_argument("--compare", action="store_true",
                    help="base, SFT, RL, teacher and no-tools on the run's exam and held-out tasks, "
@@ -78,6 +84,8 @@ def register(subparsers, common) -> None:
 def compare_command(args) -> int:
     from vsearcher_lite.evaluation import comparison
 
+    if args.samples:
+        raise InputError("--samples evaluates one policy; leave it out of --compare")
     if args.benchmark or args.policy:
         raise InputError("--compare uses the run's own exam and held-out tasks and its fixed "
                          "policies; leave out --benchmark and --policy")
@@ -138,6 +146,7 @@ def run_eval_command(args) -> int:
         return compare_command(args)
     from vsearcher_lite.evaluation import benchmarks
     from vsearcher_lite.scoring.evaluate import evaluate
+    from vsearcher_lite.scoring.passk import check_samples
     from vsearcher_lite.scoring.policies import policy_label
 
     if args.policy is not None and not args.policy.strip():
@@ -152,6 +161,8 @@ def run_eval_command(args) -> int:
     config = EvalConfig.for_profile(args.profile, **settings)
     if args.world == "live":
         config.today = None  # the live web has a calendar
+    if args.samples is not None:
+        check_samples(config, args.samples)  # before any task is loaded
     if args.benchmark:
         report = benchmarks.load_benchmark_report(
             args.benchmark, args.format,
@@ -170,6 +181,8 @@ def run_eval_command(args) -> int:
         if args.limit:
             tasks = tasks[: args.limit]
         benchmark, default_name = "sandbox exam + held-out", None
+    if args.samples is not None:
+        return samples_command(args, tasks, policy, config, args.name or default_name, benchmark)
     m = evaluate(args.run_dir, tasks, policy, config=config, name=args.name or default_name,
                  benchmark=benchmark, fresh=args.fresh)
     levels = ", ".join(f"{k} {v}" for k, v in m["accuracy_by_difficulty"].items())
@@ -186,4 +199,32 @@ def run_eval_command(args) -> int:
           f"{m['wall_seconds_per_task']} s of wall time per task run")
     eval_root = Path(args.run_dir) / "eval"
     print(f"[eval] wrote {eval_root / m['name']} and {eval_root / 'metrics.json'}")
+    return 0
+
+
+def samples_command(args, tasks, policy: str, config: EvalConfig, name: str | None,
+                    benchmark: str) -> int:
+    """``--samples K``: Pass@k per level (``scoring.passk.evaluate_samples``)."""
+    from vsearcher_lite.scoring.passk import PASSK_FILE, evaluate_samples
+
+    m = evaluate_samples(args.run_dir, tasks, policy, config=config, samples=args.samples,
+                         name=name, benchmark=benchmark, fresh=args.fresh)
+    ks = [k for k in m["ks"] if k > 1]
+    names = [s["name"] for s in m["samples"]]
+    print(f"[eval] {m['name']}: {m['n_samples']} samples at temperature {m['temperature']} "
+          f"({names[0]} ... {names[-1]})")
+    print(f"[eval] {'level':8s} {'tasks':>5s} {'pass@1':>7s} "
+          + " ".join(f"{'pass@' + str(k):>7s}" for k in ks) + f" {'mixed':>5s}")
+
+    def row(label: str, g: dict) -> str:
+        cells = " ".join(f"{g['pass_at_k'][str(k)]:7.3f}" for k in ks)
+        return (f"[eval] {label:8s} {g['n_tasks']:5d} {g['pass_at_1']:7.3f} {cells} "
+                f"{g['mixed']:5d}")
+
+    for level, g in m["by_level"].items():
+        print(row(level, g))
+    print(row("all", m))
+    print(f"[eval] {m['evaluated_this_run']} episode(s) run; mixed = solved by some samples but "
+          "not all (the tasks GRPO can learn from)")
+    print(f"[eval] wrote {Path(args.run_dir) / 'eval' / m['name'] / PASSK_FILE}")
     return 0
