@@ -32,27 +32,36 @@ def previous_results(log: JsonlLog, tasks: list[Task]) -> dict[str, dict]:
     return {k: r for k, r in latest.items() if r.get("termination") not in TRANSIENT_TERMINATIONS}
 
 
+def stored_changes(out: Path, identity: dict) -> list[str]:
+    """The settings ``identity`` changes against the results stored in ``out`` (none stored: []).
+    Results of different policies or settings never mix under one eval name: ``InputError``
+    unless nothing or only ``weights`` (a checkpoint retrained at the same path) changed."""
+    config_file, results = out / "config.json", out / "results.jsonl"
+    if not (config_file.exists() and results.exists() and results.stat().st_size > 0):
+        return []
+    before = read_json(config_file)
+    changed = changed_settings(before, identity, out.parent.parent)
+    if changed and changed != ["weights"]:
+        raise InputError(
+            f"{out} holds results made with other settings ({', '.join(changed)}: "
+            f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another "
+            "--name or --fresh")
+    return changed
+
+
 def guard_resume(out: Path, identity: dict, fresh: bool,
                  log: Callable[[str], None] = print) -> None:
-    """Refuse to mix results of different policies or settings under one eval name; results of a
-    checkpoint since retrained at the same path (other ``weights``) are stale and start over."""
-    config_file = out / "config.json"
+    """Refuse to mix results of different policies or settings under one eval name
+    (``stored_changes``); results of a checkpoint since retrained at the same path (other
+    ``weights``) are stale and start over."""
     results = out / "results.jsonl"
     if fresh:
         results.unlink(missing_ok=True)
-    elif config_file.exists() and results.exists() and results.stat().st_size > 0:
-        before = read_json(config_file)
-        changed = changed_settings(before, identity, out.parent.parent)
-        if changed == ["weights"]:
-            log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were "
-                "made with: evaluating again")
-            results.unlink()
-        elif changed:
-            raise InputError(
-                f"{out} holds results made with other settings ({', '.join(changed)}: "
-                f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another "
-                "--name or --fresh")
-    atomic_write_json(config_file, identity)
+    elif stored_changes(out, identity) == ["weights"]:
+        log(f"[eval] {out.name}: the checkpoint has other weights than its stored results were "
+            "made with: evaluating again")
+        results.unlink()
+    atomic_write_json(out / "config.json", identity)
 
 
 def run_identity(policy: Policy, config, judge: Judge) -> dict:

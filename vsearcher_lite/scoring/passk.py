@@ -20,7 +20,7 @@ from vsearcher_lite.chat import ChatBackend
 from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.manifest import utc_now
 from vsearcher_lite.net.secrets import redact
-from vsearcher_lite.runio import InputError, atomic_write_json, read_json
+from vsearcher_lite.runio import InputError, atomic_write_json
 from vsearcher_lite.scoring.evaluate import (
     check_name,
     eval_dir,
@@ -28,7 +28,7 @@ from vsearcher_lite.scoring.evaluate import (
     load_results,
     resolve_judge,
 )
-from vsearcher_lite.scoring.identity import changed_settings, run_identity, stored_identity
+from vsearcher_lite.scoring.identity import run_identity, stored_changes, stored_identity
 from vsearcher_lite.scoring.policies import Policy, make_policy
 
 __all__ = ["PASSK_FILE", "check_samples", "default_ks", "evaluate_samples", "pass_at_k",
@@ -180,19 +180,8 @@ def _check_resumable(run_dir: str | Path, names: list[str], configs: list[EvalCo
     """Refuse, before any sample runs, a sample folder holding results of other settings (as
     ``evaluate`` would, but only once it got there)."""
     for name, config in zip(names, configs):
-        out = eval_dir(run_dir, name)
-        results = out / "results.jsonl"
-        if not ((out / "config.json").is_file() and results.is_file()
-                and results.stat().st_size > 0):
-            continue
-        before = read_json(out / "config.json")
         identity = stored_identity(run_identity(policy, config, judge), run_dir)
-        changed = [k for k in changed_settings(before, identity, run_dir) if k != "weights"]
-        if changed:
-            raise InputError(
-                f"{out} holds results made with other settings ({', '.join(changed)}: "
-                f"{before.get(changed[0])!r} there, {identity[changed[0]]!r} now); use another "
-                "--name or --fresh")
+        stored_changes(eval_dir(run_dir, name), identity)
 
 
 def evaluate_samples(run_dir: str | Path, tasks: list[Task], policy: str | ChatBackend | Policy,
