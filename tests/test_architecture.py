@@ -138,7 +138,8 @@ LAYERS = (
     "pretraining training",  # the tiny base's pretraining; SFT
     "rl",  # GRPO, from the SFT checkpoint
     "evaluation",  # the eval stage: benchmarks, the comparison
-    "reference bench",  # the shipped full-length run; the benchmarks
+    "reference bench",  # the shipped full-length run's card; the benchmarks
+    "reference_run",  # making the reference run
     "report",  # report.html
     "notebooks",  # reproduce
     "cli",  # the vsearcher-lite command (imports the stages' commands by name)

@@ -111,6 +111,44 @@ def test_a_reply_stops_at_the_one_token_stop_and_keeps_its_text(sft):
         run_lockstep(before, [conversation], lambda c: before.chat(c, **options))
 
 
+def test_reply_rules_force_a_token_and_limit_others_in_every_backend(sft):
+    """``force_after``: once the reply ends with the trigger, the forced token comes next;
+    ``token_limits``: a token used up is never written again. The KV engine, ``generate`` and the
+    one-request backend write the same reply."""
+    from vsearcher_lite.chat.local import TransformersChat
+
+    model, processor = sft
+    tok = processor.tokenizer
+    conversation = initial_messages("Which town is shown?", None, variant="compact",
+                                    today="2025-09-01")
+    plain = BatchedTransformersChat(model, processor)
+    first = run_lockstep(plain, [conversation],
+                         lambda c: plain.chat(c, temperature=0.0, max_tokens=12))[0]
+    trigger = tok.decode(tok(first, add_special_tokens=False)["input_ids"][:1])  # "<think>"
+    options = {"temperature": 0.0, "max_tokens": 12, "force_after": [(trigger, "<answer>")]}
+    replies = []
+    for engine in ("kv", "generate"):
+        backend = BatchedTransformersChat(model, processor, engine=engine)
+        replies += run_lockstep(backend, [conversation], lambda c: backend.chat(c, **options))
+    replies.append(TransformersChat(model, processor=processor).chat(conversation, **options))
+    assert replies[0].startswith(trigger + "<answer>") and not first.startswith(
+        trigger + "<answer>")
+    assert replies[1] == replies[0] and replies[2] == replies[0]
+    # the trigger at most once, and "<answer>" never
+    limited = {"temperature": 0.0, "max_tokens": 12,
+               "token_limits": [(trigger, 1), ("<answer>", 0)]}
+    replies = []
+    for engine in ("kv", "generate"):
+        backend = BatchedTransformersChat(model, processor, engine=engine)
+        replies += run_lockstep(backend, [conversation], lambda c: backend.chat(c, **limited))
+    ids = tok(replies[0], add_special_tokens=False)["input_ids"]
+    assert ids.count(tok.convert_tokens_to_ids(trigger)) <= 1 and "<answer>" not in replies[0]
+    assert replies[1] == replies[0]
+    with pytest.raises(Exception, match="force_after needs single tokens"):
+        plain.chat(conversation, temperature=0.0, max_tokens=4,
+                   force_after=[("Which town", "<answer>")])
+
+
 def test_the_reusable_prefix_stops_before_a_changed_or_split_image():
     ids = torch.tensor([1, 2, 9, 9, 9, 3, 4, 5])
     cached = kv._Episode(ids[:7], [(2, 5)], ["cat"], [], [])

@@ -166,10 +166,16 @@ def test_settings_follow_the_sft_stage_on_heldout_and_the_paper_on_the_exam():
 
 def test_policy_specs_and_why_a_row_cannot_run(tmp_path):
     assert cmp.policy_spec("sft", tmp_path) == f"transformers:{tmp_path}/sft/checkpoint"
-    assert (
-        cmp.policy_spec("base", tmp_path) == "base"
-        and cmp.policy_spec("direct", tmp_path) == "direct"
-    )
+    assert cmp.policy_spec("base", tmp_path) == "base"
+    # the no-tools row: the cpu profile ablates its SFT model, another profile its base
+    direct = cmp.policy_spec("direct", tmp_path)
+    assert direct == f"direct:transformers:{tmp_path}/sft/checkpoint"
+    assert cmp.policy_spec("direct", tmp_path, direct_model="base") == "direct"
+    assert cmp.policy_spec("direct", tmp_path, "single_gpu") == (
+        f"direct:transformers:{SFTConfig.for_profile('single_gpu').base}")
+    assert "notebook 06" in cmp.unavailable_reason("direct", direct)
+    with pytest.raises(InputError, match="direct_model 'teacher'"):
+        cmp.ComparisonConfig.for_profile("cpu", direct_model="teacher")
     assert (
         cmp.policy_spec("base", tmp_path, "single_gpu")
         == f"transformers:{SFTConfig.for_profile('single_gpu').base}"
@@ -342,15 +348,16 @@ def test_figures_and_the_compare_command(sandbox_run, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     m = cmp.read_comparison(run)
-    assert set(m["missing"]) == {"sft", "rl"} and m["n_tasks"]["exam"] == 1
+    # no SFT model yet: neither it nor its no-tools ablation can run
+    assert set(m["missing"]) == {"sft", "rl", "direct"} and m["n_tasks"]["exam"] == 1
     assert "sft: not trained yet" in out and "rl: not trained yet" in out
     assert out.splitlines()[
         [i for i, line in enumerate(out.splitlines()) if line.startswith("policy")][0] + 2
     ].split()[:2] == ["sft", "-"]
 
     fig = comparison_bars(m)
-    assert [t.name for t in fig.data] == ["base", "teacher", "direct"]
-    assert "missing: sft, rl" in fig.layout.legend.title.text
+    assert [t.name for t in fig.data] == ["base", "teacher"]
+    assert "missing: sft, rl, direct" in fig.layout.legend.title.text
     assert (
         list(fig.data[1].x) == comparison_groups(m)
         and fig.data[1].y[0] == m["exam_accuracy"]["teacher"]

@@ -330,6 +330,31 @@ def test_the_direct_ablation_shows_no_tools_and_allows_no_call(tmp_path):
     )
 
 
+def test_the_direct_ablation_forces_the_answer_of_a_model_trained_on_the_protocol():
+    """A tiny model trained on the protocol never answers without searching first: its no-tools
+    ablation opens the answer when the reasoning closes (``force_after``) and ends it at its first
+    line break; a backend that cannot force (a server, a script) is asked as it is."""
+    from vsearcher_lite.chat.batched import BatchedTransformersChat
+    from vsearcher_lite.model.tiny import default_base_dir, load_base
+
+    seen = []
+
+    class Model(ScriptedChat):
+        def chat(self, messages, **sampling):
+            seen.append(sampling.get("force_after"))
+            return "<think>\nWhich town?\n</think><answer>Orsk\nQ: and then</think><answer>Tope"
+
+    forced = ev_policies.DirectAnswerPolicy(Model([]), force_answer=True)
+    question = [{"role": "user", "content": "Q easy"}]
+    assert forced.chat(question) == "<think>\nWhich town?\n</think><answer>Orsk</answer>"
+    assert seen == [ev_policies.FORCE_ANSWER]  # with the tool-call tags forbidden
+    as_it_is = ev_policies.DirectAnswerPolicy(Model([]))
+    assert as_it_is.chat(question).endswith("<answer>Tope") and seen[-1] is None
+    model, processor = load_base(default_base_dir())
+    assert ev_policies.forces_answers(BatchedTransformersChat(model, processor, max_batch=2))
+    assert not ev_policies.forces_answers(ScriptedChat([]))
+
+
 def test_an_llm_judge_decides_and_is_named(tmp_path):
     judge = LLMJudge(
         ScriptedChat(

@@ -739,6 +739,23 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path):
     assert [t.id for t in cpu_engine.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
 
 
+def test_the_prescreen_samples_the_whole_pool_or_a_draw_by_the_mix():
+    from types import SimpleNamespace as T
+
+    tasks = [T(id=f"{d}{i}", difficulty=d) for d in ("easy", "medium", "hard") for i in range(6)]
+    config = GRPOConfig.for_profile("cpu", curriculum="prescreen",
+                                    difficulty_mix={"easy": 4, "medium": 3, "hard": 3})
+    config.prescreen_tasks = None  # the reference's setting: every task of the pool
+    assert cpu_engine.prescreen_candidates(tasks, config) == tasks
+    config.check()
+    config.prescreen_tasks = 10
+    drawn = cpu_engine.prescreen_candidates(tasks, config)
+    assert [t.difficulty for t in drawn].count("easy") == 4 and len({t.id for t in drawn}) == 10
+    config.prescreen_tasks = 0
+    with pytest.raises(ValueError, match="prescreen_tasks at least 1"):
+        config.check()
+
+
 def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):
     with pytest.raises(InputError, match="vsearcher-lite sft"):
         inputs.resolve_init(tmp_path, GRPOConfig.for_profile("cpu"))

@@ -21,7 +21,12 @@ import pytest
 from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.evaluation.comparison import ComparisonConfig
 from vsearcher_lite.profiles import load_profile
-from vsearcher_lite.reference import REFERENCE_COMPARISON, REFERENCE_GRPO, REFERENCE_SFT
+from vsearcher_lite.reference import (
+    REFERENCE_COMPARISON,
+    REFERENCE_GRPO,
+    REFERENCE_PASSK,
+    REFERENCE_SFT,
+)
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.synthesis.inject import InjectConfig
 from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
@@ -99,6 +104,7 @@ def test_method_variants_and_the_reference_run_resolve_to_the_recorded_settings(
     assert as_json(REFERENCE_SFT) == old["REFERENCE_SFT"]
     assert as_json(REFERENCE_GRPO) == old["REFERENCE_GRPO"]
     assert as_json(REFERENCE_COMPARISON) == old["REFERENCE_COMPARISON"]
+    assert as_json(REFERENCE_PASSK) == old["REFERENCE_PASSK"]
     sft = full_length(SFTConfig.for_profile("cpu"), REFERENCE_SFT)
     grpo = full_length(GRPOConfig.for_profile("cpu"), REFERENCE_GRPO)
     assert flatten(sft.to_dict(), old["sft"]) == old["sft"]
@@ -122,13 +128,14 @@ def test_profile_files_name_only_known_settings_and_unset_reads_as_none():
         "comparison": ComparisonConfig,
         "inject": InjectConfig,
     }
+    passk = {"samples", "temperature", "max_tasks"}  # the reference's Pass@k (run_passk)
     for name in ("cpu", "single_gpu", "multi_gpu", "reference"):
         settings = load_profile(name)
         for stage, table in settings.items():
             if not isinstance(table, dict):
                 assert stage == "prompt_variant"
                 continue
-            known = {f.name for f in fields(stages[stage])}
+            known = passk if stage == "passk" else {f.name for f in fields(stages[stage])}
             assert set(table) <= known, (name, stage, set(table) - known)
             for sub, inner in (
                 (k, v) for k, v in table.items() if isinstance(v, dict) and k == "eval"

@@ -9,6 +9,7 @@ import pytest
 from vsearcher_lite.reference import (
     REFERENCE_DIR,
     REFERENCE_GRPO,
+    REFERENCE_PASSK,
     TARGETS,
     acceptance,
     check_reference,
@@ -16,6 +17,7 @@ from vsearcher_lite.reference import (
     paired,
     paired_rows,
     read_card,
+    read_examples,
     reference_comparison,
     reference_summary,
     ship_reference,
@@ -39,7 +41,9 @@ def _record(task_id, policy, correct, difficulty="easy", **extra):
         "prediction": "x",
         "answer": "x",
         "seconds": 0.5,
-        "trajectory": {"turns": ["long"]},
+        "question": f"Q {task_id}?",
+        "trajectory": {"turns": [{"text": "<think>x</think><answer>x</answer>", "tool": None,
+                                  "observation": None, "messages": "long"}]},
         **extra,
     }
 
@@ -52,7 +56,7 @@ def run(tmp_path):
     outcomes = {
         "base": [0] * 10,
         "sft": [1, 1, 1, 0, 0, 0, 0, 1, 0, 0],
-        "rl": [1, 1, 1, 1, 1, 0, 0, 0, 0, 0],
+        "rl": [1, 1, 1, 1, 1, 0, 0, 0, 0, 1],
         "teacher": [1] * 10,
         "direct": [0] * 10,
     }
@@ -66,7 +70,18 @@ def run(tmp_path):
             root / "eval" / f"exam-{policy}" / "results.jsonl",
             [_record(f"e{i}", policy, policy == "teacher" and i < 2, "exam") for i in range(4)],
         )
+    for policy, rows in {"sft": ([1, 0, 0, 1], [1, 0, 1, 1]),
+                         "rl": ([1, 1, 0, 1], [1, 1, 0, 1])}.items():
+        for i, row in enumerate(rows, start=1):  # two samples of four validation tasks
+            write_jsonl(root / "eval" / f"validation-{policy}-s{i}" / "results.jsonl",
+                        [_record(f"v{j}", policy, bool(c), "onehop" if j < 2 else "medium")
+                         for j, c in enumerate(row)])
     (root / "sft").mkdir(parents=True)
+    lengths = {"easy": {"trajectories": 9, "kept": 9, "dropped": 0, "median": 900, "p90": 1200,
+                        "max": 1500},
+               "hard": {"trajectories": 3, "kept": 2, "dropped": 1, "median": 4000, "p90": 7000,
+                        "max": 7000}}
+    (root / "sft" / "metrics.json").write_text(json.dumps({"lengths": lengths}))
     (root / "sft" / "loss.csv").write_text(
         "step,loss\n" + "".join(f"{s},{3.0 / s:.4f}\n" for s in range(1, 11))
     )
@@ -75,6 +90,10 @@ def run(tmp_path):
         f"{s},{0.2 + 0.05 * s + rng.random() * 0.01:.4f},4,{s % 3}\n" for s in range(1, 11)
     )
     (root / "grpo" / "steps.csv").write_text(steps)
+    write_jsonl(root / "grpo" / "prescreen.jsonl",
+                [{"id": f"p{i}", "difficulty": level, "correct": c, "samples": 4}
+                 for i, (level, c) in enumerate([("easy", 0), ("easy", 2), ("easy", 4),
+                                                 ("medium", 1), ("medium", 0)])])
     ckpt = root / "sft" / "checkpoint"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")
@@ -114,14 +133,39 @@ def test_ship_writes_trimmed_results_and_a_card_that_checks(run, tmp_path):
     n = card["numbers"]
     assert n["policies"]["heldout"]["sft"]["pass_at_1"] == 0.4
     assert n["policies"]["heldout"]["sft"]["accuracy_by_difficulty"] == {"easy": 0.2, "onehop": 0.6}
-    # sqrt(2.9 / 9 / 10)
+    # the headline leaves one-hop out: the five easy tasks, where RL lost task 7 and gained 9
+    assert n["headline"]["sft"]["n_tasks"] == 5 and n["headline"]["sft"]["pass_at_1"] == 0.2
     assert n["paired_heldout"]["rl_minus_sft"] == {
-        "mean": 0.1,
-        "se": 0.1795,
-        "n": 10,
-        "gained": 2,
+        "mean": 0.0,
+        "se": 0.3162,  # sqrt(2 / 4 / 5)
+        "n": 5,
+        "gained": 1,
         "lost": 1,
     }
+    # the task RL gained is shipped with both episodes, turn by turn
+    assert card["examples_shipped"] == {"rl_gained": ["t9"]}
+    (example,) = read_examples(out)
+    assert example["question"] == "Q t9?" and example["rl"]["correct"]
+    assert not example["sft"]["correct"] and example["sft"]["turns"][0] == {
+        "text": "<think>x</think><answer>x</answer>", "tool": None, "arguments": None,
+        "observation": None}
+    # one-hop apart: tasks 3 and 4 gained
+    assert n["paired_by_level"]["onehop"]["rl_minus_sft"]["gained"] == 2
+    assert n["policies"]["heldout"]["sft"]["by_difficulty"]["easy"] == {
+        "accuracy": 0.2, "n_tasks": 5, "mean_tool_calls": 2.0}
+    # Pass@k of two samples: SFT solves v0 and v3 twice, v2 once (mixed), v1 never
+    sft_k = n["passk"]["sft"]
+    assert sft_k["n_samples"] == 2 and sft_k["pass_at_1"] == 0.625
+    assert sft_k["pass_at_k"] == {"1": 0.625, "2": 0.75} and sft_k["mixed"] == 1
+    assert sft_k["by_level"]["medium"]["pass_at_k"]["2"] == 1.0
+    assert n["passk"]["rl"]["mixed"] == 0 and n["passk"]["rl"]["pass_at_1"] == 0.75
+    assert n["prescreen"]["easy"] == {"screened": 3, "mixed": 1, "all_correct": 1,
+                                      "none_correct": 1, "pass_rate": 0.5}
+    assert n["sft_lengths"]["hard"]["dropped"] == 1
+    assert card["acceptance"]["sft_dropped"] is False  # 1 of 12 trajectories, above 1 %
+    card_md = (out / "CARD.md").read_text()
+    assert "| sft | 0.6 (2.0) | 0.2 (2.0) | - | - | 0.2 (n 5) | 0.0 (2.0) |" in card_md
+    assert "hard: 2 / 1; 4000, 7000, 7000" in card_md
     assert n["policies"]["exam"]["teacher"]["pass_at_1"] == 0.5
     assert (
         n["grpo"]["steps"] == 10
@@ -137,11 +181,11 @@ def test_check_names_each_number_that_disagrees_with_the_files(run, tmp_path):
     ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
     path = out / "results" / "heldout-rl.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines()]
-    rows[9]["correct"] = True  # one more RL success than the card was made from
+    rows[8]["correct"] = True  # one more RL success than the card was made from
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     problems = check_reference(out)
     assert any(
-        p.startswith("numbers.policies.heldout.rl.pass_at_1: the card says 0.5") for p in problems
+        p.startswith("numbers.policies.heldout.rl.pass_at_1: the card says 0.6") for p in problems
     )
     assert any("paired_heldout.rl_minus_sft.gained" in p for p in problems)
 
@@ -178,26 +222,39 @@ def test_ship_refuses_a_run_without_evaluations(tmp_path):
 
 def test_acceptance_reads_the_targets():
     numbers = {
+        "headline": {"sft": {"n_tasks": 641, "format_valid_rate": 0.91}},
         "policies": {
-            "heldout": {"sft": {"n_tasks": 641, "format_valid_rate": 0.91}},
+            "heldout": {
+                "sft": {"by_difficulty": {"medium": {"accuracy": 0.16, "mean_tool_calls": 5.0}}},
+                "teacher": {"by_difficulty": {"medium": {"accuracy": 0.6,
+                                                         "mean_tool_calls": 8.0}}},
+            },
             "exam": {"teacher": {"n_tasks": 120, "pass_at_1": 0.29}},
         },
         "paired_heldout": {
             "sft_minus_base": {"mean": 0.42, "se": 0.02},
             "rl_minus_sft": {"mean": 0.06, "se": 0.02},
         },
+        "sft_lengths": {"easy": {"trajectories": 200, "dropped": 2}},
         "grpo": {"reward_first_20pct": 0.3, "reward_last_20pct": 0.45},
     }
     got = acceptance(numbers)
     assert got == {
+        "sft_dropped": True,  # 1 %
         "heldout_tasks": True,
         "sft_minus_base": True,
+        "sft_medium": True,
+        "sft_medium_tool_calls": False,  # 5 calls, 37.5 % below the teacher's 8
         "rl_minus_sft": False,  # SE above 0.015
         "sft_format_valid": True,
         "reward_rise": True,
         "exam_tasks": True,
         "teacher_exam": False,
     }
+    numbers["policies"]["heldout"]["sft"]["by_difficulty"]["medium"]["mean_tool_calls"] = 5.7
+    assert acceptance(numbers)["sft_medium_tool_calls"] is True  # 29 % below
+    del numbers["sft_lengths"]
+    assert acceptance(numbers)["sft_dropped"] is None
     assert TARGETS["rl_minus_sft_se_max"] == 0.015
 
 
@@ -209,9 +266,9 @@ def test_a_reference_reads_as_a_comparison_with_paired_rows(run, tmp_path):
         metrics["evaluated"] == ["base", "sft", "rl", "teacher", "direct"]
         and metrics["missing"] == {}
     )
-    assert metrics["heldout_accuracy"]["rl"] == 0.5 and metrics["exam_accuracy"]["teacher"] == 0.5
+    assert metrics["heldout_accuracy"]["rl"] == 0.6 and metrics["exam_accuracy"]["teacher"] == 0.5
     assert (
-        metrics["accuracy"]["sft"]["onehop"] == 0.6 and metrics["n_correct"]["rl"]["heldout"] == 5
+        metrics["accuracy"]["sft"]["onehop"] == 0.6 and metrics["n_correct"]["rl"]["heldout"] == 6
     )
     assert metrics["n_tasks"] == {
         "exam": 4,
@@ -219,21 +276,22 @@ def test_a_reference_reads_as_a_comparison_with_paired_rows(run, tmp_path):
         "heldout_by_difficulty": {"onehop": 5, "easy": 5},
     }
     rows = {(r["comparison"], r["tasks"]): r for r in paired_rows(out)}
-    overall = rows[("rl - sft", "heldout")]
+    assert [r["tasks"] for r in paired_rows(out) if r["comparison"] == "rl - sft"] == [
+        "easy+medium+hard", "onehop", "easy", "exam"]
+    overall = rows[("rl - sft", "onehop")]
     assert (
         overall["before"],
         overall["after"],
         overall["n"],
         overall["gained"],
         overall["lost"],
-    ) == (0.4, 0.5, 10, 2, 1)
-    assert rows[("rl - sft", "onehop")]["difference"] == pytest.approx(0.4)  # tasks 3 and 4 gained
-    assert rows[("rl - sft", "easy")]["difference"] == pytest.approx(-0.2)  # task 7 lost
+    ) == (0.6, 1.0, 5, 2, 0)  # tasks 3 and 4 gained
+    assert rows[("rl - sft", "easy")]["difference"] == pytest.approx(0.0)  # 7 lost, 9 gained
     assert rows[("sft - base", "exam")]["n"] == 4
     summary = reference_summary(out)
     assert (
         summary["commands"] == ["x"]
-        and summary["numbers"]["paired_heldout"]["rl_minus_sft"]["gained"] == 2
+        and summary["numbers"]["paired_heldout"]["rl_minus_sft"]["lost"] == 1
     )
     assert "card.json does not exist" in reference_summary(tmp_path / "nothing")["error"]
 
@@ -253,7 +311,7 @@ def test_the_report_shows_the_reference_beside_the_run(run, tmp_path):
     page = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=out)
     section = page.split("The reference run (full length, shipped)")[1]
     assert "vsearcher-lite reference run" in section and "rl - sft" in section
-    assert "<td>0.5 <span class='n'>(5/10)</span></td>" in section  # RL on the held-out tasks
+    assert "<td>0.6 <span class='n'>(6/10)</span></td>" in section  # RL on the held-out tasks
     assert section.count("plotly-graph-div") >= 4  # figure 4, the SFT loss, figures 5 and 6
     missing = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=tmp_path / "none")
     assert "Not run yet" in missing.split("The reference run")[1]
@@ -263,17 +321,29 @@ def test_the_report_shows_the_reference_beside_the_run(run, tmp_path):
 
 def test_the_shipped_reference_matches_its_card():
     """``data/reference`` is what notebooks 06-08 study: its card's numbers are recomputed from its
-    own per-task files, and it holds what the card promises (every policy on every task, the logs,
-    the checkpoints within the size limit)."""
+    own per-task files, and it holds what the card promises (every policy on every task, the
+    headline on the paper's levels, Pass@k before and after RL, the SFT stage's kept and dropped
+    trajectories, the logs, the checkpoints within the size limit)."""
     assert check_reference(REFERENCE_DIR) == []
     card = read_card(REFERENCE_DIR)
     numbers = headline_numbers(REFERENCE_DIR)
     heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
     for policy in ("base", "sft", "rl", "teacher", "direct"):
-        assert heldout[policy]["n_tasks"] >= TARGETS["min_heldout_tasks"], policy
+        assert numbers["headline"][policy]["n_tasks"] >= TARGETS["min_heldout_tasks"], policy
         assert exam[policy]["n_tasks"] >= TARGETS["min_exam_tasks"], policy
-    # paired on every task
-    assert numbers["paired_heldout"]["rl_minus_sft"]["n"] == heldout["rl"]["n_tasks"]
+        assert set(heldout[policy]["by_difficulty"]) == {"onehop", "easy", "medium", "hard"}
+    # paired on every headline task, and one-hop kept out of it
+    assert numbers["paired_heldout"]["rl_minus_sft"]["n"] == numbers["headline"]["rl"]["n_tasks"]
+    assert numbers["headline"]["sft"]["n_tasks"] + heldout["sft"]["n_by_difficulty"]["onehop"] \
+        == heldout["sft"]["n_tasks"]
+    for policy in ("sft", "rl"):
+        k = numbers["passk"][policy]
+        assert k["n_samples"] == REFERENCE_PASSK["samples"], policy
+        assert k["n_tasks"] == REFERENCE_PASSK["max_tasks"], policy
+    lengths = numbers["sft_lengths"]
+    assert set(lengths) == {"onehop", "easy", "medium", "hard"}
+    assert sum(g["kept"] for g in lengths.values()) > 2000
+    assert set(numbers["prescreen"]) == set(REFERENCE_GRPO["difficulty_mix"])
     assert (
         numbers["sft"]["logged_steps"] > 1000
         and numbers["grpo"]["steps"] == REFERENCE_GRPO["max_steps"]
@@ -285,13 +355,13 @@ def test_the_shipped_reference_matches_its_card():
         card["commands"]
         and card["commit"]
         and card["device"]
-        and set(card["wall_seconds"]) == {"sft", "grpo", "comparison"}
+        and set(card["wall_seconds"]) == {"sft", "grpo", "comparison", "passk"}
     )
 
 
 def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch):
     """The stages get the full-length, resumable settings, in order; a finished stage is skipped."""
-    from vsearcher_lite import reference
+    from vsearcher_lite import reference_run as reference
     from vsearcher_lite.evaluation import comparison
     from vsearcher_lite.rl import grpo
     from vsearcher_lite.training import sft
@@ -309,13 +379,17 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     monkeypatch.setattr(
         comparison, "run_comparison", lambda run, config, log: finished("comparison", config)
     )
+    monkeypatch.setattr(reference, "run_passk",
+                        lambda run, device, seed, log: finished("passk", device))
     seconds = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
-    assert [name for name, _ in calls] == ["sft", "grpo", "comparison"] and set(seconds) == {
-        "sft",
-        "grpo",
-        "comparison",
-    }
-    sft_config, grpo_config, comparison_config = (c for _, c in calls)
+    assert [name for name, _ in calls] == ["sft", "grpo", "comparison", "passk"]
+    assert set(seconds) == {"sft", "grpo", "comparison", "passk"}
+    sft_config, grpo_config, comparison_config, passk_device = (c for _, c in calls)
+    assert passk_device == "cpu"
+    # GRPO on the paper's levels, every RL-pool task pre-screened, no KL term
+    assert grpo_config.difficulty_mix == {"easy": 4, "medium": 3, "hard": 3}
+    assert grpo_config.prescreen_tasks is None and grpo_config.beta == 0.0
+    assert grpo_config.generations == 8 and grpo_config.clip_high > grpo_config.clip_low
     assert sft_config.max_steps is None and sft_config.epochs == 2.0 and sft_config.minutes is None
     # the cpu recipe
     assert sft_config.save_every and sft_config.device == "cpu" and sft_config.learning_rate == 1e-3
@@ -342,3 +416,85 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
         "grpo": 190.2,
     }
     assert calls == []
+
+
+def test_passk_samples_the_sft_and_rl_models_on_the_validation_split(tmp_path, monkeypatch):
+    """``run_passk`` evaluates each model K times on ``filter/validation.jsonl`` at the reference's
+    temperature, under the names the card reads; without the split it names the command."""
+    from vsearcher_lite import reference_run as reference
+    from vsearcher_lite.agent.task import Task
+    from vsearcher_lite.scoring import passk
+
+    with pytest.raises(InputError, match="validation.jsonl does not exist: run `vsearcher-lite "
+                                         "filter"):
+        reference.run_passk(tmp_path, device="cpu", log=lambda _: None)
+    task = Task(id="v0", question="q?", answer="a", difficulty="easy", split="validation")
+    write_jsonl(tmp_path / "filter" / "validation.jsonl", [task.to_dict()])
+    calls = []
+
+    def fake(run_dir, tasks, policy, *, config, samples, benchmark, name):
+        calls.append((policy, name, samples, config.temperature, [t.id for t in tasks]))
+        return {"n_samples": samples, "n_tasks": 1, "pass_at_1": 0.5,
+                "pass_at_k": {"1": 0.5, str(samples): 1.0}}
+
+    monkeypatch.setattr(passk, "evaluate_samples", fake)
+    metrics = reference.run_passk(tmp_path, device="cpu", log=lambda _: None)
+    k, temperature = REFERENCE_PASSK["samples"], REFERENCE_PASSK["temperature"]
+    assert [c[1] for c in calls] == ["validation-sft", "validation-rl"]
+    assert calls[0][0].endswith("sft/checkpoint") and calls[1][0].endswith("grpo/checkpoint")
+    assert all(c[2:] == (k, temperature, ["v0"]) for c in calls) and temperature > 0
+    assert metrics["policies"]["rl"]["pass_at_k"][str(k)] == 1.0
+    assert json.loads((tmp_path / "passk" / "metrics.json").read_text())["temperature"] == 1.0
+
+
+def readme_reference_rows(numbers: dict, card: dict) -> list[str]:
+    """The README's table of the shipped reference, as it must read from the reference's files."""
+    top, heldout = numbers["headline"], numbers["policies"]["heldout"]
+    exam = numbers["policies"]["exam"]
+    pairs, passk, grpo = numbers["paired_heldout"], numbers["passk"], numbers["grpo"]
+
+    def by_level(policy: str) -> str:
+        levels = heldout[policy]["by_difficulty"]
+        return " / ".join(f"{levels[lv]['accuracy']:.3f}" for lv in ("easy", "medium", "hard"))
+
+    def pair(d: dict) -> str:
+        return f"{d['mean']:+.3f} (SE {d['se']:.3f}; {d['gained']} gained, {d['lost']} lost)"
+
+    k = passk["sft"]["n_samples"]
+    screened = numbers["prescreen"]
+    minutes = {stage: round(s / 60) for stage, s in card["wall_seconds"].items()}
+    return [
+        f"| held-out easy + medium + hard, {top['sft']['n_tasks']} tasks | base "
+        f"{top['base']['pass_at_1']:.3f}, no-tools {top['direct']['pass_at_1']:.3f}, SFT "
+        f"{top['sft']['pass_at_1']:.3f}, RL {top['rl']['pass_at_1']:.3f}, teacher "
+        f"{top['teacher']['pass_at_1']:.3f} |",
+        f"| easy / medium / hard | SFT {by_level('sft')}; RL {by_level('rl')}; teacher "
+        f"{by_level('teacher')} |",
+        f"| SFT - base, RL - SFT | {pair(pairs['sft_minus_base'])}; "
+        f"{pair(pairs['rl_minus_sft'])} |",
+        f"| one-hop warm-up, {heldout['sft']['by_difficulty']['onehop']['n_tasks']} tasks | SFT "
+        f"{heldout['sft']['by_difficulty']['onehop']['accuracy']:.3f}, RL "
+        f"{heldout['rl']['by_difficulty']['onehop']['accuracy']:.3f} |",
+        f"| exam, all {exam['teacher']['n_tasks']} tasks | teacher "
+        f"{exam['teacher']['pass_at_1']:.3f}; SFT {exam['sft']['pass_at_1']:.3f}, RL "
+        f"{exam['rl']['pass_at_1']:.3f} |",
+        f"| validation Pass@1 -> Pass@{k} | SFT {passk['sft']['pass_at_1']:.3f} -> "
+        f"{passk['sft']['pass_at_k'][str(k)]:.3f}, RL {passk['rl']['pass_at_1']:.3f} -> "
+        f"{passk['rl']['pass_at_k'][str(k)]:.3f} |",
+        f"| GRPO, {grpo['steps']} steps | tasks solved sometimes in the pre-screen: "
+        + ", ".join(f"{lv} {s['mixed']} of {s['screened']}" for lv, s in screened.items())
+        + f"; sampled reward {grpo['reward_first_20pct']:.2f} -> "
+        f"{grpo['reward_last_20pct']:.2f} |",
+        f"| wall time | SFT {minutes['sft']} min, GRPO {minutes['grpo']} min, evaluation "
+        f"{minutes['comparison']} min, Pass@k {minutes['passk']} min |",
+    ]
+
+
+def test_the_readme_states_the_shipped_reference():
+    """Every number of the README's reference table is the shipped card's, recomputed."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    numbers = headline_numbers(REFERENCE_DIR)
+    for row in readme_reference_rows(numbers, read_card(REFERENCE_DIR)):
+        assert row in readme, f"the README should read: {row}"

@@ -114,3 +114,21 @@ def test_the_grpo_health_figure_draws_the_kl_on_a_log_axis():
     fig = health_figure(rows)
     assert fig.layout.yaxis2.type == "log" and list(fig.data[-1].y) == [0.001, 362.0]
     assert list(fig.data[3].y) == [0.25, 1.0]  # the share of groups with equal rewards
+
+
+def test_figure_5_of_a_short_run_has_whole_steps_fixed_ranges_and_no_hidden_trace():
+    """Two steps on auto-scaled axes made a small entropy change look steep over ticks 0, 0.2 ...
+    1, and an accuracy equal to the reward hid under it."""
+    from vsearcher_lite.rl.plots import reward_entropy_figure
+
+    rows = [{"step": 0, "reward": 0.25, "accuracy": 0.25, "entropy": 0.070},
+            {"step": 1, "reward": 0.5, "accuracy": 0.5, "entropy": 0.077}]
+    fig = reward_entropy_figure(rows)
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis2.dtick == 1
+    assert list(fig.layout.yaxis.range) == [-0.02, 1.02] and fig.layout.yaxis2.range[0] == 0
+    assert [t.name for t in fig.data] == ["reward (step)", "reward (5-step mean) = accuracy",
+                                          "entropy"]
+    penalised = [{**rows[0], "reward": 0.2}, rows[1]]  # a search penalty: accuracy above reward
+    assert "accuracy" in [t.name for t in reward_entropy_figure(penalised).data]
+    many = [{"step": s, "reward": 0.5, "accuracy": 0.5, "entropy": 0.02} for s in range(40)]
+    assert reward_entropy_figure(many).layout.xaxis.dtick is None

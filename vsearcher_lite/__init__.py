@@ -16,7 +16,7 @@ Stage -> the library function the CLI, the notebooks and the tests call (under `
     eval           scoring.evaluate.evaluate                     any policy on a benchmark, judged
     comparison     evaluation.comparison.run_comparison          ``eval --compare``: table 1, fig. 4
     reproduce      notebooks.reproduce                           every notebook, in order
-    reference      reference.run_reference                       the shipped full-length run
+    reference      reference_run.run_reference                   the shipped full-length run
     bench          bench.run_bench                               performance benchmarks
 
 Imports flow one way, from the stages down to the shared layers below them (bottom first; a test
@@ -40,7 +40,8 @@ in ``tests/test_architecture.py`` holds the list):
     scoring    the evaluation runner, policy specs, metrics (used by sft, grpo and eval)
 
 then the stages: synthesis; pretraining and training; rl; evaluation; and above them
-``reference``, ``bench``, ``report`` (report.html), ``notebooks`` and ``cli``.
+``reference`` (the card) and ``reference_run``, ``bench``, ``report`` (report.html),
+``notebooks`` and ``cli``.
 """
 
 import os

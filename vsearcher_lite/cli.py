@@ -21,7 +21,7 @@ WORLDS = ("sandbox", "live")
 COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
     "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
     "evaluation.commands", "tools.commands", "pretraining.commands", "bench", "notebooks",
-    "reference"))
+    "reference_run"))
 
 
 def common_options() -> argparse.ArgumentParser:

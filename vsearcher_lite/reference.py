@@ -9,11 +9,11 @@ one trimmed line per task evaluated, and the checkpoints that fit ``MAX_CHECKPOI
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from pathlib import Path
 from typing import Any
 
+from vsearcher_lite.agent.task import in_level_order
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.manifest import git_state
 from vsearcher_lite.profiles import load_profile
@@ -37,9 +37,20 @@ RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", 
                  "seconds")
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "grpo": Path("grpo") / "checkpoint"}
 LOGS = {"sft": Path("sft") / "loss.csv", "grpo": Path("grpo") / "steps.csv"}
-#: The targets a full-length run is held to (paired on the same held-out tasks).
+#: The SFT stage's trajectories by level: kept, dropped for length, token lengths.
+LENGTHS = Path("sft") / "lengths.json"
+#: The GRPO pre-screen: each RL-pool task's correct answers in a few episodes of the SFT model.
+PRESCREEN = Path("grpo") / "prescreen.jsonl"
+#: A few headline tasks that RL answers and SFT does not, both episodes turn by turn.
+GAINED = Path("examples") / "rl_gained.jsonl"
+MAX_GAINED = 3
+#: The targets a full-length run is held to (paired on the same held-out tasks; the headline's
+#: tasks are the paper's levels, easy, medium and hard: one-hop is a warm-up, reported apart).
 TARGETS = {
-    "sft_minus_base": 0.30,  # SFT Pass@1 above the base model's
+    "sft_dropped_max": 0.01,  # share of teacher trajectories SFT drops for length
+    "sft_minus_base": 0.25,  # SFT Pass@1 above the base model's
+    "sft_medium": 0.15,  # SFT Pass@1 on medium tasks ...
+    "sft_medium_tool_calls": 0.30,  # ... with tool calls within this share of the teacher's
     "rl_minus_sft": 0.05,  # RL Pass@1 above SFT's ...
     "rl_minus_sft_se_max": 0.015,  # ... with a paired standard error at most this
     "sft_format_valid": 0.90,
@@ -48,13 +59,19 @@ TARGETS = {
     "min_exam_tasks": 100,
     "teacher_exam": 0.30,
 }
+#: The paper's levels: the headline's tasks.
+HEADLINE_LEVELS = ("easy", "medium", "hard")
+HEADLINE_GROUP = "easy+medium+hard"
+#: The policies whose Pass@k the reference measures on the validation split, before and after RL.
+PASSK_POLICIES = ("sft", "rl")
+PASSK_BENCHMARK = "validation"
 
 
 #: The full-length settings on top of the cpu profile's recipe, by stage
 #: (``profiles/reference.toml`` says why).
 _FULL_LENGTH = load_profile("reference")
 REFERENCE_SFT, REFERENCE_GRPO = _FULL_LENGTH["sft"], _FULL_LENGTH["grpo"]
-REFERENCE_COMPARISON = _FULL_LENGTH["comparison"]
+REFERENCE_COMPARISON, REFERENCE_PASSK = _FULL_LENGTH["comparison"], _FULL_LENGTH["passk"]
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:
@@ -77,7 +94,10 @@ def policy_numbers(records: list[dict]) -> dict:
     keys = ("n_tasks", "n_correct", "pass_at_1", "format_valid_rate", "mean_tool_calls",
             "accuracy_by_difficulty")
     return {**{k: m[k] for k in keys},
-            "n_by_difficulty": {level: g["n_tasks"] for level, g in m["by_difficulty"].items()}}
+            "n_by_difficulty": {level: g["n_tasks"] for level, g in m["by_difficulty"].items()},
+            "by_difficulty": {level: {"accuracy": g["accuracy"], "n_tasks": g["n_tasks"],
+                                      "mean_tool_calls": g["mean_tool_calls"]}
+                              for level, g in m["by_difficulty"].items()}}
 
 
 def paired(before: list[dict], after: list[dict]) -> dict | None:
@@ -91,14 +111,78 @@ def paired(before: list[dict], after: list[dict]) -> dict | None:
     return {**d.to_dict(), "mean": _round(d.mean), "se": _round(d.se)}
 
 
+def headline(records: list[dict]) -> list[dict]:
+    """The records of the headline's levels (easy, medium and hard: one-hop left out)."""
+    return [r for r in records if r.get("difficulty") in HEADLINE_LEVELS]
+
+
+def heldout_groups(records: list[dict]) -> dict[str, tuple[str, ...]]:
+    """The held-out groups reported, each with its levels: the headline (easy, medium and hard
+    together), each level of ``records`` (one-hop apart), and medium and hard together."""
+    levels = in_level_order({r.get("difficulty") for r in records})
+    groups = {HEADLINE_GROUP: HEADLINE_LEVELS, **{level: (level,) for level in levels}}
+    if {"medium", "hard"} <= set(levels):
+        groups["medium+hard"] = ("medium", "hard")
+    return groups
+
+
+def read_samples(ref: str | Path, policy: str) -> list[list[dict]]:
+    """The shipped sampled evaluations of ``policy`` on the validation split, in sample order."""
+    found = sorted((Path(ref) / "results").glob(f"{PASSK_BENCHMARK}-{policy}-s*.jsonl"),
+                   key=lambda p: int(p.stem.rsplit("-s", 1)[1]))
+    return [list(read_jsonl(p)) for p in found]
+
+
+def passk_numbers(samples: list[list[dict]]) -> dict | None:
+    """Pass@1 (sampled), Pass@k and the tasks with mixed outcomes, overall and by level."""
+    from vsearcher_lite.scoring.passk import passk_metrics
+
+    if len(samples) < 2:
+        return None
+    m = passk_metrics(samples)
+
+    def keep(g: dict) -> dict:
+        return {k: g[k] for k in ("n_tasks", "pass_at_1", "pass_at_k", "mixed", "all_correct",
+                                  "none_correct")}
+
+    return {"n_samples": m["n_samples"], **keep(m),
+            "by_level": {level: keep(g) for level, g in m["by_level"].items()}}
+
+
+def prescreen_numbers(rows: list[dict]) -> dict:
+    """The GRPO pre-screen by level: tasks screened, solved sometimes (``mixed``, what GRPO trains
+    on), always, never, and the pass rate of the screened episodes."""
+    out = {}
+    for level in in_level_order({r["difficulty"] for r in rows}):
+        got = [r for r in rows if r["difficulty"] == level]
+        k = got[0]["samples"]
+        out[level] = {"screened": len(got), "mixed": sum(0 < r["correct"] < k for r in got),
+                      "all_correct": sum(r["correct"] == k for r in got),
+                      "none_correct": sum(r["correct"] == 0 for r in got),
+                      "pass_rate": _round(sum(r["correct"] for r in got) / (k * len(got)))}
+    return out
+
+
 def headline_numbers(ref: str | Path) -> dict:
     """Every number the card states, computed from the reference's own logs and results."""
     ref = Path(ref)
     numbers: dict[str, Any] = {"policies": {
         b: {p: policy_numbers(read_results(ref, b, p)) for p in POLICIES} for b in BENCHMARKS}}
     heldout = {p: read_results(ref, "heldout", p) for p in POLICIES}
-    numbers["paired_heldout"] = {"sft_minus_base": paired(heldout["base"], heldout["sft"]),
-                                 "rl_minus_sft": paired(heldout["sft"], heldout["rl"])}
+    numbers["headline"] = {p: policy_numbers(headline(rows)) for p, rows in heldout.items()}
+    numbers["paired_heldout"] = {"sft_minus_base": paired(headline(heldout["base"]),
+                                                          headline(heldout["sft"])),
+                                 "rl_minus_sft": paired(headline(heldout["sft"]),
+                                                        headline(heldout["rl"]))}
+    numbers["paired_by_level"] = {
+        group: {name: paired([r for r in heldout[a] if r.get("difficulty") in members],
+                             [r for r in heldout[b] if r.get("difficulty") in members])
+                for name, (a, b) in (("sft_minus_base", ("base", "sft")),
+                                     ("rl_minus_sft", ("sft", "rl")))}
+        for group, members in heldout_groups(heldout["sft"]).items() if group != HEADLINE_GROUP}
+    numbers["passk"] = {p: passk_numbers(read_samples(ref, p)) for p in PASSK_POLICIES}
+    if (ref / LENGTHS).exists():
+        numbers["sft_lengths"] = read_json(ref / LENGTHS)
     if (ref / LOGS["sft"]).exists():
         rows = read_number_rows(ref / LOGS["sft"])
         losses = [r.get("loss") for r in rows]
@@ -109,34 +193,58 @@ def headline_numbers(ref: str | Path) -> dict:
     if (ref / LOGS["grpo"]).exists():
         rows = read_number_rows(ref / LOGS["grpo"])
         rewards = [r.get("reward") for r in rows]
-        groups = sum(r.get("groups") or 0 for r in rows)
+        groups_n = sum(r.get("groups") or 0 for r in rows)
         flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
+        entropy = [r.get("entropy") for r in rows]
         numbers["grpo"] = {"steps": len(rows),
                            "reward_first_20pct": _round(share(rewards, first=True)),
                            "reward_last_20pct": _round(share(rewards, first=False)),
-                           "zero_variance_group_share": _round(flat / groups) if groups else None}
+                           "entropy_first_20pct": _round(share(entropy, first=True)),
+                           "entropy_last_20pct": _round(share(entropy, first=False)),
+                           "zero_variance_group_share": _round(flat / groups_n) if groups_n
+                           else None}
+    if (ref / PRESCREEN).exists():
+        numbers["prescreen"] = prescreen_numbers(list(read_jsonl(ref / PRESCREEN)))
     return numbers
 
 
 def acceptance(numbers: dict) -> dict[str, bool | None]:
     """Each target of ``TARGETS`` met (True), missed (False) or not measurable (None)."""
-    heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
+    top, exam = numbers.get("headline") or {}, numbers["policies"]["exam"]
+    heldout = numbers["policies"]["heldout"]
     pairs = numbers["paired_heldout"]
     sft_base, rl_sft = pairs.get("sft_minus_base"), pairs.get("rl_minus_sft")
     grpo = numbers.get("grpo") or {}
     first, last = grpo.get("reward_first_20pct"), grpo.get("reward_last_20pct")
+    lengths = numbers.get("sft_lengths")
 
     def at_least(value, target):
         return None if value is None else value >= target
 
+    def medium(policy: str, key: str):
+        found = ((heldout.get(policy) or {}).get("by_difficulty") or {}).get("medium") or {}
+        return found.get(key)
+
     rl_met = None if rl_sft is None else (rl_sft["mean"] >= TARGETS["rl_minus_sft"]
                                           and rl_sft["se"] <= TARGETS["rl_minus_sft_se_max"])
     rise = None if first is None or last is None else last - first
+    dropped = None
+    if lengths:
+        total = sum(g["trajectories"] for g in lengths.values())
+        dropped = sum(g["dropped"] for g in lengths.values()) / total if total else None
+    calls, teacher_calls = medium("sft", "mean_tool_calls"), medium("teacher", "mean_tool_calls")
+    calls_close = (None if calls is None or not teacher_calls
+                   else abs(calls - teacher_calls) <= TARGETS["sft_medium_tool_calls"]
+                   * teacher_calls)
     return {
-        "heldout_tasks": at_least(heldout["sft"].get("n_tasks"), TARGETS["min_heldout_tasks"]),
+        "sft_dropped": None if dropped is None else dropped <= TARGETS["sft_dropped_max"],
+        "heldout_tasks": at_least((top.get("sft") or {}).get("n_tasks"),
+                                  TARGETS["min_heldout_tasks"]),
         "sft_minus_base": at_least(sft_base and sft_base["mean"], TARGETS["sft_minus_base"]),
+        "sft_medium": at_least(medium("sft", "accuracy"), TARGETS["sft_medium"]),
+        "sft_medium_tool_calls": calls_close,
         "rl_minus_sft": rl_met,
-        "sft_format_valid": at_least(heldout["sft"].get("format_valid_rate"),
+        "sft_format_valid": at_least((top.get("sft") or {}).get("format_valid_rate"),
                                      TARGETS["sft_format_valid"]),
         "reward_rise": at_least(rise, TARGETS["reward_rise"]),
         "exam_tasks": at_least(exam["teacher"].get("n_tasks"), TARGETS["min_exam_tasks"]),
@@ -163,7 +271,6 @@ def read_log(ref: str | Path, stage: str) -> list[dict]:
 
 def reference_comparison(ref: str | Path = REFERENCE_DIR) -> dict:
     """The reference's results as comparison metrics, so they are drawn as a run's are."""
-    from vsearcher_lite.agent.task import in_level_order
     from vsearcher_lite.evaluation.comparison import comparison_metrics
     from vsearcher_lite.scoring.metrics import eval_metrics
 
@@ -193,18 +300,17 @@ def _accuracy(records: list[dict], ids: set[str]) -> float | None:
 
 
 def paired_rows(ref: str | Path = REFERENCE_DIR) -> list[dict]:
-    """SFT - base and RL - SFT on the tasks both were evaluated on (held-out overall, each level,
-    the exam): both accuracies, the mean difference, its SE and the tasks gained and lost."""
-    from vsearcher_lite.agent.task import in_level_order
+    """SFT - base and RL - SFT on the tasks both were evaluated on (the headline's easy, medium
+    and hard tasks together, each level, medium and hard together, the exam): both accuracies,
+    the mean difference, its SE and the tasks gained and lost."""
 
     rows = []
     for before, after in (("base", "sft"), ("sft", "rl")):
         for benchmark in ("heldout", "exam"):
             a, b = read_results(ref, benchmark, before), read_results(ref, benchmark, after)
-            heldout = benchmark == "heldout"
-            levels = in_level_order({r.get("difficulty") for r in a}) if heldout else []
-            for group in [benchmark, *levels]:
-                ga, gb = ([r for r in results if group in (benchmark, r.get("difficulty"))]
+            groups = {benchmark: None} if benchmark == "exam" else heldout_groups(a)
+            for group, members in groups.items():
+                ga, gb = ([r for r in results if members is None or r.get("difficulty") in members]
                           for results in (a, b))
                 d = paired(ga, gb)
                 if d is None:
@@ -255,6 +361,48 @@ def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
 
 
 
+def episode_turns(record: dict) -> list[dict]:
+    """An evaluation record's turns as a reader follows them: what the model wrote, the tool it
+    called and what the tool returned (text only: image files stay with the run)."""
+    turns = []
+    for turn in (record.get("trajectory") or {}).get("turns") or []:
+        seen = turn.get("observation") or {}
+        turns.append({"text": turn.get("text"), "tool": turn.get("tool"),
+                      "arguments": turn.get("arguments"), "observation": seen.get("text")})
+    return turns
+
+
+def gained_examples(run_dir: Path, limit: int = MAX_GAINED) -> list[dict]:
+    """Up to ``limit`` headline tasks that RL answers and SFT does not (hardest level first,
+    then file order), each with both episodes (``episode_turns``)."""
+    found = {p: {r["id"]: r for r in read_jsonl(run_dir / "eval" / eval_name("heldout", p)
+                                                / "results.jsonl")}
+             for p in ("sft", "rl")
+             if (run_dir / "eval" / eval_name("heldout", p) / "results.jsonl").exists()}
+    if len(found) < 2:
+        return []
+    sft, rl = found["sft"], found["rl"]
+    gained = [i for i, r in rl.items() if r.get("correct") and i in sft
+              and not sft[i].get("correct") and r.get("difficulty") in HEADLINE_LEVELS]
+    gained.sort(key=lambda i: -HEADLINE_LEVELS.index(rl[i]["difficulty"]))
+    out = []
+    for task_id in gained[:limit]:
+        r = rl[task_id]
+        out.append({"id": task_id, "difficulty": r["difficulty"], "question": r.get("question"),
+                    "answer": r.get("answer"),
+                    **{p: {"prediction": found[p][task_id].get("prediction"),
+                           "correct": bool(found[p][task_id].get("correct")),
+                           "n_tool_calls": found[p][task_id].get("n_tool_calls"),
+                           "turns": episode_turns(found[p][task_id])} for p in ("sft", "rl")}})
+    return out
+
+
+def read_examples(ref: str | Path = REFERENCE_DIR) -> list[dict]:
+    """The reference's shipped tasks that RL gained over SFT, both episodes ([] when none)."""
+    path = Path(ref) / GAINED
+    return list(read_jsonl(path)) if path.exists() else []
+
+
 def _size_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
@@ -275,15 +423,26 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
         if (run_dir / rel).exists():
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run_dir / rel, staging / rel)
+    if (run_dir / PRESCREEN).exists():
+        shutil.copyfile(run_dir / PRESCREEN, staging / PRESCREEN)
+    sft_metrics = run_dir / "sft" / "metrics.json"
+    if sft_metrics.exists() and read_json(sft_metrics).get("lengths"):
+        atomic_write_json(staging / LENGTHS, read_json(sft_metrics)["lengths"])
     shipped, skipped = {}, {}
-    for benchmark in BENCHMARKS:
-        for policy in POLICIES:
-            name = eval_name(benchmark, policy)
-            src = run_dir / "eval" / name / "results.jsonl"
-            if src.exists():
-                rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
-                write_jsonl(staging / "results" / f"{name}.jsonl", rows)
-                shipped[name] = len(rows)
+    names = [eval_name(b, p) for b in BENCHMARKS for p in POLICIES]
+    for policy in PASSK_POLICIES:
+        names += sorted((p.parent.name for p in (run_dir / "eval").glob(
+            f"{PASSK_BENCHMARK}-{policy}-s*/results.jsonl")),
+            key=lambda n: int(n.rsplit("-s", 1)[1]))
+    for name in names:
+        src = run_dir / "eval" / name / "results.jsonl"
+        if src.exists():
+            rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
+            write_jsonl(staging / "results" / f"{name}.jsonl", rows)
+            shipped[name] = len(rows)
+    examples = gained_examples(run_dir)
+    if examples:
+        write_jsonl(staging / GAINED, examples)
     checkpoints = {}
     for name, rel in CHECKPOINTS.items():
         if not (run_dir / rel / "config.json").exists():
@@ -303,6 +462,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
         "seeds": seeds,
         "wall_seconds": wall_seconds or {},
         "results_shipped": shipped,
+        "examples_shipped": {"rl_gained": [e["id"] for e in examples]},
         "checkpoints_mb": checkpoints,
         "checkpoints_not_shipped": skipped,
         "numbers": numbers,
@@ -324,21 +484,52 @@ def card_markdown(card: dict) -> str:
              f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
              "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
     if card["wall_seconds"]:
+        total = sum(card["wall_seconds"].values())
         wall = ", ".join(f"{k} {v / 60:.1f} min" for k, v in card["wall_seconds"].items())
-        lines += [f"Wall time: {wall}", ""]
-    lines += ["| benchmark | policy | tasks | Pass@1 | format-valid | tool calls |",
-              "|---|---|---|---|---|---|"]
-    for benchmark, by_policy in n["policies"].items():
-        for policy, m in by_policy.items():
-            if m.get("n_tasks"):
-                lines.append(f"| {benchmark} | {policy} | {m['n_tasks']} | {m['pass_at_1']} | "
-                             f"{m['format_valid_rate']} | {m['mean_tool_calls']} |")
+        lines += [f"Wall time: {wall} ({total / 3600:.2f} h in all)", ""]
+    if n.get("sft_lengths"):
+        lines += ["SFT trajectories by level (kept / dropped for length; tokens median, p90, max):",
+                  ""]
+        lines += [f"- {level}: {g['kept']} / {g['dropped']}; {g['median']}, {g['p90']}, {g['max']}"
+                  for level, g in n["sft_lengths"].items()]
+        lines.append("")
+    levels = ("onehop", *HEADLINE_LEVELS)
+    lines += ["Held-out Pass@1 by level (tool calls per task); the headline is easy, medium and "
+              "hard together, one-hop apart:", "",
+              "| policy | " + " | ".join(levels) + " | headline | exam |",
+              "|---|" + "---|" * (len(levels) + 2)]
+    for policy, m in n["policies"]["heldout"].items():
+        if not m.get("n_tasks"):
+            continue
+        by = m.get("by_difficulty") or {}
+        cells = [f"{by[lv]['accuracy']} ({by[lv]['mean_tool_calls']})" if lv in by else "-"
+                 for lv in levels]
+        top, exam = n["headline"][policy], n["policies"]["exam"][policy]
+        exam_cell = (f"{exam['pass_at_1']} ({exam['mean_tool_calls']})" if exam.get("n_tasks")
+                     else "-")
+        lines.append(f"| {policy} | " + " | ".join(cells)
+                     + f" | {top.get('pass_at_1')} (n {top.get('n_tasks')}) | {exam_cell} |")
     lines.append("")
     for name, d in n["paired_heldout"].items():
         if d:
-            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, held-out): "
+            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, easy+medium+hard): "
                          f"{d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
                          f"{d['gained']} gained, {d['lost']} lost)")
+    for group, pair in n.get("paired_by_level", {}).items():
+        d = pair.get("rl_minus_sft")
+        if d:
+            lines.append(f"- rl - sft on {group}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']})")
+    for policy, m in (n.get("passk") or {}).items():
+        if m:
+            ks = ", ".join(f"Pass@{k} {v}" for k, v in m["pass_at_k"].items())
+            by = "; ".join(f"{lv} {g['pass_at_1']} -> {g['pass_at_k'][str(m['n_samples'])]}"
+                           for lv, g in m["by_level"].items())
+            lines.append(f"- {policy}, validation, {m['n_samples']} samples: {ks}; by level "
+                         f"Pass@1 -> Pass@{m['n_samples']}: {by}; mixed tasks {m['mixed']}")
+    if n.get("prescreen"):
+        lines.append("- GRPO pre-screen (tasks screened / mixed / pass rate): " + "; ".join(
+            f"{lv} {g['screened']} / {g['mixed']} / {g['pass_rate']}"
+            for lv, g in n["prescreen"].items()))
     if n.get("grpo"):
         g = n["grpo"]
         lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} "
@@ -348,132 +539,3 @@ def card_markdown(card: dict) -> str:
                         for k, v in card["acceptance"].items())
     lines += ["", f"Targets: {targets}", ""]
     return "\n".join(lines)
-
-
-def stage_seconds(run_dir: Path, name: str) -> float | None:
-    """A finished stage's time, interruptions included: the larger of its ``metrics.json``
-    seconds and its log's last row (a resumed process's metrics count only its own part)."""
-    found = []
-    if (run_dir / name / "metrics.json").exists():
-        found.append(read_json(run_dir / name / "metrics.json").get("seconds"))
-    if name in LOGS and (run_dir / LOGS[name]).exists():
-        rows = read_number_rows(run_dir / LOGS[name])
-        found.append(rows[-1].get("seconds") if rows else None)
-    found = [float(x) for x in found if isinstance(x, (int, float))]
-    return round(max(found), 1) if found else None
-
-
-def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
-                  log=print) -> dict[str, float]:
-    """SFT, GRPO and the comparison at full length, skipping finished stages; wall seconds."""
-    import time
-
-    from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
-    from vsearcher_lite.rl.config import GRPOConfig
-    from vsearcher_lite.rl.grpo import run_grpo
-    from vsearcher_lite.training.config import SFTConfig
-    from vsearcher_lite.training.sft import run_sft
-
-    run_dir = Path(run_dir)
-    seconds: dict[str, float] = {}
-
-    def full_length(config, settings):
-        for key, value in settings.items():  # None too: the presets' step and time caps are lifted
-            setattr(config, key, value)
-        if hasattr(config, "check"):
-            config.check()
-        return config
-
-    def sft():
-        config = SFTConfig.for_profile("cpu", device=device, seed=seed)
-        return run_sft(run_dir, full_length(config, REFERENCE_SFT), log=log)
-
-    def grpo():
-        config = GRPOConfig.for_profile("cpu", device=device, seed=seed)
-        return run_grpo(run_dir, full_length(config, REFERENCE_GRPO), log=log)
-
-    def comparison():
-        config = ComparisonConfig.for_profile("cpu", seed=seed, eval_overrides={"device": device})
-        return run_comparison(run_dir, full_length(config, REFERENCE_COMPARISON), log=log)
-
-    for name, run in (("sft", sft), ("grpo", grpo), ("comparison", comparison)):
-        done = run_dir / name / "metrics.json"
-        trained = name == "comparison" or (run_dir / name / "checkpoint" / "config.json").exists()
-        if done.exists() and trained:
-            log(f"[reference] {name}: finished earlier ({done}), skipped")
-            earlier = stage_seconds(run_dir, name)
-            if earlier:
-                seconds[name] = earlier
-            continue
-        t0 = time.perf_counter()
-        run()
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        seconds[name] = max(seconds[name], stage_seconds(run_dir, name) or 0.0)
-        log(f"[reference] {name}: {seconds[name] / 60:.1f} min")
-    return seconds
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line
-
-
-def register(sub, common) -> None:
-    p = sub.add_parser("reference", parents=[common],
-                       help="ship a finished run as the reference, or check one",
-                       description="Ship a finished run (its logs, per-task results and small "
-                                   "checkpoints) as a reference, or check a reference's card "
-                                   "against its own files.")
-    p.add_argument("action", choices=("run", "ship", "check"),
-                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), "
-                        "then ship it; ship: a finished run into --out; check: a reference's "
-                        "card against its files")
-    p.add_argument("--out", default=str(REFERENCE_DIR),
-                   help="the reference folder (default: data/reference)")
-    p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
-    p.add_argument("--machine", help="what the run ran on, for the card "
-                                     "(default: this machine's CPU or GPU name)")
-    p.add_argument("--command", action="append", default=[], dest="commands",
-                   help="a command that made the run, for the card (repeat in order)")
-    p.set_defaults(func=_command)
-
-
-def _command(args: argparse.Namespace) -> int:
-    if args.action == "check":
-        problems = check_reference(args.out)
-        for line in problems:
-            print(line)
-        verdict = f"{len(problems)} mismatches" if problems else "consistent"
-        print(f"[reference] {args.out}: {verdict}")
-        return 1 if problems else 0
-    seconds = None
-    commands = args.commands
-    if args.action == "run":
-        seconds = run_reference(args.run_dir, device=args.device, seed=args.seed)
-        commands = commands or [f"vsearcher-lite reference run --run-dir {args.run_dir} "
-                                f"--device {args.device} --seed {args.seed}"]
-    ship_reference(args.run_dir, args.out, commands=commands or ["(not recorded)"],
-                   device=args.machine or machine_name(args.device), seeds=[args.seed],
-                   wall_seconds=seconds)
-    return 0
-
-
-def machine_name(device: str) -> str:
-    """The GPU's name when the run used one, else the CPU's model name and core count."""
-    import os
-    import platform
-
-    from vsearcher_lite.runtime import resolve_device
-
-    if resolve_device(device).type == "cuda":
-        import torch
-
-        return torch.cuda.get_device_name(0)
-    model = platform.processor() or "CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"

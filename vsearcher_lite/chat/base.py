@@ -17,7 +17,8 @@ from PIL import Image
 from vsearcher_lite.runio import InputError
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
-LOCAL_SAMPLING_KEYS = ("repeat_guard",)  # options only a local model can honour
+# options only a local model can honour (decoding rules: ``chat.local``)
+LOCAL_SAMPLING_KEYS = ("repeat_guard", "force_after", "token_limits")
 
 
 class ChatError(RuntimeError):

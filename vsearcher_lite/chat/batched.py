@@ -30,7 +30,12 @@ from vsearcher_lite.chat.base import (
     new_usage,
     stop_list,
 )
-from vsearcher_lite.chat.local import processor_message, repeat_guard_kwargs
+from vsearcher_lite.chat.local import (
+    force_after_ids,
+    logits_kwargs,
+    processor_message,
+    token_limit_ids,
+)
 
 _thread = threading.local()
 
@@ -66,11 +71,13 @@ def options_key(options: dict) -> tuple:
     """The sampling settings that must agree for two requests to share one ``generate`` call.
 
     >>> options_key({"temperature": 0.8, "top_p": 1, "max_tokens": 64, "stop": ["<x>"], "seed": 3})
-    (0.8, 1.0, 64, ('<x>',), 0)
+    (0.8, 1.0, 64, ('<x>',), 0, (), ())
     """
     return (float(options.get("temperature") or 0.0), float(options.get("top_p") or 1.0),
             options.get("max_tokens"), tuple(stop_list(options.get("stop"))),
-            int(options.get("repeat_guard") or 0))
+            int(options.get("repeat_guard") or 0),
+            tuple(tuple(pair) for pair in options.get("force_after") or ()),
+            tuple(tuple(pair) for pair in options.get("token_limits") or ()))
 
 
 def batch_seed(seeds: list[int | None], call: int) -> int | None:
@@ -355,7 +362,9 @@ class BatchedTransformersChat(LockstepBatcher):
                 max_new_tokens=int(options.get("max_tokens") or self.max_new_tokens),
                 temperature=float(options.get("temperature") or 0.0),
                 top_p=float(options.get("top_p") or 1.0), end_ids=end_ids,
-                stop_strings=stop_strings, repeat_guard=int(options.get("repeat_guard") or 0))
+                stop_strings=stop_strings, repeat_guard=int(options.get("repeat_guard") or 0),
+                force=force_after_ids(self.tokenizer, options.get("force_after")),
+                limits=token_limit_ids(self.tokenizer, options.get("token_limits")))
         finally:
             self.model.train(was_training)
         self.usage["requests"] += len(requests)
@@ -395,7 +404,7 @@ class BatchedTransformersChat(LockstepBatcher):
             kwargs.update(stop_strings=stop_strings, tokenizer=self.tokenizer)
         if self.static_cache:
             kwargs["cache_implementation"] = "static"
-        kwargs.update(repeat_guard_kwargs(options, inputs["input_ids"].shape[1]))
+        kwargs.update(logits_kwargs(options, self.tokenizer, inputs["input_ids"].shape[1]))
         was_training = self.model.training
         self.model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -438,8 +447,9 @@ class BatchedVLLMChat(LockstepBatcher):
 
     def generate_batch(self, conversations: list[list[dict]], options: dict,
                        seed: int | None) -> list[str]:
-        if options.get("repeat_guard"):
-            raise ChatError("the vLLM engine does not apply repeat_guard; set it to 0 for vLLM")
+        if any(options.get(rule) for rule in LOCAL_SAMPLING_KEYS):
+            raise ChatError("the vLLM engine does not apply the local decoding rules "
+                            f"({', '.join(LOCAL_SAMPLING_KEYS)}); leave them unset for vLLM")
         prompt_ids, images = [], []
         for conv in conversations:
             converted = [processor_message(m) for m in conv]

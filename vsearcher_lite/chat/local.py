@@ -70,10 +70,91 @@ class RepeatGuard:
         return scores
 
 
-def repeat_guard_kwargs(options: dict, prompt_length: int) -> dict[str, Any]:
-    """``generate`` keywords for the ``repeat_guard`` option (none when it is unset or 0)."""
+def forced_token(tokens: list[int], force: dict[int, int]) -> int | None:
+    """The token that must come next under the ``force_after`` option: ``force[t]`` when the
+    reply so far ends with a trigger token ``t``, else None.
+
+    >>> forced_token([4, 9], {9: 2}), forced_token([9, 4], {9: 2}), forced_token([], {9: 2})
+    (2, None, None)
+    """
+    return force.get(tokens[-1]) if tokens else None
+
+
+def used_up(tokens: list[int], limits: dict[int, int]) -> list[int]:
+    """The tokens the ``token_limits`` option forbids next: each token of ``limits`` that the
+    reply already holds as often as its limit (0: never).
+
+    >>> used_up([5, 7, 5], {5: 2, 7: 2, 8: 0})
+    [5, 8]
+    """
+    return [t for t, n in limits.items() if tokens.count(t) >= n]
+
+
+def _one_token(tokenizer, text: str, option: str) -> int:
+    encoded = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(encoded) != 1:
+        raise ChatError(f"{option} needs single tokens; {text!r} is {len(encoded)} tokens for "
+                        "this tokenizer")
+    return int(encoded[0])
+
+
+def force_after_ids(tokenizer, pairs) -> dict[int, int]:
+    """The ``force_after`` option, ``[(trigger, forced), ...]`` as strings, as token ids; each
+    string must be one token of this tokenizer (a ``ChatError`` names the one that is not)."""
+    return {_one_token(tokenizer, trigger, "force_after"): _one_token(tokenizer, forced,
+                                                                       "force_after")
+            for trigger, forced in pairs or ()}
+
+
+def token_limit_ids(tokenizer, limits) -> dict[int, int]:
+    """The ``token_limits`` option, ``[(token, most uses in a reply), ...]``, as token ids."""
+    return {_one_token(tokenizer, text, "token_limits"): int(n) for text, n in limits or ()}
+
+
+def force_row(scores, row: int, token: int) -> None:
+    """Leave ``token`` the only choice of ``row`` (a logits tensor, in place)."""
+    scores[row, :] = float("-inf")
+    scores[row, token] = 0.0
+
+
+def apply_reply_rules(scores, row: int, tokens: list[int], force: dict[int, int],
+                      limits: dict[int, int]) -> None:
+    """``row``'s logits under the ``token_limits`` and ``force_after`` options (in place)."""
+    if limits:
+        banned = used_up(tokens, limits)
+        if banned:
+            scores[row, banned] = float("-inf")
+    token = forced_token(tokens, force) if force else None
+    if token is not None:
+        force_row(scores, row, token)
+
+
+class ReplyRules:
+    """A ``generate`` logits processor for the ``force_after`` and ``token_limits`` options,
+    looking only at the tokens after ``prompt_length``."""
+
+    def __init__(self, prompt_length: int, force: dict[int, int], limits: dict[int, int]):
+        self.prompt_length = prompt_length
+        self.force, self.limits = force, limits
+
+    def __call__(self, input_ids, scores):
+        for row, tokens in enumerate(input_ids[:, self.prompt_length:].tolist()):
+            apply_reply_rules(scores, row, tokens, self.force, self.limits)
+        return scores
+
+
+def logits_kwargs(options: dict, tokenizer, prompt_length: int) -> dict[str, Any]:
+    """``generate`` keywords for the local decoding rules, ``repeat_guard``, ``force_after`` and
+    ``token_limits`` (none when none is set)."""
+    processors: list[Any] = []
     n = options.get("repeat_guard")
-    return {"logits_processor": [RepeatGuard(prompt_length, int(n))]} if n else {}
+    if n:
+        processors.append(RepeatGuard(prompt_length, int(n)))
+    force = force_after_ids(tokenizer, options.get("force_after"))
+    limits = token_limit_ids(tokenizer, options.get("token_limits"))
+    if force or limits:
+        processors.append(ReplyRules(prompt_length, force, limits))
+    return {"logits_processor": processors} if processors else {}
 
 
 def processor_message(message: dict, fetch: Callable[[str], bytes] | None = None) -> dict:
@@ -159,7 +240,7 @@ class TransformersChat(ChatBackend):
         inputs = self._encode(messages)
         prompt_length = inputs["input_ids"].shape[1]
         generation = self._generation_kwargs(options)
-        generation.update(repeat_guard_kwargs(options, prompt_length))
+        generation.update(logits_kwargs(options, self.tokenizer, prompt_length))
         stops = stop_list(options.get("stop"))
         if stops:
             generation.update(stop_strings=stops, tokenizer=self.tokenizer)

@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from vsearcher_lite.chat.base import (
+    LOCAL_SAMPLING_KEYS,
     ChatBackend,
     ChatError,
     cut_at_stop,
@@ -89,9 +90,11 @@ class OpenAIChat(ChatBackend):
     def build_request(self, messages: list[dict], **sampling: Any) -> dict[str, Any]:
         """The JSON body sent for ``messages`` and ``sampling`` (images become data URLs)."""
         merged = {**self.defaults, **sampling}
-        if merged.pop("repeat_guard", None):
-            raise ChatError("repeat_guard is a decoding rule of the local transformers backends; "
-                            f"the server behind {self.model!r} cannot apply it (set it to 0)")
+        for rule in LOCAL_SAMPLING_KEYS:
+            if merged.pop(rule, None):
+                raise ChatError(f"{rule} is a decoding rule of the local transformers backends; "
+                                f"the server behind {self.model!r} cannot apply it (leave it "
+                                "unset)")
         body: dict[str, Any] = {"model": self.model,
                                 "messages": [to_openai_message(m) for m in messages]}
         body.update(self.extra_body)

@@ -30,6 +30,7 @@ from vsearcher_lite.training.heldout import balanced_head
 
 STAGE = "comparison"
 POLICIES = ("base", "sft", "rl", "teacher", "direct")
+DIRECT_MODELS = ("base", "sft", "rl")  # what the no-tools row can ablate
 BENCHMARKS = ("exam", "heldout")
 HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level
 #: The paper's evaluation settings (2.4, 3.2): what notebook 08 compares a run's settings with.
@@ -60,6 +61,9 @@ class ComparisonConfig:
     judge: str = "match"
     concurrency: int | None = None  # None: the profile's
     progress: bool = True
+    # the model the no-tools row ablates: base, sft or rl (the tiny base never learned the reply
+    # format, so the cpu profile ablates its SFT model)
+    direct_model: str = "base"
     extra_policies: dict[str, str] = field(default_factory=dict)  # more rows: name -> spec
     eval_overrides: dict[str, Any] = field(default_factory=dict)  # EvalConfig settings, both
 
@@ -67,6 +71,9 @@ class ComparisonConfig:
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "ComparisonConfig":
         preset = load_profile(profile).get("comparison", {})
         config = cls(**with_overrides(cls, profile, preset, overrides, "comparison"))
+        if config.direct_model not in DIRECT_MODELS:
+            raise InputError(f"direct_model {config.direct_model!r}: choose from "
+                             f"{', '.join(DIRECT_MODELS)}")
         bad = [p for p in config.policies if p not in POLICIES]
         if bad:
             raise InputError(f"unknown policy {bad[0]!r} in the comparison; choose from "
@@ -102,18 +109,24 @@ def base_spec(profile: str) -> str:
     return "base" if base is None else f"transformers:{base}"
 
 
-def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu") -> str:
-    """The ``make_policy`` spec of a comparison row.
+def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu",
+                direct_model: str | None = None) -> str:
+    """The ``make_policy`` spec of a comparison row; the no-tools row ablates ``direct_model``
+    (None: the profile's).
 
-    >>> policy_spec("rl", "runs/r"), policy_spec("teacher", "runs/r"), policy_spec("direct", "r")
-    ('transformers:runs/r/grpo/checkpoint', 'teacher', 'direct')
+    >>> policy_spec("rl", "runs/r"), policy_spec("teacher", "runs/r")
+    ('transformers:runs/r/grpo/checkpoint', 'teacher')
+    >>> policy_spec("direct", "r", direct_model="base"), policy_spec("direct", "r")
+    ('direct', 'direct:transformers:r/sft/checkpoint')
     """
     if name in CHECKPOINTS:
         return f"transformers:{Path(run_dir) / CHECKPOINTS[name]}"
     if name == "base":
         return base_spec(profile)
     if name == "direct":
-        spec = base_spec(profile)
+        if direct_model is None:
+            direct_model = load_profile(profile).get("comparison", {}).get("direct_model", "base")
+        spec = policy_spec(direct_model, run_dir, profile)
         return "direct" if spec == "base" else f"direct:{spec}"
     if name == "teacher":
         return "teacher"
@@ -135,7 +148,11 @@ def unavailable_reason(name: str, spec: str, world: str = "sandbox") -> str | No
         local = (path.exists() or path.is_absolute() or str(path).startswith(".")
                  or len(path.parts) > 2)
         if local and not (path / "config.json").is_file():
-            where = f" ({TRAINED_BY[name]})" if name in TRAINED_BY else ""
+            # the stage that writes it (the no-tools row's model is one of the trained ones)
+            trainer = TRAINED_BY.get(name) or next(
+                (TRAINED_BY[k] for k, rel in CHECKPOINTS.items() if path.parts[-2:] == rel.parts),
+                None)
+            where = f" ({trainer})" if trainer else ""
             return f"not trained yet: no checkpoint at {path}{where}"
     return None
 
@@ -296,7 +313,8 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
     config = config or ComparisonConfig.for_profile("cpu")
     start = time.perf_counter()
     tasks = comparison_tasks(run_dir, config)
-    rows = {name: policy_spec(name, run_dir, config.profile) for name in config.policies}
+    rows = {name: policy_spec(name, run_dir, config.profile, config.direct_model)
+            for name in config.policies}
     rows.update(config.extra_policies)
     status: dict[str, dict] = {}
     results: dict[str, dict[str, dict]] = {}

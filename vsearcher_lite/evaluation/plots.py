@@ -155,3 +155,19 @@ def comparison_terminations(metrics: dict, benchmark: str = "heldout", title: st
     return _stacked_bars(go, values, names, title=title or f"How episodes ended ({benchmark})",
                          yaxis_title="share of tasks", yaxis_range=[0, 1],
                          legend_title="termination")
+
+
+def level_tool_call_bars(by_policy: dict[str, dict], levels: list[str],
+                         title: str = "Tool calls per task by level"):
+    """The trained agents' counterpart of figure 3: mean tool calls per task at each level, one
+    bar per policy; ``by_policy`` maps a policy to ``{level: {"mean_tool_calls": ...}}``."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, by_level in by_policy.items():
+        ys = [(by_level.get(lv) or {}).get("mean_tool_calls") for lv in levels]
+        fig.add_bar(name=name, x=levels, y=ys, textposition="outside",
+                    text=[f"{v:.1f}" if v is not None else "" for v in ys])
+    fig.update_layout(barmode="group", title=title, xaxis_title="held-out level",
+                      yaxis_title="tool calls per task", legend_title="policy")
+    return fig

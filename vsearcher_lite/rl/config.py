@@ -114,7 +114,8 @@ class GRPOConfig(TrainingSettings):
                              "start policy and train on those it solves sometimes but not always",
                              choices=CURRICULA)
     prescreen_samples: int = option(4, "with --curriculum prescreen: episodes per task")
-    prescreen_tasks: int = option(64, "with --curriculum prescreen: tasks screened")
+    prescreen_tasks: int | None = option(64, "with --curriculum prescreen: tasks screened "
+                                                "(none: the whole pool)")
     max_train_tasks: int | None = None
     # evaluation (SFT and RL on the same held-out tasks, same greedy settings)
     evaluate: bool = True
@@ -151,7 +152,8 @@ class GRPOConfig(TrainingSettings):
         """Raise ``ValueError`` naming the first setting out of range."""
         check_choices(self)
         check_positive(self, ("learning_rate", "minutes", "total_minutes"))
-        if self.prescreen_samples < 2 or self.prescreen_tasks < 1:
+        if self.prescreen_samples < 2 or (self.prescreen_tasks is not None
+                                          and self.prescreen_tasks < 1):
             raise ValueError("prescreen_samples must be at least 2 and prescreen_tasks at least 1")
         if self.generations < 2:
             raise ValueError(f"generations must be at least 2 (a group needs a baseline), "

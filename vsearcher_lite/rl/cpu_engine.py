@@ -100,14 +100,21 @@ def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSett
     return out
 
 
+def prescreen_candidates(tasks: list, config: GRPOConfig) -> list:
+    """The tasks the pre-screen samples: every one (``prescreen_tasks`` None or at least the pool),
+    else ``prescreen_tasks`` drawn by the difficulty mix, each once."""
+    if config.prescreen_tasks is None or config.prescreen_tasks >= len(tasks):
+        return list(tasks)
+    drawn = TaskSampler(tasks, config.difficulty_mix, seed=config.seed).draw(config.prescreen_tasks)
+    return list({t.id: t for t in drawn}.values())
+
+
 def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge,
                   config: GRPOConfig, out: Path, log: Callable[[str], None]) -> dict:
-    """The ``prescreen`` curriculum: ``prescreen_samples`` episodes of ``prescreen_tasks``
-    candidates (drawn by the mix), written to ``prescreen.jsonl``; the kept tasks and counts."""
+    """The ``prescreen`` curriculum: ``prescreen_samples`` episodes of each candidate
+    (``prescreen_candidates``), written to ``prescreen.jsonl``; the kept tasks and counts."""
     t0 = time.perf_counter()
-    candidates = TaskSampler(tasks, config.difficulty_mix,
-                             seed=config.seed).draw(min(config.prescreen_tasks, len(tasks)))
-    candidates = list({t.id: t for t in candidates}.values())
+    candidates = prescreen_candidates(tasks, config)
     k = config.prescreen_samples
     per_call = max(1, (config.rollout_batch or config.batch_trajectories) // k)
     successes = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call)

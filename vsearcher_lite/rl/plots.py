@@ -34,27 +34,47 @@ def _line(go, rows: list[dict], ys: list, name: str, **style):
     return go.Scatter(x=[r["step"] for r in rows], y=ys, name=name, **style)
 
 
+#: A run of at most this many steps gets a tick at every step (a short live run shows no trend).
+FEW_STEPS = 12
+
+
+def step_axes(fig, rows: list[dict]) -> None:
+    """Whole steps on the x axes: a tick at each step of a short run, none between steps."""
+    if len(rows) <= FEW_STEPS:
+        fig.update_xaxes(title_text="step", tickmode="linear", dtick=1)
+    else:
+        fig.update_xaxes(title_text="step", tickformat="d")
+
+
 def reward_entropy_figure(rows: list[dict], window: int = 5,
                           title: str = "GRPO training dynamics (paper figure 5)"):
-    """Reward and accuracy per step (raw and smoothed), and the policy's mean token entropy."""
+    """Reward per step (raw and smoothed), the accuracy where it differs from the reward (a
+    search penalty), and the policy's mean token entropy, on fixed ranges: the reward in [0, 1],
+    the entropy from 0, so that a short run's small changes do not look steep."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("reward", "entropy (policy tokens, nats)"))
     rewards = [r.get("reward") for r in rows]
-    accuracy = moving_average([r.get("accuracy") for r in rows], window)
+    same = all(r.get("accuracy") in (None, r.get("reward")) for r in rows)
     blue = {"color": "#1f77b4"}
-    for trace in (
+    mean_name = f"reward ({window}-step mean)" + (" = accuracy" if same else "")
+    traces = [
         _line(go, rows, rewards, "reward (step)", mode="markers", opacity=0.4, marker=blue),
-        _line(go, rows, moving_average(rewards, window), f"reward ({window}-step mean)",
-              mode="lines", line=blue),
-        _line(go, rows, accuracy, "accuracy", mode="lines",
-              line={"color": "#9467bd", "dash": "dot"}),
-    ):
+        _line(go, rows, moving_average(rewards, window), mean_name, mode="lines", line=blue),
+    ]
+    if not same:  # a search penalty: the accuracy is above the reward
+        traces.append(_line(go, rows, moving_average([r.get("accuracy") for r in rows], window),
+                            "accuracy", mode="lines", line={"color": "#9467bd", "dash": "dot"}))
+    for trace in traces:
         fig.add_trace(trace, row=1, col=1)
-    fig.add_trace(_line(go, rows, [r.get("entropy") for r in rows], "entropy",
-                        mode="lines+markers", line={"color": "#d62728"}), row=1, col=2)
-    fig.update_xaxes(title_text="step")
+    entropy = [r.get("entropy") for r in rows]
+    fig.add_trace(_line(go, rows, entropy, "entropy", mode="lines+markers",
+                        line={"color": "#d62728"}), row=1, col=2)
+    fig.update_yaxes(range=[-0.02, 1.02], row=1, col=1)
+    top = max((e for e in entropy if e is not None), default=0.0)
+    fig.update_yaxes(range=[0, max(top * 1.5, 1e-3)], row=1, col=2)
+    step_axes(fig, rows)
     fig.update_layout(title=title, height=380)
     return fig
 
@@ -71,8 +91,9 @@ def tool_calls_figure(rows: list[dict], window: int = 5,
     ys = moving_average([r.get("tool_calls") for r in rows], window)
     fig.add_trace(_line(go, rows, ys, "all tools", mode="lines",
                         line={"color": "#444", "dash": "dash"}))
-    fig.update_layout(title=title, xaxis_title="step", yaxis_title="calls per trajectory",
-                      height=360)
+    fig.update_layout(title=title, yaxis_title="calls per trajectory", height=360)
+    fig.update_yaxes(rangemode="tozero")
+    step_axes(fig, rows)
     return fig
 
 
@@ -96,7 +117,7 @@ def health_figure(rows: list[dict],
                   row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)  # the KL spans orders of magnitude
-    fig.update_xaxes(title_text="step")
+    step_axes(fig, rows)
     fig.update_layout(title=title, height=360)
     return fig
 

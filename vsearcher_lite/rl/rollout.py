@@ -100,7 +100,8 @@ class RolloutSample:
         return self.exclusion is not None
 
     def summary(self) -> dict:
-        """A flat record for ``rollouts.jsonl`` (no token ids)."""
+        """A flat record for ``rollouts.jsonl``: the outcome, the advantage, and the policy's
+        turns as text (no token ids)."""
         enc, traj = self.encoded, self.trajectory
         return {
             "task_id": self.task_id, "group": self.group, "sample_index": self.sample_index,
@@ -110,6 +111,8 @@ class RolloutSample:
             "format_failure": self.format_failure, "fatal": self.fatal,
             "exclusion": self.exclusion, "step_errors": self.step_errors,
             "tool_counts": self.tool_counts, "n_turns": len(traj.turns),
+            # what the policy wrote, turn by turn (the tool responses are in the run's cache)
+            "turns": [turn.text for turn in traj.turns],
             **{k: getattr(enc, k) if enc else None
                for k in ("prompt_tokens", "response_tokens", "policy_tokens")},
         }

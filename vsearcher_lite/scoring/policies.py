@@ -25,11 +25,14 @@ from vsearcher_lite.agent.protocol import (
     SANDBOX_TODAY,
     THINK_CLOSE,
     THINK_OPEN,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
     resolve_today,
 )
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import ChatBackend, make_chat, usage_of
+from vsearcher_lite.chat.base import ChatError
 from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher
 from vsearcher_lite.chat.local import TransformersChat
 from vsearcher_lite.runio import InputError
@@ -57,14 +60,41 @@ def direct_system_prompt(today: str | None, variant: str = "full") -> str:
     return template.replace("{today}", resolve_today(today))
 
 
+#: The no-tools ablation's decoding rules for a local model trained on the protocol, which never
+#: learned to answer without searching first: once its reasoning closes the answer opens, it
+#: writes no tool call, and each tag of the reply comes once.
+FORCE_ANSWER = ((THINK_CLOSE, ANSWER_OPEN),)
+ANSWER_ONLY = ((TOOL_CALL_OPEN, 0), (TOOL_CALL_CLOSE, 0), (THINK_OPEN, 1), (THINK_CLOSE, 1),
+               (ANSWER_OPEN, 1))
+
+
+def close_answer(reply: str) -> str:
+    """A forced answer ends at its first line break (or its close tag), and is closed there.
+
+    >>> close_answer("<think>x</think><answer>Paris\\nQ: and what</think><answer>y")
+    '<think>x</think><answer>Paris</answer>'
+    >>> close_answer("<think>x</think><answer>Rome</answer>"), close_answer("<think>x")
+    ('<think>x</think><answer>Rome</answer>', '<think>x')
+    """
+    head, opened, rest = reply.partition(ANSWER_OPEN)
+    if not opened:
+        return reply
+    answer = rest.split(ANSWER_CLOSE, 1)[0].strip().split("\n", 1)[0].strip()
+    return f"{head}{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+
+
 class DirectAnswerPolicy(ChatBackend):
     """The no-tools ablation of a policy: its system message is replaced by a prompt without tools
-    (and its episode allows no tool call: ``EvalConfig.limits(tools=False)``)."""
+    (and its episode allows no tool call: ``EvalConfig.limits(tools=False)``). With
+    ``force_answer`` (a local model trained on the protocol) the answer opens as soon as the
+    reasoning closes and ends at its first line break: the row then measures what the model
+    answers from its own knowledge, not whether it can write a reply it never saw in training."""
 
     def __init__(self, inner: ChatBackend, *, today: str | None = SANDBOX_TODAY,
-                 variant: str = "full"):
+                 variant: str = "full", force_answer: bool = False):
         self.inner = inner
         self.system = direct_system_prompt(today, variant)
+        self.force_answer = force_answer
         self.name = f"direct({getattr(inner, 'name', type(inner).__name__)})"
 
     @property
@@ -73,7 +103,27 @@ class DirectAnswerPolicy(ChatBackend):
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rest = [m for m in messages if m.get("role") != "system"]
-        return self.inner.chat([{"role": "system", "content": self.system}, *rest], **sampling)
+        if self.force_answer:
+            sampling = {**sampling, "force_after": FORCE_ANSWER, "token_limits": ANSWER_ONLY}
+        reply = self.inner.chat([{"role": "system", "content": self.system}, *rest], **sampling)
+        return close_answer(reply) if self.force_answer else reply
+
+
+def forces_answers(backend: ChatBackend) -> bool:
+    """Whether the no-tools ablation forces ``backend``'s answers: a local model whose tokenizer
+    has the protocol's tags as single tokens (the tiny model, trained on the protocol; a hub
+    model such as Qwen3-VL follows the no-tools prompt as it is)."""
+    from vsearcher_lite.chat.local import force_after_ids, token_limit_ids
+
+    tokenizer = getattr(backend, "tokenizer", None)
+    if not isinstance(backend, (BatchedTransformersChat, TransformersChat)) or tokenizer is None:
+        return False
+    try:
+        force_after_ids(tokenizer, FORCE_ANSWER)
+        token_limit_ids(tokenizer, ANSWER_ONLY)
+    except ChatError:
+        return False
+    return True
 
 
 @dataclass
@@ -175,7 +225,8 @@ def backend_batch(backend: ChatBackend) -> int:
 def direct_policy(backend: ChatBackend, config, *, name: str = "direct",
                   spec: str = "direct") -> Policy:
     """The no-tools ablation of ``backend``: a tool-free system prompt and no tool call allowed."""
-    wrapped = DirectAnswerPolicy(backend, today=config.today, variant=config.prompt_variant)
+    wrapped = DirectAnswerPolicy(backend, today=config.today, variant=config.prompt_variant,
+                                 force_answer=forces_answers(backend))
     return Policy(name, spec, lambda task: wrapped, tools=False, shared=wrapped,
                   batch=backend_batch(backend))
 

@@ -1,0 +1,191 @@
+"""Making the reference run: its stages at full length, one resumable command, then shipped.
+
+``run_reference`` runs SFT, GRPO, the comparison and Pass@k with the reference's settings
+(``profiles/reference.toml``), skipping the stages a run folder has finished; the ``reference``
+command runs it and ships the run (``reference.ship_reference``), or checks a shipped one.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vsearcher_lite.reference import (
+    LOGS,
+    PASSK_BENCHMARK,
+    PASSK_POLICIES,
+    REFERENCE_COMPARISON,
+    REFERENCE_DIR,
+    REFERENCE_GRPO,
+    REFERENCE_PASSK,
+    REFERENCE_SFT,
+    check_reference,
+    ship_reference,
+)
+from vsearcher_lite.runio import RunDir, atomic_write_json, read_json, read_number_rows
+
+
+def stage_seconds(run_dir: Path, name: str) -> float | None:
+    """A finished stage's time, interruptions included: the larger of its ``metrics.json``
+    seconds and its log's last row (a resumed process's metrics count only its own part)."""
+    found = []
+    if (run_dir / name / "metrics.json").exists():
+        found.append(read_json(run_dir / name / "metrics.json").get("seconds"))
+    if name in LOGS and (run_dir / LOGS[name]).exists():
+        rows = read_number_rows(run_dir / LOGS[name])
+        found.append(rows[-1].get("seconds") if rows else None)
+    found = [float(x) for x in found if isinstance(x, (int, float))]
+    return round(max(found), 1) if found else None
+
+
+def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
+                  log=print) -> dict[str, float]:
+    """SFT, GRPO and the comparison at full length, skipping finished stages; wall seconds."""
+    import time
+
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.rl.grpo import run_grpo
+    from vsearcher_lite.training.config import SFTConfig
+    from vsearcher_lite.training.sft import run_sft
+
+    run_dir = Path(run_dir)
+    seconds: dict[str, float] = {}
+
+    def full_length(config, settings):
+        for key, value in settings.items():  # None too: the presets' step and time caps are lifted
+            setattr(config, key, value)
+        if hasattr(config, "check"):
+            config.check()
+        return config
+
+    def sft():
+        config = SFTConfig.for_profile("cpu", device=device, seed=seed)
+        return run_sft(run_dir, full_length(config, REFERENCE_SFT), log=log)
+
+    def grpo():
+        config = GRPOConfig.for_profile("cpu", device=device, seed=seed)
+        return run_grpo(run_dir, full_length(config, REFERENCE_GRPO), log=log)
+
+    def comparison():
+        config = ComparisonConfig.for_profile("cpu", seed=seed, eval_overrides={"device": device})
+        return run_comparison(run_dir, full_length(config, REFERENCE_COMPARISON), log=log)
+
+    def passk():
+        return run_passk(run_dir, device=device, seed=seed, log=log)
+
+    for name, run in (("sft", sft), ("grpo", grpo), ("comparison", comparison), ("passk", passk)):
+        done = run_dir / name / "metrics.json"
+        trained = name in ("comparison", "passk") or (
+            run_dir / name / "checkpoint" / "config.json").exists()
+        if done.exists() and trained:
+            log(f"[reference] {name}: finished earlier ({done}), skipped")
+            earlier = stage_seconds(run_dir, name)
+            if earlier:
+                seconds[name] = earlier
+            continue
+        t0 = time.perf_counter()
+        run()
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        seconds[name] = max(seconds[name], stage_seconds(run_dir, name) or 0.0)
+        log(f"[reference] {name}: {seconds[name] / 60:.1f} min")
+    return seconds
+
+
+def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict:
+    """Pass@k of the SFT and RL models on the validation split (``REFERENCE_PASSK``: samples,
+    temperature and the tasks, taken round-robin over the levels; the held-out evaluation's other
+    settings); ``RUN_DIR/passk/metrics.json``."""
+    import time
+
+    from vsearcher_lite.agent.task import read_tasks
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, policy_spec
+    from vsearcher_lite.scoring.passk import evaluate_samples
+
+    run_dir = Path(run_dir)
+    from vsearcher_lite.training.heldout import balanced_head
+
+    tasks = read_tasks(run_dir / "filter" / "validation.jsonl",
+                       hint=f"vsearcher-lite filter --run-dir {run_dir}")
+    tasks = balanced_head(tasks, REFERENCE_PASSK.get("max_tasks"), key=lambda t: t.difficulty)
+    t0 = time.perf_counter()
+    config = ComparisonConfig.for_profile("cpu", seed=seed, eval_overrides={
+        "device": device, "temperature": REFERENCE_PASSK["temperature"]}).heldout_eval_config()
+    found = {}
+    for policy in PASSK_POLICIES:
+        m = evaluate_samples(run_dir, tasks, policy_spec(policy, run_dir), config=config,
+                             samples=REFERENCE_PASSK["samples"], benchmark=PASSK_BENCHMARK,
+                             name=f"{PASSK_BENCHMARK}-{policy}")
+        found[policy] = {k: m[k] for k in ("n_samples", "n_tasks", "pass_at_1", "pass_at_k")}
+        log(f"[reference] Pass@k of {policy} on {len(tasks)} validation tasks: "
+            + ", ".join(f"Pass@{k} {v}" for k, v in m["pass_at_k"].items()))
+    metrics = {"policies": found, "seconds": round(time.perf_counter() - t0, 1),
+               "temperature": config.temperature}
+    atomic_write_json(RunDir(run_dir).stage("passk") / "metrics.json", metrics)
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("reference", parents=[common],
+                       help="ship a finished run as the reference, or check one",
+                       description="Ship a finished run (its logs, per-task results and small "
+                                   "checkpoints) as a reference, or check a reference's card "
+                                   "against its own files.")
+    p.add_argument("action", choices=("run", "ship", "check"),
+                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), "
+                        "then ship it; ship: a finished run into --out; check: a reference's "
+                        "card against its files")
+    p.add_argument("--out", default=str(REFERENCE_DIR),
+                   help="the reference folder (default: data/reference)")
+    p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
+    p.add_argument("--machine", help="what the run ran on, for the card "
+                                     "(default: this machine's CPU or GPU name)")
+    p.add_argument("--command", action="append", default=[], dest="commands",
+                   help="a command that made the run, for the card (repeat in order)")
+    p.set_defaults(func=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.action == "check":
+        problems = check_reference(args.out)
+        for line in problems:
+            print(line)
+        verdict = f"{len(problems)} mismatches" if problems else "consistent"
+        print(f"[reference] {args.out}: {verdict}")
+        return 1 if problems else 0
+    seconds = None
+    commands = args.commands
+    if args.action == "run":
+        seconds = run_reference(args.run_dir, device=args.device, seed=args.seed)
+        commands = commands or [f"vsearcher-lite reference run --run-dir {args.run_dir} "
+                                f"--device {args.device} --seed {args.seed}"]
+    ship_reference(args.run_dir, args.out, commands=commands or ["(not recorded)"],
+                   device=args.machine or machine_name(args.device), seeds=[args.seed],
+                   wall_seconds=seconds)
+    return 0
+
+
+def machine_name(device: str) -> str:
+    """The GPU's name when the run used one, else the CPU's model name and core count."""
+    import os
+    import platform
+
+    from vsearcher_lite.runtime import resolve_device
+
+    if resolve_device(device).type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    model = platform.processor() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
