@@ -27,6 +27,7 @@ from vsearcher_lite.reference import (
     REFERENCE_PASSK,
     REFERENCE_SFT,
 )
+from vsearcher_lite.reference_run import full_length
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.synthesis.inject import InjectConfig
 from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
@@ -51,14 +52,6 @@ def flatten(new: dict, old: dict) -> dict:
         if name in old:
             flat[name] = new["eval"][inner] if old[name] is not None else None
     return json.loads(json.dumps(flat))
-
-
-def full_length(config, settings):
-    for key, value in settings.items():
-        setattr(config, key, value)
-    if hasattr(config, "check"):
-        config.check()
-    return config
 
 
 def as_json(d: dict) -> dict:
@@ -128,7 +121,7 @@ def test_profile_files_name_only_known_settings_and_unset_reads_as_none():
         "comparison": ComparisonConfig,
         "inject": InjectConfig,
     }
-    passk = {"samples", "temperature", "max_tasks"}  # the reference's Pass@k (run_passk)
+    passk = {"samples", "temperature", "levels", "max_tasks"}  # the reference's Pass@k (run_passk)
     for name in ("cpu", "single_gpu", "multi_gpu", "reference"):
         settings = load_profile(name)
         for stage, table in settings.items():

@@ -38,6 +38,16 @@ def stage_seconds(run_dir: Path, name: str) -> float | None:
     return round(max(found), 1) if found else None
 
 
+def full_length(config, settings: dict):
+    """``config`` with a stage's reference settings on top (None too: the presets' step and time
+    caps are lifted), checked."""
+    for key, value in settings.items():
+        setattr(config, key, value)
+    if hasattr(config, "check"):
+        config.check()
+    return config
+
+
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
                   log=print) -> dict[str, float]:
     """SFT, GRPO and the comparison at full length, skipping finished stages; wall seconds."""
@@ -51,13 +61,6 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
 
     run_dir = Path(run_dir)
     seconds: dict[str, float] = {}
-
-    def full_length(config, settings):
-        for key, value in settings.items():  # None too: the presets' step and time caps are lifted
-            setattr(config, key, value)
-        if hasattr(config, "check"):
-            config.check()
-        return config
 
     def sft():
         config = SFTConfig.for_profile("cpu", device=device, seed=seed)
@@ -94,8 +97,8 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
 
 def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=print) -> dict:
     """Pass@k of the SFT and RL models on the validation split (``REFERENCE_PASSK``: samples,
-    temperature and the tasks, taken round-robin over the levels; the held-out evaluation's other
-    settings); ``RUN_DIR/passk/metrics.json``."""
+    temperature, levels and the tasks, taken round-robin over the levels; the held-out
+    evaluation's other settings); ``RUN_DIR/passk/metrics.json``."""
     import time
 
     from vsearcher_lite.agent.task import read_tasks
@@ -107,6 +110,8 @@ def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=p
 
     tasks = read_tasks(run_dir / "filter" / "validation.jsonl",
                        hint=f"vsearcher-lite filter --run-dir {run_dir}")
+    levels = REFERENCE_PASSK.get("levels")
+    tasks = [t for t in tasks if levels is None or t.difficulty in levels]
     tasks = balanced_head(tasks, REFERENCE_PASSK.get("max_tasks"), key=lambda t: t.difficulty)
     t0 = time.perf_counter()
     config = ComparisonConfig.for_profile("cpu", seed=seed, eval_overrides={

@@ -1,0 +1,110 @@
+"""Levers on the SFT policy's Pass@k: fewer epochs, and the average of an early and a late model.
+
+RL can at best turn the SFT model's Pass@k into Pass@1, so a lever is worth keeping when it
+raises Pass@k without lowering Pass@1. This trains the reference's SFT for one epoch instead of
+two (same trajectories, settings and seed; its learning-rate schedule spans the one epoch), averages
+its weights with the two-epoch model's, and samples each model ``--samples`` times at T 1.0 on the
+validation split's easy, medium and hard tasks (neither held-out nor RL pool). Prints Pass@1 and
+Pass@k per model and level, and the tasks solved sometimes but not always (what GRPO learns from).
+
+    python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
+
+``--source`` is a finished reference run (its trajectories and its two-epoch SFT checkpoint);
+``--run-dir`` gets links to the source's inputs and the new models. Resumable: a rerun skips the
+training and the samples that are done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+#: A run's stage folders that the lever models do not share with the source run.
+OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "run_manifest.json"}
+
+
+def link_inputs(source: Path, run: Path) -> None:
+    """Link the source run's world, tasks, trajectories and caches into ``run``."""
+    run.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        target = run / entry.name
+        if entry.name not in OWN and not target.exists():
+            target.symlink_to(entry.resolve())
+
+
+def average_checkpoint(first: Path, second: Path, out: Path) -> Path:
+    """The weights of ``first`` and ``second`` averaged into ``out`` (the rest copied from
+    ``second``); skipped when ``out`` exists."""
+    from safetensors.torch import load_file, save_file
+
+    if (out / "model.safetensors").exists():
+        return out
+    a, b = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    if a.keys() != b.keys():
+        raise SystemExit(f"{first} and {second} hold different weights; cannot average them")
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(second, tmp)
+    save_file({k: (a[k].float() + b[k].float()).div(2).to(b[k].dtype) for k in b},
+              str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    tmp.rename(out)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--source", required=True, help="a finished reference run folder")
+    p.add_argument("--run-dir", required=True, help="a run folder of its own (created if missing)")
+    p.add_argument("--samples", type=int, default=4, help="samples per task (default 4)")
+    p.add_argument("--max-tasks", type=int, default=None,
+                   help="the first N validation tasks, round-robin over the levels (default: all)")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    args = p.parse_args()
+
+    from vsearcher_lite.agent.task import read_tasks
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig
+    from vsearcher_lite.reference import HEADLINE_LEVELS, REFERENCE_SFT
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.scoring.passk import evaluate_samples
+    from vsearcher_lite.training.config import SFTConfig
+    from vsearcher_lite.training.heldout import balanced_head
+    from vsearcher_lite.training.sft import run_sft
+
+    source, run = Path(args.source), Path(args.run_dir)
+    late = source / "sft" / "checkpoint"
+    if not (late / "config.json").exists():
+        raise SystemExit(f"{late}: no SFT checkpoint; run `vsearcher-lite reference run` first")
+    link_inputs(source, run)
+    early = run / "sft" / "checkpoint"
+    if not (early / "config.json").exists():
+        config = full_length(SFTConfig.for_profile("cpu", device=args.device), REFERENCE_SFT)
+        config.epochs = 1.0
+        config.check()
+        run_sft(run, config)
+    averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
+
+    tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
+             if t.difficulty in HEADLINE_LEVELS]
+    tasks = balanced_head(tasks, args.max_tasks, key=lambda t: t.difficulty)
+    config = ComparisonConfig.for_profile("cpu", eval_overrides={
+        "device": args.device, "temperature": 1.0}).heldout_eval_config()
+    rows = []
+    for name, checkpoint in (("two-epochs", late), ("one-epoch", early), ("average", averaged)):
+        m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
+                             samples=args.samples, benchmark="validation", name=f"levers-{name}")
+        rows.append((name, m))
+    k = max(int(x) for x in rows[0][1]["pass_at_k"])
+    print(f"{len(tasks)} validation tasks, {args.samples} samples each at T 1.0")
+    print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
+    for name, m in rows:
+        print(f"{name:11} {'all':7} {m['n_tasks']:5d} {m['pass_at_1']:7.3f} "
+              f"{m['pass_at_k'][str(k)]:7.3f} {sum(m['mixed_by_level'].values()):5d}")
+        for level, g in m["by_level"].items():
+            print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
+                  f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
