@@ -1,0 +1,174 @@
+"""Numbers in prose come from a source that a rerun cannot change.
+
+A notebook's markdown and the README may quote the paper, a setting of a profile, or the shipped
+reference (``data/reference/card.json``); the README may also quote a measurement recorded in
+``docs/results.md`` (with its machine and command). A number about a notebook's own live run
+(steps trained, an accuracy, seconds) differs on the next machine, so the notebooks render it
+from the run's outputs in a code cell instead. Every number in prose is looked up in those
+sources; one found nowhere fails the test, with the file, cell and line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD = ROOT / "data" / "reference" / "card.json"
+RESULTS = ROOT / "docs" / "results.md"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+#: The paper's numbers that the prose quotes (VSearcher, sections and appendix as named).
+PAPER = {
+    "2.1", "2.2", "2.3", "2.4", "3.1", "3.2",  # section numbers
+    "1,301", "1,308",  # SFT trajectories (A.4; section 3)
+    "20,480",  # SFT cutoff in tokens (A.4)
+    "0.6", "0.95", "2.5",  # teacher temperature, top-p, hours per trajectory (A.3)
+    "283", "20",  # MM-SearchExam questions; proprietary models score about 20 (section 3.2)
+    "47.2", "19.3", "39.1", "4.4", "23.8",  # table 1: VSearcher-8B, its base, Gemini-3-Pro
+    "32", "2e-6", "28",  # GRPO batch, learning rate, response budget in K tokens (A.4)
+    "30",  # tool calls per episode (A.3, A.4)
+    "0.2",  # PPO's clipping range (section 2.3)
+    "150", "60",  # live seed query: rows, and the query service's limit in seconds (A.2)
+}
+#: A number standing next to a letter or inside code is a name or a setting, not a quantity
+#: (``Qwen3-VL-8B``, ``x10``, ``top-3`` are caught by the lookbehind and the letters after).
+NUMBER = re.compile(r"(?<![\w.,\-/@#x])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\w%])"
+                    r"(?!\.\d)")
+SKIPPED = (
+    re.compile(r"```.*?```", re.DOTALL),  # code blocks
+    re.compile(r"`[^`\n]*`"),  # inline code
+    re.compile(r"\$\$.*?\$\$", re.DOTALL),  # formulas
+    re.compile(r"\$[^$\n]*\$"),
+    re.compile(r"\]\([^)]*\)"),  # link targets
+    re.compile(r"<[^>\n]*>"),  # html tags and their attributes
+)
+
+
+def numbers_of(value, out: list[float], key: str = "") -> list[float]:
+    """Every int and float inside a JSON or TOML value, in the units prose writes it in: a time
+    in seconds also in minutes and hours, in minutes also in seconds; a share also in percent."""
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            numbers_of(inner, out, str(name))
+    elif isinstance(value, (list, tuple)):
+        for inner in value:
+            numbers_of(inner, out, key)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        x = float(value)
+        out.append(x)
+        if "seconds" in key:
+            out += [x / 60, x / 3600]
+        elif "minutes" in key:
+            out.append(x * 60)
+        elif isinstance(value, float) and 0 < x < 1:
+            out.append(x * 100)
+    return out
+
+
+def card_numbers() -> list[float]:
+    return numbers_of(json.loads(CARD.read_text()), [])
+
+
+def setting_numbers() -> list[float]:
+    found: list[float] = []
+    for path in (ROOT / "vsearcher_lite" / "profiles").glob("*.toml"):
+        numbers_of(tomllib.loads(path.read_text()), found)
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.synthesis.filters import VALIDATION_MAX_SHARE
+    from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
+    from vsearcher_lite.training.config import SFTConfig
+
+    for config in (SFTConfig, GRPOConfig, TrajectoryConfig, ComparisonConfig):
+        numbers_of(config.for_profile("cpu").to_dict(), found)
+    return numbers_of([VALIDATION_MAX_SHARE], found)
+
+
+def matches(token: str, pool: list[float]) -> bool:
+    """``token`` equals one of ``pool`` at the digits it is written with."""
+    value = float(token.replace(",", ""))
+    digits = len(token.split(".")[1]) if "." in token else 0
+    return any(round(x, digits) == value for x in pool)
+
+
+class Sources:
+    """Where a number in prose may come from; ``results``: also docs/results.md (the README's
+    measurements); ``code``: the notebook's own code cells (a display setting such as a cut)."""
+
+    def __init__(self, *, results: bool = False, code: str = "") -> None:
+        self.card = card_numbers()
+        self.settings = setting_numbers()
+        self.fixed = set(PAPER) | {m.group(1) for m in NUMBER.finditer(code)}
+        if results:
+            self.fixed |= {m.group(1) for m in NUMBER.finditer(RESULTS.read_text())}
+
+    def explains(self, token: str, line: str) -> bool:
+        if token in self.fixed:
+            return True
+        value = float(token.replace(",", ""))
+        if value.is_integer() and (0 <= value <= 10 or re.fullmatch(r"0\d", token)):
+            return True  # counts of a few, notebook numbers
+        if matches(token, self.settings):
+            return True
+        # the card explains a decimal anywhere, a whole number only where the line names the
+        # reference (a count such as 36 is too common to be the reference's by chance)
+        return matches(token, self.card) and ("." in token or "reference" in line.lower())
+
+
+def unexplained(text: str, sources: Sources) -> list[str]:
+    """``'line: number'`` for each number of ``text`` that no source explains."""
+    for pattern in SKIPPED:
+        text = pattern.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for m in NUMBER.finditer(line):
+            if not sources.explains(m.group(1), line):
+                found.append(f"line {number}: {m.group(1)} in {line.strip()[:100]!r}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def notebook_sources() -> Sources:
+    return Sources()
+
+
+def test_the_check_flags_a_live_run_number_and_passes_the_paper_and_the_reference(
+        notebook_sources):
+    card = json.loads(CARD.read_text())["numbers"]["headline"]
+    sft = f"{card['sft']['pass_at_1']:.3f}"
+    quoted = (f"The paper kept 1,301 trajectories; the reference's SFT model answers {sft} "
+              f"of {card['sft']['n_tasks']} held-out tasks, with top-3 results and `lr = 1e-4`.")
+    assert unexplained(quoted, notebook_sources) == []
+    # a share that no source holds (the card changes when the reference is shipped again)
+    share = next(f"0.{i}" for i in range(101, 1000)
+                 if not notebook_sources.explains(f"0.{i}", "the reference"))
+    live = f"In `make reproduce` it trained 688 steps and answered {share} of the tasks in 151 s."
+    assert [hit.split(": ")[1].split(" ")[0]
+            for hit in unexplained(live, notebook_sources)] == ["688", share, "151"]
+    # the reference's number mistyped: the nearest share above it that no source holds
+    typo = next(f"{float(sft) + i / 1000:.3f}" for i in range(1, 100)
+                if not notebook_sources.explains(f"{float(sft) + i / 1000:.3f}", "reference"))
+    assert len(unexplained(f"The reference's SFT model answers {typo}.", notebook_sources)) == 1
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_prose_quotes_no_live_run_number(notebook):
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    sources = Sources(code=code)
+    found = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"])
+            found += [f"cell {index}, {hit}" for hit in unexplained(text, sources)]
+    assert not found, f"{notebook.name}: numbers from no fixed source:\n" + "\n".join(found)
+
+
+def test_readme_quotes_no_live_run_number():
+    found = unexplained((ROOT / "README.md").read_text(), Sources(results=True))
+    assert not found, "README.md: numbers from no fixed source:\n" + "\n".join(found)
