@@ -48,9 +48,9 @@ def main() -> int:
     )
     args = p.parse_args()
 
+    from vsearcher_lite.backends.toolbox import make_toolbox
     from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
     from vsearcher_lite.scoring.evaluate import EvalConfig, evaluate, load_results
-    from vsearcher_lite.tools.factory import make_toolbox
 
     run = Path(args.run_dir)
     tasks = ensure_sandbox_eval_tasks(run, profile=args.profile, progress=False)[: args.tasks]

@@ -127,11 +127,13 @@ def test_the_package_has_no_import_cycles():
 #: layers only: never a higher layer's, nor another package's of its own layer. Each name is a
 #: subpackage or a top-level module; ``vsearcher_lite`` is the package's ``__init__``.
 LAYERS = (
-    "vsearcher_lite runio cache profiles stepper",  # import nothing of the package
-    "options runtime net",  # options from fields, the device and threads, HTTP and secrets
+    "vsearcher_lite runio cache profiles stepper redaction",  # import nothing of the package
+    "options runtime net",  # options from fields, the device and threads, HTTP and its guard
     "manifest model",  # the run manifest; the tiny base's tokenizer and architecture
     "chat world",  # chat backends; the sandbox and the live web
     "tools",  # text_search, image_search, visit
+    "live",  # the live web: Wikidata and Wikipedia, the live tools, API keys, the OpenAI client
+    "backends",  # a run's toolbox and chat backends from its settings: sandbox or live
     "agent",  # protocol, format check, judges, the ReAct loop, teachers, exports
     "config",  # the settings the stages share (EvalConfig)
     "scoring synthesis",  # the evaluation runner; the data stages, seeds to trajectories

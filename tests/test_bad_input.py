@@ -124,7 +124,7 @@ def test_settings_out_of_range_are_refused_before_any_work():
 
 
 def test_chat_specs_with_a_bad_url_or_a_missing_folder(tmp_path):
-    from vsearcher_lite.chat import make_chat
+    from vsearcher_lite.backends.chat import make_chat
     from vsearcher_lite.scoring.policies import _chat_from_spec
 
     for spec in ("openai:m@notaurl", "openai:m@ftp://host/v1"):

@@ -10,17 +10,9 @@ import pytest
 from PIL import Image
 from servers import MisbehavingServer, ReplayChatServer
 
-from vsearcher_lite.chat import (
-    ChatBackend,
-    ChatError,
-    OpenAIChat,
-    ScriptedChat,
-    image_to_url,
-    make_chat,
-    normalise_base_url,
-    to_openai_message,
-    usage_of,
-)
+from vsearcher_lite.backends.chat import make_chat
+from vsearcher_lite.chat import ChatBackend, ChatError, ScriptedChat, image_to_url, usage_of
+from vsearcher_lite.live.openai import OpenAIChat, normalise_base_url, to_openai_message
 from vsearcher_lite.runio import InputError
 
 CHAT_ENV = (

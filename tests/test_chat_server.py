@@ -14,8 +14,9 @@ pytest.importorskip("uvicorn")
 
 from servers import TransformersServe, build_tiny_causal_lm  # noqa: E402
 
-from vsearcher_lite.chat import ChatError, OpenAIChat  # noqa: E402
+from vsearcher_lite.chat import ChatError  # noqa: E402
 from vsearcher_lite.chat.local import TransformersChat  # noqa: E402
+from vsearcher_lite.live.openai import OpenAIChat  # noqa: E402
 
 USER = [
     {"role": "system", "content": "Answer briefly."},

@@ -14,7 +14,8 @@ from servers import (  # noqa: E402
     build_tiny_tokenizer,
 )
 
-from vsearcher_lite.chat import ChatError, make_chat  # noqa: E402
+from vsearcher_lite.backends.chat import make_chat  # noqa: E402
+from vsearcher_lite.chat import ChatError  # noqa: E402
 from vsearcher_lite.chat.local import TransformersChat  # noqa: E402
 from vsearcher_lite.runio import InputError  # noqa: E402
 
@@ -262,7 +263,7 @@ def test_tiny_checkpoint_loads_in_a_fresh_interpreter():
 
     base = Path(__file__).resolve().parents[1] / "data" / "tiny_base"
     code = (
-        "import sys\nfrom vsearcher_lite.chat import make_chat\n"
+        "import sys\nfrom vsearcher_lite.backends.chat import make_chat\n"
         f"chat = make_chat('transformers:{base}')\n"
         "print(type(chat.processor).__name__, 'vsearcher_lite.model.tiny' in sys.modules)"
     )

@@ -251,7 +251,7 @@ def eval_run(tmp_path_factory):
 
 
 def test_the_evaluation_threads_share_one_toolbox_with_the_same_results(eval_run, monkeypatch):
-    from vsearcher_lite.tools import factory
+    from vsearcher_lite.backends import toolbox as factory
 
     run, tasks = eval_run
     built = []

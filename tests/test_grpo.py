@@ -812,7 +812,8 @@ def test_repeat_guard_stops_loops_in_both_local_backends(tiny, monkeypatch):
 
 
 def test_repeat_guard_is_refused_where_it_cannot_be_applied():
-    from vsearcher_lite.chat import ChatError, OpenAIChat
+    from vsearcher_lite.chat import ChatError
+    from vsearcher_lite.live.openai import OpenAIChat
 
     bot = OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key="k")
     assert "repeat_guard" not in bot.build_request(

@@ -148,7 +148,7 @@ def test_make_judge():
 def test_llm_judge_over_a_loopback_openai_server():
     from servers import ReplayChatServer
 
-    from vsearcher_lite.chat import OpenAIChat
+    from vsearcher_lite.live.openai import OpenAIChat
 
     replies = [
         "**Extracted_final_answer:** Zanura\n**Correct:** Yes",  # markdown and case

@@ -27,19 +27,19 @@ from fixtures.recorded.mockweb import (
 from test_live_world import UA, wiki_web
 
 from vsearcher_lite.cache import CacheMiss, ToolCache
-from vsearcher_lite.net.guard import UrlGuard
-from vsearcher_lite.tools.base import ToolError
-from vsearcher_lite.tools.live import make_live_backends
-from vsearcher_lite.tools.live_read import JINA_URL
-from vsearcher_lite.tools.live_search import (
+from vsearcher_lite.live.knowledge import LiveKnowledge
+from vsearcher_lite.live.read import JINA_URL
+from vsearcher_lite.live.search import (
     SERPER_SEARCH_URL,
     VISION_URL,
     ReplayMiss,
     SerperTextSearch,
 )
+from vsearcher_lite.live.tools import make_live_backends
+from vsearcher_lite.net.guard import UrlGuard
+from vsearcher_lite.tools.base import ToolError
 from vsearcher_lite.tools.sandbox import ExtractiveSummariser
 from vsearcher_lite.tools.toolbox import Toolbox
-from vsearcher_lite.world.live import LiveKnowledge
 from vsearcher_lite.world.model import ImageRef
 
 KEYS = {

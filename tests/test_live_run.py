@@ -18,13 +18,13 @@ from test_live_replay import KEYS, OTHER_VARS, live_web, no_dns
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.protocol import format_assistant_turn
 from vsearcher_lite.agent.task import Task
+from vsearcher_lite.backends.toolbox import CACHE_FILE
 from vsearcher_lite.cache import ToolCache
 from vsearcher_lite.chat import ScriptedChat
+from vsearcher_lite.live.tools import make_live_backends
 from vsearcher_lite.net.guard import UrlGuard
-from vsearcher_lite.net.secrets import scan_for_secrets
+from vsearcher_lite.redaction import scan_for_secrets
 from vsearcher_lite.runio import RunDir, atomic_write_json
-from vsearcher_lite.tools.factory import CACHE_FILE
-from vsearcher_lite.tools.live import make_live_backends
 from vsearcher_lite.tools.sandbox import ExtractiveSummariser
 
 SCRIPT = [

@@ -28,11 +28,8 @@ from fixtures.recorded.mockweb import (
 )
 
 from vsearcher_lite.chat import ChatError, ScriptedChat
-from vsearcher_lite.net.guard import UrlGuard
-from vsearcher_lite.runio import InputError
-from vsearcher_lite.tools.base import Summariser, ToolError
-from vsearcher_lite.tools.live import choose_live_backends, make_live_backends
-from vsearcher_lite.tools.live_read import (
+from vsearcher_lite.live.html import sniff_image_type
+from vsearcher_lite.live.read import (
     JINA_URL,
     DirectFetchReader,
     JinaReader,
@@ -40,7 +37,7 @@ from vsearcher_lite.tools.live_read import (
     build_summary_messages,
     page_from_fetch,
 )
-from vsearcher_lite.tools.live_search import (
+from vsearcher_lite.live.search import (
     GOOGLE_CSE_URL,
     SERPER_LENS_URL,
     SERPER_SEARCH_URL,
@@ -51,7 +48,10 @@ from vsearcher_lite.tools.live_search import (
     SerperTextSearch,
     VisionWebDetection,
 )
-from vsearcher_lite.world.live_html import sniff_image_type
+from vsearcher_lite.live.tools import choose_live_backends, make_live_backends
+from vsearcher_lite.net.guard import UrlGuard
+from vsearcher_lite.runio import InputError
+from vsearcher_lite.tools.base import Summariser, ToolError
 from vsearcher_lite.world.model import ImageRef, PageContent
 
 PAGE_URL = "https://heritage.example.org/oldmere"

@@ -17,16 +17,14 @@ from fixtures.recorded.mockweb import (
 )
 
 from vsearcher_lite.cache import ToolCache
-from vsearcher_lite.net.http import HttpError
-from vsearcher_lite.runio import InputError
-from vsearcher_lite.world.live import (
+from vsearcher_lite.live.knowledge import (
     WDQS_URL,
     WIKIPEDIA_REST_URL,
     LiveKnowledge,
     article_title_from_url,
     polite_user_agent,
 )
-from vsearcher_lite.world.sparql import (
+from vsearcher_lite.live.sparql import (
     SparqlError,
     build_facts_query,
     build_seed_query_offset,
@@ -37,6 +35,8 @@ from vsearcher_lite.world.sparql import (
     rows_to_seeds,
     sparql_rows,
 )
+from vsearcher_lite.net.http import HttpError
+from vsearcher_lite.runio import InputError
 
 UA = polite_user_agent("tests@example.org")
 KIWIX = "http://127.0.0.1:8080"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vsearcher_lite import manifest as mf
-from vsearcher_lite.net.secrets import get_secret
+from vsearcher_lite.live.secrets import get_secret
 from vsearcher_lite.runio import InputError
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vsearcher_lite.net import secrets as sec
+from vsearcher_lite import redaction as red
+from vsearcher_lite.live import secrets as sec
 from vsearcher_lite.runio import InputError
 
 
@@ -21,7 +22,7 @@ def test_env_file_named_by_variable_is_read(tmp_path, monkeypatch):
     monkeypatch.delenv("JINA_API_KEY", raising=False)
     monkeypatch.setenv(sec.ENV_FILE_VAR, str(env))
     assert sec.get_secret("JINA_API_KEY") == "jina-file-abcdef"
-    assert "jina-file-abcdef" in sec.known_secrets()
+    assert "jina-file-abcdef" in red.known_secrets()
 
 
 def test_a_dotenv_in_the_working_folder_is_not_read_unless_named(tmp_path, monkeypatch):
@@ -62,7 +63,7 @@ def test_redact_masks_values_read_and_key_shapes(monkeypatch):
         f"https://user:pw123456@host.example/ "
         f"and sk-proj-aaaaaaaaaaaaaaaaaaaaaaaa plus {key}"
     )
-    out = sec.redact(text)
+    out = red.redact(text)
     for leaked in (
         key,
         "zzz999",
@@ -75,13 +76,13 @@ def test_redact_masks_values_read_and_key_shapes(monkeypatch):
 
 
 def test_redact_extra_secrets_and_leaves_short_values_alone():
-    assert sec.redact("token abcdefgh here", ["abcdefgh"]) == "token *** here"
+    assert red.redact("token abcdefgh here", ["abcdefgh"]) == "token *** here"
     # Too short to be a key: masking it would mangle ordinary text.
-    assert sec.redact("a1 in text", ["a1"]) == "a1 in text"
+    assert red.redact("a1 in text", ["a1"]) == "a1 in text"
 
 
 def test_longer_secret_containing_a_shorter_one_is_masked_whole():
-    out = sec.redact("value=prefix-123456-suffix", ["prefix-123456", "prefix-123456-suffix"])
+    out = red.redact("value=prefix-123456-suffix", ["prefix-123456", "prefix-123456-suffix"])
     assert "suffix" not in out and "123456" not in out
 
 
@@ -91,10 +92,10 @@ def test_scan_for_secrets_finds_leaks_without_echoing_them(tmp_path):
     (run / "stage" / "metrics.json").write_text('{"ok": 1}')
     (run / "stage" / "log.jsonl").write_text('{"url": "https://x/?key=leaky-value-424242"}\n')
     (run / "cache.sqlite").write_bytes(b"\x00\x01leaky-value-424242\x00")
-    leaks = sec.scan_for_secrets(run, ["leaky-value-424242"])
+    leaks = red.scan_for_secrets(run, ["leaky-value-424242"])
     assert [line.split(":")[0] for line in leaks] == [
         str(run / "cache.sqlite"),
         str(run / "stage" / "log.jsonl"),
     ]
     assert all("leaky-value-424242" not in line for line in leaks)
-    assert sec.scan_for_secrets(run / "stage" / "metrics.json", ["leaky-value-424242"]) == []
+    assert red.scan_for_secrets(run / "stage" / "metrics.json", ["leaky-value-424242"]) == []

@@ -10,7 +10,8 @@ import pytest
 from servers import MisbehavingServer, ReplayChatServer
 from test_synth_support import tiny_world
 
-from vsearcher_lite.chat import OpenAIChat, ScriptedChat, message_text
+from vsearcher_lite.chat import ScriptedChat, message_text
+from vsearcher_lite.live.openai import OpenAIChat
 from vsearcher_lite.runio import read_jsonl
 from vsearcher_lite.synthesis.inject import InjectConfig, run_inject_text
 from vsearcher_lite.synthesis.llm_writer import LLMWriter, cut_page, parse_qa_json

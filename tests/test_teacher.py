@@ -216,7 +216,7 @@ def test_teacher_succeeds_often_fails_sometimes_and_works_harder_on_harder_tasks
 def test_llm_teacher_through_the_loop_including_broken_replies(tmp_path):
     from servers import ReplayChatServer
 
-    from vsearcher_lite.chat import OpenAIChat
+    from vsearcher_lite.live.openai import OpenAIChat
 
     q, hits = make_images(tmp_path)
     task = Task(

@@ -1,7 +1,7 @@
 """`vsearcher-lite tools`: a person calls a tool by hand and sees what the agent would see."""
 
+from vsearcher_lite.backends.toolbox import make_toolbox, tool_cache
 from vsearcher_lite.cli import main
-from vsearcher_lite.tools.factory import make_toolbox, tool_cache
 from vsearcher_lite.world import perturb_image
 
 

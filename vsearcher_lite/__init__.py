@@ -3,7 +3,7 @@
 Stage -> the library function the CLI, the notebooks and the tests call (under ``vsearcher_lite``):
 
     world          world.store.build_world                       the sandbox web: store, pictures
-    tools          tools.factory.make_toolbox                    text_search, image_search, visit
+    tools          backends.toolbox.make_toolbox                 text_search, image_search, visit
     seeds          synthesis.seeds.run_seeds                     seed entities
     inject-text    synthesis.inject.run_inject_text              initial QA, text injection rounds
     inject-image   synthesis.inject.run_inject_image             image injection
@@ -26,15 +26,19 @@ in ``tests/test_architecture.py`` holds the list):
     profiles   one TOML file of settings per profile; ``load_profile``, ``with_overrides``
     cache      the SQLite cache of tool and API calls
     stepper    the offline step-through views of notebooks 02 and 05
+    redaction  masking API keys wherever text leaves the program
     options    command-line options built from the fields of a settings dataclass
     runtime    the device, thread count and heap behaviour of a process
-    net        HTTP client, SSRF guard, secrets
+    net        HTTP client and SSRF guard (loaded only where a request is made)
     manifest   ``RUN_DIR/run_manifest.json``: each stage's settings, seeds, versions, commit
     model      the cpu profile's tiny base VLM: tokenizer and architecture
-    chat       the chat backends (OpenAI-compatible HTTP, local transformers, batched; the
-               KV-cache engine that continues each episode)
-    world      the sandbox web and the live sources
-    tools      the tools and their backends
+    chat       the chat interface and local backends (transformers, batched; the KV-cache
+               engine that continues each episode)
+    world      the sandbox web
+    tools      the tools and their sandbox backends
+    live       the live web: Wikidata and Wikipedia, the live tools, API keys, the OpenAI-
+               compatible chat client; imported only when a setting chooses it
+    backends   a run's toolbox and a role's chat backend from their settings
     agent      protocol, format check, judges, the ReAct loop, teachers, exports
     config     ``EvalConfig``, the shared training settings, range checks
     scoring    the evaluation runner, policy specs, metrics (used by sft, grpo and eval)

@@ -20,7 +20,7 @@ WORLDS = ("sandbox", "live")
 # Modules that register subcommands, in --help order (the package docstring maps them).
 COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
     "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
-    "evaluation.commands", "tools.commands", "pretraining.commands", "bench", "notebooks",
+    "evaluation.commands", "backends.commands", "pretraining.commands", "bench", "notebooks",
     "reference_run"))
 
 

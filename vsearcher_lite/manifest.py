@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from vsearcher_lite.net.secrets import MASK, redact
+from vsearcher_lite.redaction import MASK, redact
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, read_json
 
 MANIFEST_FILE = "run_manifest.json"

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from vsearcher_lite.chat import ChatBackend, ChatError, make_chat
+from vsearcher_lite.backends.chat import make_chat
+from vsearcher_lite.chat import ChatBackend, ChatError
 
 ARTICLES = frozenset({"a", "an", "the"})
 # Words that may surround a number without changing it ("in 1874", "about 1,200", "1874 AD").

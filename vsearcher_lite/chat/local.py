@@ -18,7 +18,6 @@ from vsearcher_lite.chat.base import (
     new_usage,
     stop_list,
 )
-from vsearcher_lite.net.http import HttpClient, HttpError
 from vsearcher_lite.runio import InputError
 
 
@@ -223,7 +222,7 @@ class TransformersChat(ChatBackend):
         self.model.eval()
         self.usage = new_usage()
         self._lock = threading.Lock()
-        self._fetcher: HttpClient | None = None
+        self._fetcher = None  # an HttpClient, made on the first remote image
 
     def __repr__(self) -> str:
         return f"TransformersChat({self.model_id!r})"
@@ -298,6 +297,8 @@ class TransformersChat(ChatBackend):
 
     def _fetch(self, url: str) -> bytes:
         """Remote images are fetched through the SSRF guard, like the visit tool."""
+        from vsearcher_lite.net.http import HttpClient, HttpError
+
         if self._fetcher is None:
             from vsearcher_lite.net.guard import UrlGuard
 

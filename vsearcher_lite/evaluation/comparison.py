@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.task import LEVEL_ORDER, Task
-from vsearcher_lite.net.secrets import redact
 from vsearcher_lite.profiles import load_profile, with_overrides
+from vsearcher_lite.redaction import redact
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
 from vsearcher_lite.scoring.evaluate import EvalConfig, adopt_results, evaluate, resolve_judge
 from vsearcher_lite.scoring.identity import run_identity

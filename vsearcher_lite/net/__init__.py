@@ -1,19 +1,7 @@
-"""Networking that holds up: a resilient HTTP client, the SSRF guard, and secret handling.
+"""HTTP that holds up: the transport of the live web and of the few downloads the course makes
+(benchmark files, remote images), each imported only where a request is made.
 
-Modules: ``http`` (``HttpClient``), ``errors`` (``HttpError``, the layer's one error type),
-``guard`` (the SSRF guard of the live ``visit`` tool), ``secrets`` (keys from the environment,
-never shown).
+Modules: ``http`` (``HttpClient``: retries, size limits, secrets masked in every error),
+``errors`` (``HttpError``, the layer's one error type), ``guard`` (the SSRF guard of the live
+``visit`` tool and of every fetch of a URL that came from outside).
 """
-
-from vsearcher_lite.net.guard import BlockedUrl, UrlGuard, pinned_transport
-from vsearcher_lite.net.http import DEFAULT_USER_AGENT, HttpClient, HttpError
-from vsearcher_lite.net.secrets import (
-    get_secret,
-    get_setting,
-    known_secrets,
-    redact,
-    scan_for_secrets,
-)
-
-__all__ = ["BlockedUrl", "DEFAULT_USER_AGENT", "HttpClient", "HttpError", "UrlGuard", "get_secret",
-           "get_setting", "known_secrets", "pinned_transport", "redact", "scan_for_secrets"]

@@ -29,7 +29,7 @@ import httpx
 
 from vsearcher_lite.net.errors import HttpError
 from vsearcher_lite.net.guard import BlockedUrl, UrlGuard, pinned_transport
-from vsearcher_lite.net.secrets import redact
+from vsearcher_lite.redaction import redact
 
 try:
     from importlib.metadata import version as _pkg_version

@@ -135,10 +135,10 @@ def run_agent_probe(model, processor, config: Any) -> dict:
         from vsearcher_lite.agent.judge import MatchJudge
         from vsearcher_lite.agent.loop import EpisodeLimits, Sampling, run_episode
         from vsearcher_lite.agent.task import read_tasks
+        from vsearcher_lite.backends.toolbox import make_toolbox
         from vsearcher_lite.chat.local import TransformersChat
         from vsearcher_lite.synthesis.filters import run_filter
         from vsearcher_lite.synthesis.inject import InjectConfig
-        from vsearcher_lite.tools.factory import make_toolbox
 
         heldout = run_dir / "filter" / "heldout.jsonl"
         if not heldout.exists():

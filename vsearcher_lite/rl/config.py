@@ -22,6 +22,7 @@ from vsearcher_lite.options import option
 from vsearcher_lite.rl.objective import AGGREGATIONS, FATAL_K, PAPER_SEARCH_PENALTY
 from vsearcher_lite.runio import check_folder_name
 from vsearcher_lite.runtime import check_device_name
+from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
 from vsearcher_lite.training.config import DTYPES, LORA_TARGET_REGEX, METHODS, PAPER_BASE, SFTConfig
 
 ENGINES = ("cpu", "trl")
@@ -99,7 +100,7 @@ class GRPOConfig(TrainingSettings):
     max_prompt_tokens: int | None = 2048  # 2K prompt
     max_response_tokens: int | None = 28_672  # 28K response
     judge: str = "match"
-    top_k: int | None = None  # search results per call; None: the trajectories stage's
+    top_k: int | None = None  # search results per call; for_profile: the trajectories stage's
     # training data
     task_source: str = option("rl", "training tasks: rl, the filter stage's RL pool "
                               "RUN_DIR/filter/rl_tasks.jsonl (default), on seeds SFT never saw; "
@@ -144,9 +145,14 @@ class GRPOConfig(TrainingSettings):
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
-        """Like ``SFTConfig.for_profile``; the evaluation starts from the SFT stage's."""
+        """Like ``SFTConfig.for_profile``; the evaluation starts from the SFT stage's, and the
+        rollouts' ``top_k`` unless given is the trajectories stage's (the tools as the SFT data
+        showed them), resolved here so that the run reads no other stage's settings."""
         sft_eval = SFTConfig.for_profile(profile).eval
-        return cls.from_profile(profile, overrides, "grpo", "GRPO", sft_eval)
+        config = cls.from_profile(profile, overrides, "grpo", "GRPO", sft_eval)
+        if config.top_k is None:
+            config.top_k = TrajectoryConfig.for_profile(profile).top_k
+        return config
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""

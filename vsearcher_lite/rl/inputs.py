@@ -11,11 +11,11 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.loop import EpisodeLimits
 from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
+from vsearcher_lite.backends.toolbox import make_toolbox
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings
 from vsearcher_lite.runio import InputError, read_jsonl
-from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, load_tasks
-from vsearcher_lite.tools.factory import make_toolbox
+from vsearcher_lite.synthesis.trajectories import load_tasks
 
 
 def resolve_init(run_dir: str | Path, config: GRPOConfig) -> Path:
@@ -180,6 +180,5 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
 
 def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
     """The run's toolbox, showing the tools as the SFT data and the evaluation do."""
-    top_k = config.top_k or TrajectoryConfig.for_profile(config.profile).top_k
-    return make_toolbox(run_dir, world=config.world, top_k=top_k,
+    return make_toolbox(run_dir, world=config.world, top_k=config.top_k,
                         observations=prompt_variant_for(config.profile))

@@ -23,10 +23,11 @@ from typing import Any, Callable
 from vsearcher_lite.agent.judge import Judge, make_judge
 from vsearcher_lite.agent.loop import run_episode
 from vsearcher_lite.agent.task import Task
+from vsearcher_lite.backends.toolbox import make_toolbox
 from vsearcher_lite.chat import ChatBackend, usage_of
 from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.manifest import scrub_secrets, update_json_file, utc_now, write_manifest
-from vsearcher_lite.net.secrets import redact
+from vsearcher_lite.redaction import redact
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -52,7 +53,6 @@ from vsearcher_lite.scoring.metrics import (
     wall_time,
 )
 from vsearcher_lite.scoring.policies import Policy, make_policy, slug
-from vsearcher_lite.tools.factory import make_toolbox
 from vsearcher_lite.world.store import open_world
 
 # ``EvalConfig`` is imported from here too.

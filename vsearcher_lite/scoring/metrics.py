@@ -14,7 +14,7 @@ from collections import Counter
 
 from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
 from vsearcher_lite.agent.task import Task, in_level_order
-from vsearcher_lite.net.secrets import redact
+from vsearcher_lite.redaction import redact
 from vsearcher_lite.runio import mean
 
 TOOL_NAMES = ("text_search", "image_search", "visit")

@@ -19,7 +19,7 @@ from vsearcher_lite.agent.task import Task, in_level_order
 from vsearcher_lite.chat import ChatBackend
 from vsearcher_lite.config import EvalConfig
 from vsearcher_lite.manifest import utc_now
-from vsearcher_lite.net.secrets import redact
+from vsearcher_lite.redaction import redact
 from vsearcher_lite.runio import InputError, atomic_write_json
 from vsearcher_lite.scoring.evaluate import (
     check_name,

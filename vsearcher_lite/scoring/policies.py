@@ -31,7 +31,8 @@ from vsearcher_lite.agent.protocol import (
 )
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.agent.teacher import HeuristicTeacher
-from vsearcher_lite.chat import ChatBackend, make_chat, usage_of
+from vsearcher_lite.backends.chat import make_chat
+from vsearcher_lite.chat import ChatBackend, usage_of
 from vsearcher_lite.chat.base import ChatError
 from vsearcher_lite.chat.batched import BatchedTransformersChat, LockstepBatcher
 from vsearcher_lite.chat.local import TransformersChat

@@ -325,7 +325,7 @@ def offline_filters(source, index: FactIndex, backends: dict,
 
 def llm_filters(config: FilterConfig) -> list[TaskFilter]:
     from vsearcher_lite.agent.judge import make_judge
-    from vsearcher_lite.chat import make_chat
+    from vsearcher_lite.backends.chat import make_chat
 
     if config.chat is None and config.vlm is None:
         raise InputError("LLM filters need a chat backend: pass --filter-chat "

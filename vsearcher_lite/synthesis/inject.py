@@ -156,7 +156,7 @@ def make_writer(config: InjectConfig, source: KnowledgeSource, index: FactIndex 
                              "use --writer llm for the live world")
         return RuleWriter(source, index)
     if config.writer == "llm":
-        from vsearcher_lite.chat import make_chat
+        from vsearcher_lite.backends.chat import make_chat
         from vsearcher_lite.synthesis.llm_writer import LLMWriter
 
         chat = config.chat if config.chat is not None else make_chat_from_env()

@@ -44,7 +44,7 @@ def open_source(
         return open_sandbox(run_dir, n_entities=n_entities, seed=seed).knowledge
     if world == "live":
         from vsearcher_lite.cache import ToolCache
-        from vsearcher_lite.world.live import LiveKnowledge
+        from vsearcher_lite.live.knowledge import LiveKnowledge
 
         options = dict(live_options or {})
         cache = ToolCache(Path(run_dir) / "cache" / "live.sqlite")

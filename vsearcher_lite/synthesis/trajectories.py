@@ -157,7 +157,7 @@ def ensure_tasks(run_dir: str | Path, config: TrajectoryConfig) -> list[Task]:
 def make_toolbox_factory(run_dir: str | Path, config: TrajectoryConfig,
                          cache_mode: str | None = None) -> Callable[[], Any]:
     """A function that builds one toolbox (one per worker thread) on the run's shared tool cache."""
-    from vsearcher_lite.tools.factory import make_toolbox
+    from vsearcher_lite.backends.toolbox import make_toolbox
 
     if config.world not in ("sandbox", "live"):
         raise InputError(f"unknown world {config.world!r}: use 'sandbox' or 'live'")
@@ -180,7 +180,7 @@ def make_teacher_factory(config: TrajectoryConfig,
         return lambda task, i: HeuristicTeacher(
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
             style=config.prompt_variant, max_tool_calls=config.max_tool_calls)
-    from vsearcher_lite.chat import make_chat
+    from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
     return lambda task, i: backend
@@ -274,7 +274,7 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
         toolbox_factory = make_toolbox_factory(run_dir, config)
     label = role_label(config.teacher, teacher)
     if teacher is None and config.teacher != "heuristic":
-        from vsearcher_lite.chat import make_chat
+        from vsearcher_lite.backends.chat import make_chat
 
         teacher = make_chat(config.teacher)  # one backend for every episode, so one usage count
     teacher_for = make_teacher_factory(config, teacher)

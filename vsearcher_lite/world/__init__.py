@@ -1,11 +1,10 @@
 """The worlds the agent lives in: the shared data model and the sandbox web.
 
-The sandbox is a seeded fictional encyclopedia in one SQLite file plus pictures; the live world
-is Wikidata + Wikipedia. Modules: ``model`` (the shared data model), ``schema``, ``names``,
-``generator`` and ``works`` (entities and facts), ``templates``, ``prose`` and ``queries`` (pages
-and descriptions), ``images``, ``store`` and ``knowledge`` (the SQLite world and its reader),
-``plots`` (notebook 00), ``commands`` (``vsearcher-lite world``), ``live``, ``sparql`` and
-``live_html`` (the live world).
+The sandbox is a seeded fictional encyclopedia in one SQLite file plus pictures (the live world,
+Wikidata + Wikipedia, is the ``live`` package). Modules: ``model`` (the shared data model),
+``schema``, ``names``, ``generator`` and ``works`` (entities and facts), ``templates``, ``prose``
+and ``queries`` (pages and descriptions), ``images``, ``store`` and ``knowledge`` (the SQLite
+world and its reader), ``plots`` (notebook 00), ``commands`` (``vsearcher-lite world``).
 """
 
 from vsearcher_lite.world.images import perturb_image

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from vsearcher_lite.cache import ToolCache
-from vsearcher_lite.tools.live import make_live_backends
 from vsearcher_lite.tools.sandbox import sandbox_backends
 from vsearcher_lite.tools.toolbox import DEFAULT_TOP_K, Toolbox
 from vsearcher_lite.world.store import open_world
@@ -42,6 +41,8 @@ def make_toolbox(
         return Toolbox(b["text"], b["image"], b["reader"], b["summariser"], cache=cache,
                        top_k=top_k, namespace=namespace, run_dir=run_dir)
     if world == "live":
+        from vsearcher_lite.live.tools import make_live_backends  # the live web: only for it
+
         cache = tool_cache(run_dir, cache_mode)
         live = make_live_backends(chat=chat, cache=cache, env_file=env_file)
         return live.toolbox(cache=cache, top_k=top_k, namespace="tools.live", run_dir=run_dir)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from vsearcher_lite.live.html import markdown_to_page, normalise_space, strip_tags
 from vsearcher_lite.tools.base import ImageHit, SearchHit, ToolError
-from vsearcher_lite.world.live_html import markdown_to_page, normalise_space, strip_tags
 from vsearcher_lite.world.model import ImageRef, PageContent
 
 

@@ -15,9 +15,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.cache import CacheMiss, ToolCache
+from vsearcher_lite.live.html import sniff_image_type
+from vsearcher_lite.live.parse import (
+    is_http_url,
+    parse_google_cse,
+    parse_serper_lens,
+    parse_serper_search,
+    parse_vision_response,
+)
+from vsearcher_lite.live.secrets import get_secret
 from vsearcher_lite.net.guard import BlockedUrl, UrlGuard
 from vsearcher_lite.net.http import HttpClient, HttpError
-from vsearcher_lite.net.secrets import get_secret, redact, remember_secret
+from vsearcher_lite.redaction import redact, remember_secret
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.tools.base import (
     ImageHit,
@@ -26,14 +35,6 @@ from vsearcher_lite.tools.base import (
     TextSearchBackend,
     ToolError,
 )
-from vsearcher_lite.tools.live_parse import (
-    is_http_url,
-    parse_google_cse,
-    parse_serper_lens,
-    parse_serper_search,
-    parse_vision_response,
-)
-from vsearcher_lite.world.live_html import sniff_image_type
 from vsearcher_lite.world.model import ImageRef
 
 SERPER_SEARCH_URL = "https://google.serper.dev/search"

@@ -38,7 +38,7 @@ def run_tool_command(args) -> int:
     """Call the tool the command line names and print its observation (exit 1 on a failed call)."""
     from pathlib import Path
 
-    from vsearcher_lite.tools.factory import make_toolbox
+    from vsearcher_lite.backends.toolbox import make_toolbox
 
     question_image = None
     if args.tool == "text-search":

@@ -16,10 +16,10 @@ from urllib.parse import quote, unquote
 
 from vsearcher_lite import __version__
 from vsearcher_lite.cache import ToolCache
+from vsearcher_lite.live import sparql as wd
+from vsearcher_lite.live.html import extract_html
 from vsearcher_lite.net.http import HttpClient, HttpError
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.world import sparql as wd
-from vsearcher_lite.world.live_html import extract_html
 from vsearcher_lite.world.model import Entity, Fact, ImageRef, KnowledgeSource, PageContent, Seed
 
 WDQS_URL = "https://query.wikidata.org/sparql"

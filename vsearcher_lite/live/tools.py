@@ -12,11 +12,10 @@ from typing import Any
 
 from vsearcher_lite.cache import ToolCache
 from vsearcher_lite.chat import ChatBackend
+from vsearcher_lite.live import read, search
+from vsearcher_lite.live.secrets import get_secret
 from vsearcher_lite.net.guard import UrlGuard
-from vsearcher_lite.net.secrets import get_secret
 from vsearcher_lite.runio import InputError
-from vsearcher_lite.tools import live_read as read
-from vsearcher_lite.tools import live_search as search
 from vsearcher_lite.tools.base import ImageSearchBackend, PageReader, Summariser, TextSearchBackend
 
 TEXT_BACKENDS = ("serper", "google_cse")

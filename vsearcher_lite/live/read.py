@@ -9,13 +9,13 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from vsearcher_lite.chat import ChatBackend, ChatError
+from vsearcher_lite.live.html import cap_paragraphs, cap_text, html_to_page, normalise_space
+from vsearcher_lite.live.parse import is_http_url, parse_jina_body
+from vsearcher_lite.live.search import HttpBackend
 from vsearcher_lite.net.guard import BlockedUrl, UrlGuard
 from vsearcher_lite.net.http import HttpClient, HttpError
-from vsearcher_lite.net.secrets import redact
+from vsearcher_lite.redaction import redact
 from vsearcher_lite.tools.base import PageReader, Summariser, ToolError
-from vsearcher_lite.tools.live_parse import is_http_url, parse_jina_body
-from vsearcher_lite.tools.live_search import HttpBackend
-from vsearcher_lite.world.live_html import cap_paragraphs, cap_text, html_to_page, normalise_space
 from vsearcher_lite.world.model import PageContent
 
 JINA_URL = "https://r.jina.ai/"

@@ -19,8 +19,9 @@ from vsearcher_lite.chat.base import (
     is_remote_url,
     new_usage,
 )
+from vsearcher_lite.live.secrets import get_secret, get_setting
 from vsearcher_lite.net.http import HttpClient, HttpError
-from vsearcher_lite.net.secrets import get_secret, get_setting, remember_secret
+from vsearcher_lite.redaction import remember_secret
 from vsearcher_lite.runio import InputError
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"  # where `vllm serve` listens by default
