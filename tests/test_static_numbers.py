@@ -120,8 +120,32 @@ class Sources:
         return matches(token, self.card) and ("." in token or "reference" in line.lower())
 
 
+#: A module and its size in lines, as the README's reading path writes it: ``rl/config.py`` 212.
+MODULE_SIZE = re.compile(r"`([\w/]+\.py)` (\d[\d,]*)")
+
+
+def module_sizes(text: str) -> list[tuple[str, int, int]]:
+    """``(module, size written, lines it has)`` for each module size in ``text``; a bare file
+    name is in the folder of the module named before it, or else at the package's top."""
+    found, folder = [], ""
+    for m in MODULE_SIZE.finditer(text):
+        name = m.group(1)
+        if "/" in name:
+            folder = name.rsplit("/", 1)[0]
+        elif folder and (ROOT / "vsearcher_lite" / folder / name).is_file():
+            name = f"{folder}/{name}"
+        path = ROOT / "vsearcher_lite" / name
+        lines = len(path.read_text().splitlines()) if path.is_file() else -1
+        found.append((name, int(m.group(2).replace(",", "")), lines))
+    return found
+
+
 def unexplained(text: str, sources: Sources) -> list[str]:
-    """``'line: number'`` for each number of ``text`` that no source explains."""
+    """``'line: number'`` for each number of ``text`` that no source explains (a module's size
+    in lines is checked against the module)."""
+    wrong = [f"{name}: {written} lines written, {lines} in the file"
+             for name, written, lines in module_sizes(text) if written != lines]
+    text = MODULE_SIZE.sub(lambda m: f"`{m.group(1)}`", text)
     for pattern in SKIPPED:
         text = pattern.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     found = []
@@ -129,7 +153,7 @@ def unexplained(text: str, sources: Sources) -> list[str]:
         for m in NUMBER.finditer(line):
             if not sources.explains(m.group(1), line):
                 found.append(f"line {number}: {m.group(1)} in {line.strip()[:100]!r}")
-    return found
+    return wrong + found
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +191,13 @@ def test_notebook_prose_quotes_no_live_run_number(notebook):
             text = "".join(cell["source"])
             found += [f"cell {index}, {hit}" for hit in unexplained(text, sources)]
     assert not found, f"{notebook.name}: numbers from no fixed source:\n" + "\n".join(found)
+
+
+def test_module_sizes_are_read_from_the_modules():
+    text = "`rl/config.py` 1 and `grpo.py` 2"
+    assert [(name, written) for name, written, _ in module_sizes(text)] == [
+        ("rl/config.py", 1), ("rl/grpo.py", 2)]
+    assert len(unexplained(text, Sources())) == 2  # neither module has that size
 
 
 def test_readme_quotes_no_live_run_number():
