@@ -478,7 +478,8 @@ def readme_reference_rows(numbers: dict, card: dict) -> list[str]:
         f"| exam, all {exam['teacher']['n_tasks']} tasks | teacher "
         f"{exam['teacher']['pass_at_1']:.3f}; SFT {exam['sft']['pass_at_1']:.3f}, RL "
         f"{exam['rl']['pass_at_1']:.3f} |",
-        f"| validation Pass@1 -> Pass@{k} | SFT {passk['sft']['pass_at_1']:.3f} -> "
+        f"| validation, {passk['sft']['n_tasks']} tasks: Pass@1 -> Pass@{k} | SFT "
+        f"{passk['sft']['pass_at_1']:.3f} -> "
         f"{passk['sft']['pass_at_k'][str(k)]:.3f}, RL {passk['rl']['pass_at_1']:.3f} -> "
         f"{passk['rl']['pass_at_k'][str(k)]:.3f} |",
         f"| GRPO, {grpo['steps']} steps | tasks solved sometimes in the pre-screen: "

@@ -656,3 +656,17 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
 def test_save_every_must_be_positive(train_file):
     with pytest.raises(ValueError, match="save_every must be at least 1"):
         short_config(train_file, save_every=0)
+
+
+def test_the_trained_window_is_declared_on_the_model_and_the_tokenizer(base):
+    from vsearcher_lite.training.sft import declare_length
+
+    model, processor = base
+    text = model.config.get_text_config(decoder=True)
+    positions, limit = text.max_position_embeddings, processor.tokenizer.model_max_length
+    try:
+        assert declare_length(model, processor.tokenizer, positions + 2048) == positions + 2048
+        assert processor.tokenizer.model_max_length == max(limit, positions + 2048)
+        assert declare_length(model, processor.tokenizer, 16) == positions + 2048  # never lowered
+    finally:
+        text.max_position_embeddings, processor.tokenizer.model_max_length = positions, limit

@@ -95,9 +95,22 @@ def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
     return path
 
 
+def declare_length(model, tokenizer, length: int) -> int:
+    """Raise the model's declared positions and the tokenizer's length limit to the window SFT
+    trains on: rotary positions have no table to run past, so the base's nominal length is no
+    limit, and the saved checkpoint then says what it was trained at (and tokenizing a
+    trajectory longer than the base's window does not warn of indexing errors)."""
+    text = model.config.get_text_config(decoder=True)
+    text.max_position_embeddings = max(int(text.max_position_embeddings), int(length))
+    tokenizer.model_max_length = max(int(tokenizer.model_max_length), int(length))
+    return text.max_position_embeddings
+
+
 def prepare_model(model, processor, config: SFTConfig) -> dict:
     """Prepare the base for training; returns what was done (for metrics)."""
     info: dict[str, Any] = {"suppressed_tokens": suppress_vision_tokens(model, processor.tokenizer)}
+    if config.max_length:
+        info["positions"] = declare_length(model, processor.tokenizer, config.max_length)
     if config.init_markup_embeddings:
         from vsearcher_lite.model.tiny import init_unseen_token_embeddings
 
