@@ -120,8 +120,8 @@ class Sources:
         return matches(token, self.card) and ("." in token or "reference" in line.lower())
 
 
-#: A module and its size in lines, as the README's reading path writes it: ``rl/config.py`` 212.
-MODULE_SIZE = re.compile(r"`([\w/]+\.py)` (\d[\d,]*)")
+#: A module and its size in lines, as the reading path writes it: ``rl/config.py`` 212 (or (212)).
+MODULE_SIZE = re.compile(r"`([\w/]+\.py)` \(?(\d[\d,]*)\)?")
 
 
 def module_sizes(text: str) -> list[tuple[str, int, int]]:
@@ -198,6 +198,13 @@ def test_module_sizes_are_read_from_the_modules():
     assert [(name, written) for name, written, _ in module_sizes(text)] == [
         ("rl/config.py", 1), ("rl/grpo.py", 2)]
     assert len(unexplained(text, Sources())) == 2  # neither module has that size
+
+
+def test_the_architecture_page_states_each_module_size_it_names():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    wrong = [f"{name}: {written} written, {lines} in the file"
+             for name, written, lines in module_sizes(text) if written != lines]
+    assert module_sizes(text) and not wrong, "docs/architecture.md:\n" + "\n".join(wrong)
 
 
 def test_readme_quotes_no_live_run_number():
