@@ -28,6 +28,7 @@ from vsearcher_lite.runio import (
     replace_dir,
     write_jsonl,
 )
+from vsearcher_lite.scoring.passk import sample_number
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
 MAX_CHECKPOINT_MB = 25.0
@@ -129,7 +130,7 @@ def heldout_groups(records: list[dict]) -> dict[str, tuple[str, ...]]:
 def read_samples(ref: str | Path, policy: str) -> list[list[dict]]:
     """The shipped sampled evaluations of ``policy`` on the validation split, in sample order."""
     found = sorted((Path(ref) / "results").glob(f"{PASSK_BENCHMARK}-{policy}-s*.jsonl"),
-                   key=lambda p: int(p.stem.rsplit("-s", 1)[1]))
+                   key=lambda p: sample_number(p.stem))
     return [list(read_jsonl(p)) for p in found]
 
 
@@ -433,7 +434,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     for policy in PASSK_POLICIES:
         names += sorted((p.parent.name for p in (run_dir / "eval").glob(
             f"{PASSK_BENCHMARK}-{policy}-s*/results.jsonl")),
-            key=lambda n: int(n.rsplit("-s", 1)[1]))
+            key=sample_number)
     for name in names:
         src = run_dir / "eval" / name / "results.jsonl"
         if src.exists():

@@ -164,6 +164,15 @@ def sample_names(name: str, samples: int) -> list[str]:
     return [f"{name}-s{i}" for i in range(1, samples + 1)]
 
 
+def sample_number(name: str) -> int:
+    """The sample a ``<name>-s<i>`` eval name holds, for sorting samples in order.
+
+    >>> sorted(["x-s10", "x-s2", "x-s1"], key=sample_number)
+    ['x-s1', 'x-s2', 'x-s10']
+    """
+    return int(name.rsplit("-s", 1)[1])
+
+
 def check_samples(config: EvalConfig, samples: int) -> None:
     """``InputError`` (one line) unless ``samples >= 2`` and ``config`` samples (temperature > 0:
     greedy samples would all be the same)."""
