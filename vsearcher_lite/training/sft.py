@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.config import resume_identity, training_budget_s
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -28,9 +27,10 @@ from vsearcher_lite.runio import (
     check_same_settings,
     read_json,
     read_number_rows,
+    resume_identity,
     write_jsonl,
 )
-from vsearcher_lite.runtime import set_threads
+from vsearcher_lite.runtime import set_threads, training_budget_s
 from vsearcher_lite.scoring.evaluate import evaluate
 from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
 from vsearcher_lite.training.checkpoint import (
