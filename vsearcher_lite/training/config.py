@@ -109,8 +109,11 @@ class SFTConfig(TrainingSettings):
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> SFTConfig:
         """The preset of ``profile`` with ``overrides`` (``None`` ignored; the evaluation's as
-        ``eval={...}`` or ``eval_<setting>=...``)."""
-        return cls.from_profile(profile, overrides, "sft", "SFT", EvalConfig.for_profile(profile))
+        ``eval={...}`` or ``eval_<setting>=...``), checked; ``eval`` resolved to the held-out
+        evaluation's settings as the run uses them (``eval_config()``)."""
+        config = cls.from_profile(profile, overrides, "sft", "SFT", EvalConfig.for_profile(profile))
+        config.eval = config.eval_config()
+        return config
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""
