@@ -47,7 +47,8 @@ CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", 
 class GRPOConfig(TrainingSettings):
     """Everything ``run_grpo`` needs besides the run folder. Each step rolls out P tasks G times
     each; ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1: the
-    clipping only acts when it is more)."""
+    clipping only acts when it is more). Build it with ``for_profile``, changes as its
+    overrides: what it resolves is not recomputed when a field is set afterwards."""
 
     profile: str = "cpu"
     name: str = option("grpo", "output folder RUN_DIR/<name> (default: grpo); the RL evaluation "

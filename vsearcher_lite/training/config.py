@@ -43,7 +43,9 @@ CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval
 
 @dataclass
 class SFTConfig(TrainingSettings):
-    """Everything ``run_sft`` needs besides the run folder."""
+    """Everything ``run_sft`` needs besides the run folder. Build it with ``for_profile``,
+    changes as its overrides: the evaluation settings it resolves are not recomputed when a
+    field is set afterwards."""
 
     profile: str = "cpu"
     name: str = option("sft", "output folder RUN_DIR/<name> and evaluation name (default: sft)")
