@@ -137,10 +137,10 @@ LAYERS = (
     "agent",  # protocol, format check, judges, the ReAct loop, teachers, exports
     "config",  # the settings the stages share (EvalConfig)
     "scoring synthesis",  # the evaluation runner; the data stages, seeds to trajectories
-    "pretraining training",  # the tiny base's pretraining; SFT
+    "recipes training",  # the tiny base's pretraining recipe (recipes.pretraining); SFT
     "rl",  # GRPO, from the SFT checkpoint
     "evaluation",  # the eval stage: benchmarks, the comparison
-    "reference bench",  # the shipped full-length run's card; the benchmarks
+    "reference sandbox_bench",  # the shipped full-length run's card; the sandbox benchmarks
     "reference_run",  # making the reference run
     "report",  # report.html
     "notebooks",  # reproduce

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from vsearcher_lite import bench
+from vsearcher_lite import sandbox_bench
 from vsearcher_lite.cli import main
 
 KEYS = (
@@ -59,11 +59,11 @@ def test_sections_are_pluggable_and_merge(tmp_path, monkeypatch):
         calls.append(ctx.n_queries)
         return {"fake_rate": 0.5}
 
-    monkeypatch.setitem(bench.BENCH_SECTIONS, "fake", fake_section)
+    monkeypatch.setitem(sandbox_bench.BENCH_SECTIONS, "fake", fake_section)
     run = tmp_path / "run"
-    first = bench.run_bench(run, n_entities=120, n_queries=5, sections=["visit"])
+    first = sandbox_bench.run_bench(run, n_entities=120, n_queries=5, sections=["visit"])
     assert "visit_p50_ms" in first and "fake_rate" not in first
-    second = bench.run_bench(run, n_entities=120, n_queries=7, sections=["fake"])
+    second = sandbox_bench.run_bench(run, n_entities=120, n_queries=7, sections=["fake"])
     assert calls == [7]
     assert second["fake_rate"] == 0.5 and second["visit_p50_ms"] == first["visit_p50_ms"]  # merged
     assert second["sections_run"] == ["fake"]
@@ -80,5 +80,5 @@ def test_unknown_section_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_p50_helper():
-    assert bench.p50_ms([0.001, 0.003, 0.002]) == 2.0
-    assert bench.p95_ms([0.001] * 19 + [1.0]) == 1000.0
+    assert sandbox_bench.p50_ms([0.001, 0.003, 0.002]) == 2.0
+    assert sandbox_bench.p95_ms([0.001] * 19 + [1.0]) == 1000.0

@@ -141,9 +141,7 @@ def test_the_profile_no_longer_decides_the_device(fake_cuda):
     assert SFTConfig.for_profile("single_gpu", device="cpu").use_cpu is True
     # the stages' evaluations inherit the stage's device
     assert SFTConfig.for_profile("single_gpu", device="cpu").eval_config().device == "cpu"
-    from vsearcher_lite.rl.paired_eval import eval_config_for
-
-    assert eval_config_for(GRPOConfig.for_profile("cpu", device="cpu")).device == "cpu"
+    assert GRPOConfig.for_profile("cpu", device="cpu").eval.device == "cpu"
 
 
 # ---------------------------------------------------------------------------------------------

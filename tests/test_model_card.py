@@ -87,7 +87,7 @@ def test_the_shipped_command_builds_the_recorded_config(metrics, monkeypatch):
     import shlex
 
     from vsearcher_lite.cli import build_parser
-    from vsearcher_lite.pretraining.commands import canonical_command, config_from_args
+    from vsearcher_lite.recipes.pretraining.commands import canonical_command, config_from_args
 
     argv = shlex.split(metrics["command"])
     assert argv[:2] == ["vsearcher-lite", "pretrain"]
@@ -109,7 +109,7 @@ def test_the_shipped_command_builds_the_recorded_config(metrics, monkeypatch):
 
 
 def test_the_probes_cover_every_kind_and_the_agent(metrics):
-    from vsearcher_lite.pretraining.probes import PROBE_KINDS
+    from vsearcher_lite.recipes.pretraining.probes import PROBE_KINDS
 
     assert set(metrics["copy_probes"]) == set(PROBE_KINDS)
     assert metrics["agent_probe"]["measured"] is True and metrics["agent_probe"]["n_tasks"] > 0

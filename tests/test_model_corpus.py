@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from vsearcher_lite.pretraining.corpus import DOC_KINDS, Corpus, Doc, refresh_names
-from vsearcher_lite.pretraining.worlds import (
+from vsearcher_lite.recipes.pretraining.corpus import DOC_KINDS, Corpus, Doc, refresh_names
+from vsearcher_lite.recipes.pretraining.worlds import (
     ForbiddenNames,
     default_world_names,
     name_roots,
@@ -139,7 +139,7 @@ def test_restate_documents_swap_one_description_for_its_name_per_step(corpus):
 
 def test_segments_tokenize_like_the_whole_text(docs):
     from vsearcher_lite.model.tokenizer import build_tokenizer
-    from vsearcher_lite.pretraining.packing import encode_doc
+    from vsearcher_lite.recipes.pretraining.packing import encode_doc
 
     tok = build_tokenizer([d.text for d in docs[:300]], vocab_size=500)
     for doc in docs[300:]:

@@ -13,10 +13,10 @@ torch = pytest.importorskip("torch")
 
 from vsearcher_lite.cli import main  # noqa: E402
 from vsearcher_lite.model.tokenizer import build_tokenizer  # noqa: E402
-from vsearcher_lite.pretraining.corpus import ROLE_IDS, Doc  # noqa: E402
-from vsearcher_lite.pretraining.packing import Packer, encode_doc, role_means, token_losses  # noqa: E402
-from vsearcher_lite.pretraining.pretrain import PretrainConfig, lr_at  # noqa: E402
-from vsearcher_lite.pretraining.probes import PROBE_KINDS, generated_matches  # noqa: E402
+from vsearcher_lite.recipes.pretraining.corpus import ROLE_IDS, Doc  # noqa: E402
+from vsearcher_lite.recipes.pretraining.packing import Packer, encode_doc, role_means, token_losses  # noqa: E402
+from vsearcher_lite.recipes.pretraining.pretrain import PretrainConfig, lr_at  # noqa: E402
+from vsearcher_lite.recipes.pretraining.probes import PROBE_KINDS, generated_matches  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_the_pretrain_command_writes_a_loadable_base_with_card_log_and_metrics(s
 
 def test_default_output_is_the_run_folder_not_the_shipped_base(tmp_path):
     from vsearcher_lite.cli import build_parser
-    from vsearcher_lite.pretraining.commands import config_from_args
+    from vsearcher_lite.recipes.pretraining.commands import config_from_args
 
     args = build_parser().parse_args(
         ["pretrain", "--run-dir", str(tmp_path / "r"), "--minutes", "3"]
@@ -225,9 +225,9 @@ def parse(argv):
 
 
 def test_the_continue_recipe_is_one_stage_a_from_the_init_checkpoint(smoke_run):
-    from vsearcher_lite.pretraining.commands import config_from_args
-    from vsearcher_lite.pretraining.corpus import DEFAULT_MIX
-    from vsearcher_lite.pretraining.pretrain import continue_stages, default_stages
+    from vsearcher_lite.recipes.pretraining.commands import config_from_args
+    from vsearcher_lite.recipes.pretraining.corpus import DEFAULT_MIX
+    from vsearcher_lite.recipes.pretraining.pretrain import continue_stages, default_stages
 
     base = str(smoke_run[2])
     full = config_from_args(parse(["pretrain", "--init", base, "--out", "x"]))
@@ -275,8 +275,8 @@ def test_the_continue_recipe_is_one_stage_a_from_the_init_checkpoint(smoke_run):
 
 
 def test_the_fresh_recipe_continues_on_fresh_names_with_weighted_copies(smoke_run):
-    from vsearcher_lite.pretraining.commands import config_from_args
-    from vsearcher_lite.pretraining.pretrain import fresh_stages
+    from vsearcher_lite.recipes.pretraining.commands import config_from_args
+    from vsearcher_lite.recipes.pretraining.pretrain import fresh_stages
 
     base = str(smoke_run[2])
     fresh = config_from_args(parse(["pretrain", "--init", base, "--recipe", "fresh", "--out", "x"]))
@@ -296,8 +296,12 @@ def test_the_fresh_recipe_continues_on_fresh_names_with_weighted_copies(smoke_ru
 
 def test_the_long_recipe_trains_rows_of_4096_tokens_and_declares_those_positions(smoke_run):
     from vsearcher_lite.model.tiny import load_base
-    from vsearcher_lite.pretraining.commands import config_from_args
-    from vsearcher_lite.pretraining.pretrain import LONG_SEQ_LEN, declare_positions, long_stages
+    from vsearcher_lite.recipes.pretraining.commands import config_from_args
+    from vsearcher_lite.recipes.pretraining.pretrain import (
+        LONG_SEQ_LEN,
+        declare_positions,
+        long_stages,
+    )
 
     base = str(smoke_run[2])
     long = config_from_args(parse(["pretrain", "--init", base, "--recipe", "long", "--out", "x"]))
@@ -315,7 +319,7 @@ def test_the_long_recipe_trains_rows_of_4096_tokens_and_declares_those_positions
 def test_copy_targets_weigh_more_in_the_loss():
     import torch
 
-    from vsearcher_lite.pretraining.packing import weighted_mean
+    from vsearcher_lite.recipes.pretraining.packing import weighted_mean
 
     losses = torch.tensor([[1.0, 2.0, 6.0, 3.0]])
     valid = torch.tensor([[True, True, True, False]])

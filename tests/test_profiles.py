@@ -158,8 +158,8 @@ def test_runs_saved_with_the_old_flat_settings_still_resume():
     """An interrupted run's saved settings (SFT: ``trainer/settings.json``; GRPO: ``resume.pt``)
     hold the old flat ``eval_*`` fields; evaluation settings do not change what is trained, so
     the resume compares the rest, which is unchanged."""
-    from vsearcher_lite.config import resume_identity
     from vsearcher_lite.rl.cpu_engine import RESUME_FREE as GRPO_FREE
+    from vsearcher_lite.runio import resume_identity
     from vsearcher_lite.training.sft import RESUME_FREE as SFT_FREE
 
     for profile in ("cpu", "single_gpu"):

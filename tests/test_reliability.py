@@ -129,7 +129,7 @@ def test_eval_settings_out_of_range_are_one_line_errors(
     [
         (
             ["pretrain", "--agent-tasks", "-1"],
-            "vsearcher_lite.pretraining.pretrain",
+            "vsearcher_lite.recipes.pretraining.pretrain",
             "pretrain",
             "--agent-tasks",
         ),

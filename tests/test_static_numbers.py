@@ -121,7 +121,7 @@ class Sources:
 
 
 #: A module and its size in lines, as the reading path writes it: ``rl/config.py`` 212 (or (212)).
-MODULE_SIZE = re.compile(r"`([\w/]+\.py)` \(?(\d[\d,]*)\)?")
+MODULE_SIZE = re.compile(r"`([\w/]+\.py)` \(?(\d{1,3}(?:,\d{3})+|\d+)\)?")
 
 
 def module_sizes(text: str) -> list[tuple[str, int, int]]:

@@ -266,7 +266,7 @@ def test_figures_and_viewers_redraw_from_saved_files(pipeline_run):
 
 
 def test_bench_has_a_synthesis_section(tmp_path):
-    from vsearcher_lite.bench import BENCH_SECTIONS, run_bench
+    from vsearcher_lite.sandbox_bench import BENCH_SECTIONS, run_bench
 
     assert "synthesis" in BENCH_SECTIONS
     result = run_bench(tmp_path, n_entities=400, n_queries=20, sections=["synthesis"])

@@ -10,14 +10,14 @@ Stage -> the library function the CLI, the notebooks and the tests call (under `
     filter         synthesis.filters.run_filter                  the filters, the splits, the exam
     trajectories   synthesis.trajectories.generate_trajectories  teacher, rejection sampling
     format-check   agent.commands.format_check_file              the strict format check of a file
-    pretrain       pretraining.pretrain.pretrain                 the cpu profile's tiny base
+    pretrain       recipes.pretraining.pretrain.pretrain         the cpu profile's tiny base
     sft            training.sft.run_sft                          supervised fine-tuning
     grpo           rl.grpo.run_grpo                              multi-turn GRPO, cpu or TRL engine
     eval           scoring.evaluate.evaluate                     any policy on a benchmark, judged
     comparison     evaluation.comparison.run_comparison          ``eval --compare``: table 1, fig. 4
     reproduce      notebooks.reproduce                           every notebook, in order
     reference      reference_run.run_reference                   the shipped full-length run
-    bench          bench.run_bench                               performance benchmarks
+    bench          sandbox_bench.run_bench                       the sandbox's benchmarks
 
 Imports flow one way, from the stages down to the shared layers below them (bottom first; a test
 in ``tests/test_architecture.py`` holds the list):
@@ -43,9 +43,11 @@ in ``tests/test_architecture.py`` holds the list):
     config     ``EvalConfig``, the shared training settings, range checks
     scoring    the evaluation runner, policy specs, metrics (used by sft, grpo and eval)
 
-then the stages: synthesis; pretraining and training; rl; evaluation; and above them
-``reference`` (the card) and ``reference_run``, ``bench``, ``report`` (report.html),
-``notebooks`` and ``cli``.
+then the stages: synthesis; training; rl; evaluation; and above them ``reference`` (the card)
+and ``reference_run``, ``report`` (report.html), ``notebooks`` and ``cli``. Apart from the
+course, at the stages' level: ``recipes.pretraining``, the recipe of the tiny base (which ships
+in ``data/tiny_base``), and ``sandbox_bench``, the sandbox's benchmarks (``vsearcher-lite
+bench``).
 """
 
 import os

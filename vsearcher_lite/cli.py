@@ -20,8 +20,8 @@ WORLDS = ("sandbox", "live")
 # Modules that register subcommands, in --help order (the package docstring maps them).
 COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
     "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
-    "evaluation.commands", "backends.commands", "pretraining.commands", "bench", "notebooks",
-    "reference_run"))
+    "evaluation.commands", "backends.commands", "recipes.pretraining.commands", "sandbox_bench",
+    "notebooks", "reference_run"))
 
 
 def common_options() -> argparse.ArgumentParser:

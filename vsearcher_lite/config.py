@@ -204,13 +204,6 @@ def stage_eval_config(stage: Any, **overrides: Any) -> EvalConfig:
     return config
 
 
-def resume_identity(settings: dict, free: tuple[str, ...]) -> dict:
-    """The saved settings an interrupted training run must share with its resume: all but
-    ``free`` and the evaluation's (``eval``, or older runs' ``eval_*``)."""
-    return {k: v for k, v in settings.items()
-            if k not in free and k != "eval" and not k.startswith("eval_")}
-
-
 # ---------------------------------------------------------------------------------------------
 # A run's settings next to the paper's
 
@@ -261,23 +254,3 @@ def settings_html(settings: dict[str, Any], paper: dict[str, Any], *,
     return (f"<div><b>{html.escape(title)}</b>: {len(rows)} of the {compared} settings compared "
             f"with the paper differ.{table}<details><summary>all {len(settings)} settings"
             f"</summary><pre>{everything}</pre></details></div>")
-
-
-def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float,
-                      still_to_come_s: float, margin_s: float,
-                      floor_s: float = 0.0) -> float | None:
-    """Seconds a training loop may run: the ``minutes`` cap, and what ``total_minutes`` leaves
-    after the time spent, the time estimated for what follows (an evaluation) and a margin;
-    never below ``floor_s``; ``None`` when neither cap is set.
-
-    >>> training_budget_s(2.5, 3.0, 20.0, 25.0, 5.0), training_budget_s(1.0, 3.0, 20.0, 25.0, 5.0)
-    (130.0, 60.0)
-    >>> training_budget_s(2.5, 6.0, 200.0, 120.0, 15.0), training_budget_s(None, 1, 70, 0, 5, 10.0)
-    (25.0, 10.0)
-    """
-    budgets = []
-    if minutes:
-        budgets.append(minutes * 60)
-    if total_minutes:
-        budgets.append(total_minutes * 60 - elapsed_s - still_to_come_s - margin_s)
-    return max(min(budgets), floor_s) if budgets else None

@@ -242,6 +242,13 @@ def check_same_settings(where: str | os.PathLike, earlier: dict, now: dict) -> N
                          "with the same settings to resume it, or delete it")
 
 
+def resume_identity(settings: dict, free: tuple[str, ...]) -> dict:
+    """The saved settings an interrupted training run must share with its resume: all but
+    ``free`` and the evaluation's (``eval``, or older runs' ``eval_*``)."""
+    return {k: v for k, v in settings.items()
+            if k not in free and k != "eval" and not k.startswith("eval_")}
+
+
 FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 

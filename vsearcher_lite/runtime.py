@@ -1,5 +1,5 @@
-"""Process settings: the device a stage runs on, torch's thread count, and how the C heap gives
-memory back.
+"""Process settings: the device a stage runs on, torch's thread count, how the C heap gives
+memory back, and how long a training loop may run.
 
 glibc's mmap threshold rises each time a large block is freed, so a stage that keeps allocating
 tens-of-MB CPU tensors (generation, GRPO, evaluation) ends up serving them from a fragmenting
@@ -102,3 +102,23 @@ def set_threads(threads: int | None, *, limit_heap: bool = True) -> int:
     if threads:
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
+
+
+def training_budget_s(minutes: float | None, total_minutes: float | None, elapsed_s: float,
+                      still_to_come_s: float, margin_s: float,
+                      floor_s: float = 0.0) -> float | None:
+    """Seconds a training loop may run: the ``minutes`` cap, and what ``total_minutes`` leaves
+    after the time spent, the time estimated for what follows (an evaluation) and a margin;
+    never below ``floor_s``; ``None`` when neither cap is set.
+
+    >>> training_budget_s(2.5, 3.0, 20.0, 25.0, 5.0), training_budget_s(1.0, 3.0, 20.0, 25.0, 5.0)
+    (130.0, 60.0)
+    >>> training_budget_s(2.5, 6.0, 200.0, 120.0, 15.0), training_budget_s(None, 1, 70, 0, 5, 10.0)
+    (25.0, 10.0)
+    """
+    budgets = []
+    if minutes:
+        budgets.append(minutes * 60)
+    if total_minutes:
+        budgets.append(total_minutes * 60 - elapsed_s - still_to_come_s - margin_s)
+    return max(min(budgets), floor_s) if budgets else None

@@ -4,5 +4,5 @@ loads it (the local chat backend, SFT, GRPO, evaluation, pretraining).
 Modules: ``tokenizer`` (byte-level BPE with single-token markup and years) and ``tiny`` (config,
 image-only processor, build, save, load). Importing ``tiny`` registers the image-only processor
 with ``AutoProcessor``; this package itself imports nothing heavy. Pretraining the base is the
-``pretraining`` package's stage.
+``recipes.pretraining`` package's stage.
 """

@@ -1,6 +1,8 @@
 """Settings of the GRPO stage (paper 2.3, A.4): one dataclass whose defaults are the paper's;
-``for_profile`` applies the profile's ``[grpo]`` table. The held-out evaluation (``eval``) is the
-SFT stage's, so its results can be reused.
+``for_profile`` applies the profile's ``[grpo]`` table, checks the result and resolves what the
+run would otherwise look up elsewhere (the rollouts' ``top_k`` and ``prompt_variant``, the
+held-out evaluation's settings), so the run reads plain values. The held-out evaluation
+(``eval``) is the SFT stage's, so its results can be reused.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vsearcher_lite.agent.loop import check_sampling
+from vsearcher_lite.agent.protocol import PROMPT_VARIANTS, prompt_variant_for
 from vsearcher_lite.config import (
     EvalConfig,
     TrainingSettings,
@@ -44,7 +47,8 @@ CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", 
 class GRPOConfig(TrainingSettings):
     """Everything ``run_grpo`` needs besides the run folder. Each step rolls out P tasks G times
     each; ``mu`` updates are made on each batch of P x G trajectories (on-policy when 1: the
-    clipping only acts when it is more)."""
+    clipping only acts when it is more). Build it with ``for_profile``, changes as its
+    overrides: what it resolves is not recomputed when a field is set afterwards."""
 
     profile: str = "cpu"
     name: str = option("grpo", "output folder RUN_DIR/<name> (default: grpo); the RL evaluation "
@@ -101,6 +105,7 @@ class GRPOConfig(TrainingSettings):
     max_response_tokens: int | None = 28_672  # 28K response
     judge: str = "match"
     top_k: int | None = None  # search results per call; for_profile: the trajectories stage's
+    prompt_variant: str | None = None  # the rollouts' system prompt; for_profile: the profile's
     # training data
     task_source: str = option("rl", "training tasks: rl, the filter stage's RL pool "
                               "RUN_DIR/filter/rl_tasks.jsonl (default), on seeds SFT never saw; "
@@ -127,7 +132,8 @@ class GRPOConfig(TrainingSettings):
     eval_batch: int = option(16, "held-out episodes generated together")
     reuse_sft_eval: bool = True  # reuse eval/sft when its settings match and a re-run check agrees
     reuse_check_tasks: int = 4
-    eval: EvalConfig = field(default_factory=EvalConfig)  # the SFT stage's, then [grpo.eval]
+    # the SFT stage's, then [grpo.eval]; for_profile: as the run evaluates (``heldout_eval``)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     # LoRA / QLoRA (single_gpu)
     lora_r: int = 16
     lora_alpha: int = 32
@@ -145,13 +151,18 @@ class GRPOConfig(TrainingSettings):
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
-        """Like ``SFTConfig.for_profile``; the evaluation starts from the SFT stage's, and the
-        rollouts' ``top_k`` unless given is the trajectories stage's (the tools as the SFT data
-        showed them), resolved here so that the run reads no other stage's settings."""
+        """Like ``SFTConfig.for_profile``; the evaluation starts from the SFT stage's. Resolved
+        here, so that the run reads no other stage's settings and no profile: the rollouts'
+        ``top_k`` unless given is the trajectories stage's (the tools as the SFT data showed
+        them), their ``prompt_variant`` the profile's, and ``eval`` the held-out evaluation's
+        settings as the run uses them (``heldout_eval``)."""
         sft_eval = SFTConfig.for_profile(profile).eval
         config = cls.from_profile(profile, overrides, "grpo", "GRPO", sft_eval)
         if config.top_k is None:
             config.top_k = TrajectoryConfig.for_profile(profile).top_k
+        if config.prompt_variant is None:
+            config.prompt_variant = prompt_variant_for(profile)
+        config.eval = config.heldout_eval()
         return config
 
     def check(self) -> None:
@@ -171,6 +182,9 @@ class GRPOConfig(TrainingSettings):
             raise ValueError(f"beta must be >= 0, got {self.beta}")
         if not (0 <= self.clip_low < 1) or self.clip_high < 0:
             raise ValueError("clip_low must be in [0, 1) and clip_high >= 0")
+        if self.prompt_variant not in (None, *PROMPT_VARIANTS):
+            raise ValueError(f"prompt_variant must be one of {', '.join(PROMPT_VARIANTS)}, got "
+                             f"{self.prompt_variant!r}")
         if self.search_penalty is not None and not (0 < self.search_penalty <= 1):
             raise ValueError(f"search_penalty must be in (0, 1], got {self.search_penalty}")
         if self.max_steps is None and self.minutes is None:
@@ -197,10 +211,14 @@ class GRPOConfig(TrainingSettings):
     def batch_trajectories(self) -> int:
         return self.prompts_per_step * self.generations
 
-    def eval_config(self) -> EvalConfig:
-        """The held-out evaluation settings, ``eval_batch`` episodes at once and, being batched, no
-        per-episode wall clock."""
+    def heldout_eval(self) -> EvalConfig:
+        """The held-out evaluation settings: ``eval`` with this stage's run settings,
+        ``eval_batch`` episodes at once and, being batched, no per-episode wall clock."""
         return replace(stage_eval_config(self), wall_clock_s=1e9, concurrency=self.eval_batch)
+
+    def eval_config(self) -> EvalConfig:
+        """The held-out evaluation settings as ``for_profile`` resolved them."""
+        return self.eval
 
 
 #: The paper's GRPO settings (A.4): what notebook 07 compares a run's settings with.

@@ -18,7 +18,6 @@ from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import make_judge
 from vsearcher_lite.chat.batched import BatchedTransformersChat
-from vsearcher_lite.config import resume_identity, training_budget_s
 from vsearcher_lite.manifest import write_manifest
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.inputs import (
@@ -45,9 +44,10 @@ from vsearcher_lite.runio import (
     RunDir,
     atomic_write_text,
     check_same_settings,
+    resume_identity,
     write_jsonl,
 )
-from vsearcher_lite.runtime import resolve_device, set_threads
+from vsearcher_lite.runtime import resolve_device, set_threads, training_budget_s
 from vsearcher_lite.training.checkpoint import freeze_vision, suppress_vision_tokens
 
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model

@@ -25,9 +25,10 @@ from vsearcher_lite.rl.trl_engine import run_grpo_trl
 
 def run_grpo(run_dir: str | Path, config: GRPOConfig | None = None, *,
              log: Callable[[str], None] = print) -> dict:
-    """Train, save, evaluate; returns the metrics (also in ``RUN_DIR/<name>/metrics.json``)."""
+    """Train, save, evaluate; returns the metrics (also in ``RUN_DIR/<name>/metrics.json``).
+    ``config`` as ``GRPOConfig.for_profile`` checked and resolved it (default: the cpu
+    profile's); the run reads its values and looks nothing up."""
     config = config or GRPOConfig.for_profile("cpu")
-    config.check()
     if config.engine == "trl":
         return run_grpo_trl(run_dir, config, log=log)
     return run_grpo_cpu(run_dir, config, log=log)

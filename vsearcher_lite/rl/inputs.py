@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.loop import EpisodeLimits
-from vsearcher_lite.agent.protocol import SANDBOX_TODAY, prompt_variant_for
+from vsearcher_lite.agent.protocol import SANDBOX_TODAY
 from vsearcher_lite.backends.toolbox import make_toolbox
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings
@@ -170,7 +170,7 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            wall_clock_s=config.wall_clock_s)
     return RolloutSettings(limits=limits, temperature=config.temperature, top_p=config.top_p,
                            max_tokens=config.max_tokens,
-                           prompt_variant=prompt_variant_for(config.profile),
+                           prompt_variant=config.prompt_variant,
                            today=SANDBOX_TODAY if config.world == "sandbox" else None,
                            seed=config.seed,
                            search_penalty=config.search_penalty, fatal_k=config.fatal_k,
@@ -181,4 +181,4 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
 def rollout_toolbox(run_dir: str | Path, config: GRPOConfig):
     """The run's toolbox, showing the tools as the SFT data and the evaluation do."""
     return make_toolbox(run_dir, world=config.world, top_k=config.top_k,
-                        observations=prompt_variant_for(config.profile))
+                        observations=config.prompt_variant)

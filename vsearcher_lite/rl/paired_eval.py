@@ -21,11 +21,6 @@ from vsearcher_lite.scoring.policies import Policy
 from vsearcher_lite.training.heldout import heldout_tasks
 
 
-def eval_config_for(config: GRPOConfig):
-    """The SFT stage's evaluation settings (so its ``eval/sft`` results can be reused)."""
-    return config.eval_config()
-
-
 def batched_policy(name: str, spec: str, model, processor, config: GRPOConfig):
     """An evaluation ``Policy`` whose episodes generate together on one batched backend."""
     backend = BatchedTransformersChat(model, processor, max_batch=config.eval_batch,
@@ -71,7 +66,7 @@ def evaluate_start(run_dir: str | Path, init_path: Path, model, processor, confi
     reusing stored results that pass the re-run check, else afresh as ``eval/<name>-sft``; the
     metrics, and ``seconds_per_task`` for budgeting the RL evaluation."""
     tasks = heldout_tasks(run_dir, config)
-    eval_config = eval_config_for(config)
+    eval_config = config.eval  # the SFT stage's, so that its eval/sft results can be reused
     is_run_sft = init_path.resolve() == (Path(run_dir) / "sft" / "checkpoint").resolve()
     name = "sft" if is_run_sft else "init"
     spec = f"transformers:{init_path.resolve()}"  # absolute: named alike from any folder
@@ -122,7 +117,7 @@ def evaluate_rl(run_dir: str | Path, start: dict, rl_checkpoint: Path, rl_model,
     rl_metrics = evaluate(run_dir, tasks,
                           batched_policy(rl_name, f"transformers:{Path(rl_checkpoint).resolve()}",
                                          rl_model, processor, config),
-                          name=rl_name, config=eval_config_for(config), benchmark="heldout",
+                          name=rl_name, config=config.eval, benchmark="heldout",
                           fresh=True)
     rl_seconds = round(time.perf_counter() - t0, 2)
     log(f"[grpo] eval {rl_name}: accuracy {rl_metrics.get('pass_at_1')} ({rl_seconds} s) on "

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import make_judge
-from vsearcher_lite.agent.protocol import SANDBOX_TODAY, initial_messages, prompt_variant_for
+from vsearcher_lite.agent.protocol import SANDBOX_TODAY, initial_messages
 from vsearcher_lite.chat.batched import BatchedTransformersChat, BatchedVLLMChat
 from vsearcher_lite.manifest import write_manifest
 from vsearcher_lite.rl.config import GRPOConfig
@@ -305,7 +305,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
             "dynamic sampling is a cpu-engine option")
     n_steps = config.max_steps or 1
     today = SANDBOX_TODAY if config.world == "sandbox" else None
-    rows = [prompt_row(t, prompt_variant_for(config.profile), today)
+    rows = [prompt_row(t, config.prompt_variant, today)
             for _ in range(n_steps) for t in sampler.draw(config.prompts_per_step)]
     dataset = datasets.Dataset.from_list(rows).cast_column("images",
                                                            datasets.Sequence(datasets.Image()))

@@ -43,7 +43,9 @@ CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval
 
 @dataclass
 class SFTConfig(TrainingSettings):
-    """Everything ``run_sft`` needs besides the run folder."""
+    """Everything ``run_sft`` needs besides the run folder. Build it with ``for_profile``,
+    changes as its overrides: the evaluation settings it resolves are not recomputed when a
+    field is set afterwards."""
 
     profile: str = "cpu"
     name: str = option("sft", "output folder RUN_DIR/<name> and evaluation name (default: sft)")
@@ -109,8 +111,11 @@ class SFTConfig(TrainingSettings):
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> SFTConfig:
         """The preset of ``profile`` with ``overrides`` (``None`` ignored; the evaluation's as
-        ``eval={...}`` or ``eval_<setting>=...``)."""
-        return cls.from_profile(profile, overrides, "sft", "SFT", EvalConfig.for_profile(profile))
+        ``eval={...}`` or ``eval_<setting>=...``), checked; ``eval`` resolved to the held-out
+        evaluation's settings as the run uses them (``eval_config()``)."""
+        config = cls.from_profile(profile, overrides, "sft", "SFT", EvalConfig.for_profile(profile))
+        config.eval = config.eval_config()
+        return config
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.config import resume_identity, training_budget_s
 from vsearcher_lite.runio import (
     InputError,
     JsonlLog,
@@ -28,9 +27,10 @@ from vsearcher_lite.runio import (
     check_same_settings,
     read_json,
     read_number_rows,
+    resume_identity,
     write_jsonl,
 )
-from vsearcher_lite.runtime import set_threads
+from vsearcher_lite.runtime import set_threads, training_budget_s
 from vsearcher_lite.scoring.evaluate import evaluate
 from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
 from vsearcher_lite.training.checkpoint import (
@@ -162,7 +162,7 @@ def evaluate_named(run_dir: str | Path, name: str, spec: str, config: SFTConfig,
     """One model (``base`` or the SFT checkpoint) on the held-out tasks; its metrics."""
     tasks = heldout_tasks(run_dir, config)
     t0 = time.perf_counter()
-    metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval_config(),
+    metrics = evaluate(run_dir, tasks, spec, name=name, config=config.eval,
                        benchmark="heldout", fresh=True)
     log(f"[sft] eval {name}: accuracy {metrics.get('pass_at_1')}, format-valid "
         f"{metrics.get('format_valid_rate')} on {len(tasks)} held-out tasks "
@@ -182,11 +182,12 @@ def _eval_summary(prefix: str, m: dict) -> dict:
 
 def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
             log: Callable[[str], None] = print) -> dict:
-    """Train, save, evaluate; returns the metrics (also in ``RUN_DIR/sft/metrics.json``)."""
+    """Train, save, evaluate; returns the metrics (also in ``RUN_DIR/sft/metrics.json``).
+    ``config`` as ``SFTConfig.for_profile`` checked and resolved it (default: the cpu
+    profile's)."""
     import torch
 
     config = config or SFTConfig.for_profile("cpu")
-    config.check()
     wall_start = time.perf_counter()
     threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
     torch.manual_seed(config.seed)

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from vsearcher_lite.pretraining.worlds import (
+from vsearcher_lite.recipes.pretraining.worlds import (
     CORPUS_WORLD_SEEDS,
     DEFAULT_WORLD_ENTITIES,
     DEFAULT_WORLD_SEED,

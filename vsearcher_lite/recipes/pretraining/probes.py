@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vsearcher_lite.model.tokenizer import PAD_TOKEN, token_id
-from vsearcher_lite.pretraining.corpus import (
+from vsearcher_lite.recipes.pretraining.corpus import (
     Doc,
     doc_kv,
     doc_lookup,
@@ -18,7 +18,7 @@ from vsearcher_lite.pretraining.corpus import (
     doc_repeat,
     doc_restate,
 )
-from vsearcher_lite.pretraining.packing import encode_doc
+from vsearcher_lite.recipes.pretraining.packing import encode_doc
 
 
 def doc_lookup_far(world, rng: random.Random) -> Doc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from vsearcher_lite.model.tokenizer import DOC_SEPARATOR, PAD_TOKEN, token_id
-from vsearcher_lite.pretraining.corpus import COPY_ROLES, ROLE_IDS, Doc
+from vsearcher_lite.recipes.pretraining.corpus import COPY_ROLES, ROLE_IDS, Doc
 
 
 def encode_doc(tokenizer, doc: Doc) -> tuple[list[int], list[int]]:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, build_tokenizer
 from vsearcher_lite.options import option, positive, positive_number
-from vsearcher_lite.pretraining.card import (
+from vsearcher_lite.recipes.pretraining.card import (
     CARD_NAME,
     LOG_FIELDS,
     LOG_NAME,
@@ -40,10 +40,15 @@ from vsearcher_lite.pretraining.card import (
     read_log_rows,
     with_new_probes,
 )
-from vsearcher_lite.pretraining.corpus import DEFAULT_MIX, STAGE_B_MIX, Corpus
-from vsearcher_lite.pretraining.packing import Packer, role_means, token_losses, weighted_mean
-from vsearcher_lite.pretraining.probes import run_agent_probe, run_copy_probes
-from vsearcher_lite.pretraining.worlds import (
+from vsearcher_lite.recipes.pretraining.corpus import DEFAULT_MIX, STAGE_B_MIX, Corpus
+from vsearcher_lite.recipes.pretraining.packing import (
+    Packer,
+    role_means,
+    token_losses,
+    weighted_mean,
+)
+from vsearcher_lite.recipes.pretraining.probes import run_agent_probe, run_copy_probes
+from vsearcher_lite.recipes.pretraining.worlds import (
     CORPUS_WORLD_SEEDS,
     DEFAULT_WORLD_ENTITIES,
     DEFAULT_WORLD_SEED,

@@ -1,4 +1,5 @@
-"""``vsearcher-lite bench``: performance and quality benchmarks, in named sections.
+"""``vsearcher-lite bench``: performance and quality benchmarks of the sandbox web's tools and the
+offline synthesis stages, in named sections (not a stage of the course).
 
 Runs each ``@bench_section`` on a sandbox world in ``RUN_DIR/bench/world`` and merges the
 numbers into ``RUN_DIR/bench/metrics.json``: ``text_search`` (queries from an entity's

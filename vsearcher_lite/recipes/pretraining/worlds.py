@@ -34,8 +34,10 @@ _YEAR = re.compile(r"^(1[0-9]{3}|20[0-2][0-9]|2030)$")
 def code_vocabulary() -> frozenset:
     """Lowercase words written in the world generator's source (kinds, templates, endings): a
     word of a name that is not here was made from random syllables, a name root."""
+    from vsearcher_lite import world
+
     words: set[str] = set()
-    for path in (Path(__file__).resolve().parents[1] / "world").glob("*.py"):
+    for path in Path(world.__file__).resolve().parent.glob("*.py"):
         words.update(w.lower() for w in _WORD.findall(path.read_text(encoding="utf-8")))
     return frozenset(words)
 

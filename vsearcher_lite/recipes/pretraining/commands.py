@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from vsearcher_lite.options import add_config_options, options_given
-from vsearcher_lite.pretraining.pretrain import (
+from vsearcher_lite.recipes.pretraining.pretrain import (
     CONTINUING_RECIPES,
     RECIPES,
     PretrainConfig,
