@@ -46,3 +46,20 @@ def test_package_lines_divides_every_line_of_a_package_by_kind(tmp_path):
     assert rows["sub"] == ["4", "2", "1", "1", "0"]
     assert rows["all"] == ["7", "3", "2", "1", "1"]
     assert out[-1] == "2 files"
+
+
+def test_notebook_modules_counts_what_a_notebooks_imports_load(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import notebook_modules as nm
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    source = "import json\nif True:\n    import vsearcher_lite.runio\n"
+    cell = {"cell_type": "code", "source": source}
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text(json.dumps({"cells": [cell, {"cell_type": "markdown", "source": "x"}]}))
+    assert nm.imports_of(notebook) == ["import json", "import vsearcher_lite.runio"]
+    found = nm.loaded_files(ROOT, nm.imports_of(notebook))
+    runio = ROOT / "vsearcher_lite" / "runio.py"
+    assert found["vsearcher_lite.runio"] == len(runio.read_text().splitlines())
+    assert not any(name.startswith(nm.LIVE) for name in found)
