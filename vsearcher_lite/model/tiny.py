@@ -242,6 +242,14 @@ def init_unseen_token_embeddings(model, tokenizer,
     return used
 
 
+def declare_positions(model, trained: int) -> int:
+    """Raise the text config's ``max_position_embeddings`` to the longest rows trained on (the
+    rotary positions themselves have no limit; the field tells later stages what was trained)."""
+    text = model.config.get_text_config(decoder=True)
+    text.max_position_embeddings = max(int(text.max_position_embeddings), int(trained))
+    return text.max_position_embeddings
+
+
 def count_parameters(model) -> dict[str, int]:
     """``{"total", "vision", "text"}`` parameter counts (tied embeddings counted once)."""
     total = sum(p.numel() for p in model.parameters())

@@ -96,14 +96,13 @@ def ensure_train_file(run_dir: str | Path, config: SFTConfig) -> Path:
 
 
 def declare_length(model, tokenizer, length: int) -> int:
-    """Raise the model's declared positions and the tokenizer's length limit to the window SFT
-    trains on: rotary positions have no table to run past, so the base's nominal length is no
-    limit, and the saved checkpoint then says what it was trained at (and tokenizing a
-    trajectory longer than the base's window does not warn of indexing errors)."""
-    text = model.config.get_text_config(decoder=True)
-    text.max_position_embeddings = max(int(text.max_position_embeddings), int(length))
+    """Raise the model's declared positions (``declare_positions``) and the tokenizer's length
+    limit to the window SFT trains on: the saved checkpoint then says what it was trained at, and
+    tokenizing a trajectory longer than the base's window does not warn of indexing errors."""
+    from vsearcher_lite.model.tiny import declare_positions
+
     tokenizer.model_max_length = max(int(tokenizer.model_max_length), int(length))
-    return text.max_position_embeddings
+    return declare_positions(model, length)
 
 
 def prepare_model(model, processor, config: SFTConfig) -> dict:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from vsearcher_lite.model.tiny import declare_positions
 from vsearcher_lite.model.tokenizer import DEFAULT_VOCAB_SIZE, build_tokenizer
 from vsearcher_lite.options import option, positive, positive_number
 from vsearcher_lite.recipes.pretraining.card import (
@@ -407,14 +408,6 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
     (out / METRICS_NAME).chmod(0o644)
     log(f"saved {out} ({size / 1e6:.1f} MB)")
     return metrics
-
-
-def declare_positions(model, trained: int) -> int:
-    """Raise the text config's ``max_position_embeddings`` to the longest rows trained on (the
-    rotary positions themselves have no limit; the field tells later stages what was trained)."""
-    text = model.config.get_text_config(decoder=True)
-    text.max_position_embeddings = max(int(text.max_position_embeddings), int(trained))
-    return text.max_position_embeddings
 
 
 def copy_probes(model, tokenizer, config: PretrainConfig) -> dict:
