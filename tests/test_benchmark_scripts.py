@@ -49,6 +49,8 @@ def test_package_lines_divides_every_line_of_a_package_by_kind(tmp_path):
 
 
 def test_notebook_modules_counts_what_a_notebooks_imports_load(tmp_path):
+    from vsearcher_lite.notebooks import notebook_imports
+
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import notebook_modules as nm
@@ -58,8 +60,9 @@ def test_notebook_modules_counts_what_a_notebooks_imports_load(tmp_path):
     cell = {"cell_type": "code", "source": source}
     notebook = tmp_path / "n.ipynb"
     notebook.write_text(json.dumps({"cells": [cell, {"cell_type": "markdown", "source": "x"}]}))
-    assert nm.imports_of(notebook) == ["import json", "import vsearcher_lite.runio"]
-    found = nm.loaded_files(ROOT, nm.imports_of(notebook))
+    imports, _ = notebook_imports(notebook)
+    assert imports == ["import json", "import vsearcher_lite.runio"]
+    found = nm.package_lines(ROOT, imports)
     runio = ROOT / "vsearcher_lite" / "runio.py"
     assert found["vsearcher_lite.runio"] == len(runio.read_text().splitlines())
     assert not any(name.startswith(nm.LIVE) for name in found)

@@ -77,6 +77,43 @@ def clean_notebook(path: str | Path) -> bool:
     return False
 
 
+def cell_imports(source: str) -> list[str]:
+    """The import statements of one code cell, at any depth, as source lines (none for a cell
+    with IPython magics, which does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def notebook_imports(path: str | Path, apart: set[str] = frozenset()
+                     ) -> tuple[list[str], list[str]]:
+    """``(the imports of the code cells, those of the cells whose ids are in apart)``."""
+    kept, set_apart = [], []
+    for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "code":
+            found = cell_imports("".join(cell["source"]))
+            (set_apart if cell.get("id") in apart else kept).extend(found)
+    return kept, set_apart
+
+
+def loaded_modules(imports: list[str], root: str | Path | None = None) -> dict[str, str | None]:
+    """Module name -> file of every module that ``imports`` load in a fresh interpreter (the
+    package of the checkout at ``root`` when given, else the installed one)."""
+    import subprocess
+
+    code = "\n".join(["import json, sys", *imports, "print(json.dumps({n: getattr(m, '__file__', "
+                      "None) for n, m in sys.modules.items()}))"])
+    env = dict(os.environ, **({"PYTHONPATH": str(root)} if root else {}))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=root, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"importing {len(imports)} statements failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def parameter_names(path: str | Path) -> set[str]:
     """The names the notebook's ``parameters`` cell assigns."""
     names: set[str] = set()
