@@ -10,6 +10,7 @@ sources; one found nowhere fails the test, with the file, cell and line.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -70,11 +71,13 @@ def numbers_of(value, out: list[float], key: str = "") -> list[float]:
     return out
 
 
-def card_numbers() -> list[float]:
-    return numbers_of(json.loads(CARD.read_text()), [])
+@functools.cache
+def card_numbers() -> tuple[float, ...]:
+    return tuple(numbers_of(json.loads(CARD.read_text()), []))
 
 
-def setting_numbers() -> list[float]:
+@functools.cache
+def setting_numbers() -> tuple[float, ...]:
     found: list[float] = []
     for path in (ROOT / "vsearcher_lite" / "profiles").glob("*.toml"):
         numbers_of(tomllib.loads(path.read_text()), found)
@@ -86,10 +89,10 @@ def setting_numbers() -> list[float]:
 
     for config in (SFTConfig, GRPOConfig, TrajectoryConfig, ComparisonConfig):
         numbers_of(config.for_profile("cpu").to_dict(), found)
-    return numbers_of([VALIDATION_MAX_SHARE], found)
+    return tuple(numbers_of([VALIDATION_MAX_SHARE], found))
 
 
-def matches(token: str, pool: list[float]) -> bool:
+def matches(token: str, pool: tuple[float, ...]) -> bool:
     """``token`` equals one of ``pool`` at the digits it is written with."""
     value = float(token.replace(",", ""))
     digits = len(token.split(".")[1]) if "." in token else 0
