@@ -1,11 +1,18 @@
-"""Levers on the SFT policy's Pass@k: fewer epochs, and the average of an early and a late model.
+"""Levers on the SFT policy's Pass@k: fewer epochs, an early and a late model averaged, and a
+teacher whose samples of one task take different paths.
 
 RL can at best turn the SFT model's Pass@k into Pass@1, so a lever is worth keeping when it
 raises Pass@k without lowering Pass@1. This trains the reference's SFT for one epoch instead of
 two (same trajectories, settings and seed; its learning-rate schedule spans the one epoch), averages
-its weights with the two-epoch model's, and samples each model ``--samples`` times at T 1.0 on the
-validation split's easy, medium and hard tasks (neither held-out nor RL pool). Prints Pass@1 and
-Pass@k per model and level, and the tasks solved sometimes but not always (what GRPO learns from).
+its weights with the two-epoch model's, and trains the reference's two-epoch SFT on trajectories
+of the same tasks written with ``--plan-variety`` (in ``RUN_DIR/plans``). The teacher at its default
+repeats one path per task, so most of a task's accepted samples are copies; with variety they
+differ in wording, visits and checks. Each model is sampled ``--samples`` times at T 1.0 on the
+validation split's easy, medium and hard tasks (neither held-out nor RL pool). Prints the distinct
+trajectories per task of both teachers, then Pass@1 and Pass@k per model and level, and the tasks
+solved sometimes but not always (what GRPO learns from). With ``--heldout`` the varied
+teacher's SFT model is also evaluated as the reference compares its models (greedy, every easy,
+medium and hard held-out task), paired with the reference's SFT model task by task.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
 
@@ -21,16 +28,26 @@ import shutil
 from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
-OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "run_manifest.json"}
+OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "run_manifest.json"}
 
 
-def link_inputs(source: Path, run: Path) -> None:
-    """Link the source run's world, tasks, trajectories and caches into ``run``."""
+def link_inputs(source: Path, run: Path, own: set[str] = OWN) -> None:
+    """Link the source run's world, tasks, trajectories and caches (all but ``own``) to ``run``."""
     run.mkdir(parents=True, exist_ok=True)
     for entry in source.iterdir():
         target = run / entry.name
-        if entry.name not in OWN and not target.exists():
+        if entry.name not in own and not target.exists():
             target.symlink_to(entry.resolve())
+
+
+def distinct_per_task(run: Path) -> tuple[int, int, int]:
+    """``(accepted, tasks, distinct)``: a run's accepted trajectories, their tasks, and how many
+    of them differ."""
+    from vsearcher_lite.runio import read_jsonl
+    from vsearcher_lite.synthesis.trajectories import n_distinct
+
+    accepted = list(read_jsonl(run / "trajectories" / "accepted.jsonl"))
+    return len(accepted), len({t["task_id"] for t in accepted}), n_distinct(accepted)
 
 
 def average_checkpoint(first: Path, second: Path, out: Path) -> Path:
@@ -60,6 +77,10 @@ def main() -> int:
     p.add_argument("--max-tasks", type=int, default=None,
                    help="the first N validation tasks, round-robin over the levels (default: all)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    p.add_argument("--plan-variety", type=float, default=0.5,
+                   help="the varied teacher's plan_variety (default 0.5)")
+    p.add_argument("--heldout", action="store_true",
+                   help="also evaluate the varied teacher's SFT model on the held-out tasks")
     args = p.parse_args()
 
     from vsearcher_lite.agent.task import read_tasks
@@ -67,6 +88,7 @@ def main() -> int:
     from vsearcher_lite.reference import HEADLINE_LEVELS, REFERENCE_SFT
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.scoring.passk import evaluate_samples
+    from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.heldout import balanced_head
     from vsearcher_lite.training.sft import run_sft
@@ -84,16 +106,28 @@ def main() -> int:
         run_sft(run, config)
     averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
 
+    plans = run / "plans"
+    link_inputs(source, plans, OWN | {"trajectories"})
+    generate_trajectories(plans, TrajectoryConfig.for_profile(
+        "cpu", plan_variety=args.plan_variety, progress=False))  # stored rollouts are reused
+    varied = plans / "sft" / "checkpoint"
+    if not (varied / "config.json").exists():
+        run_sft(plans, full_length(SFTConfig.for_profile("cpu", device=args.device), REFERENCE_SFT))
+
     tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
              if t.difficulty in HEADLINE_LEVELS]
     tasks = balanced_head(tasks, args.max_tasks, key=lambda t: t.difficulty)
     config = ComparisonConfig.for_profile("cpu", eval_overrides={
         "device": args.device, "temperature": 1.0}).heldout_eval_config()
     rows = []
-    for name, checkpoint in (("two-epochs", late), ("one-epoch", early), ("average", averaged)):
+    models = (("two-epochs", late), ("one-epoch", early), ("average", averaged), ("plans", varied))
+    for name, checkpoint in models:
         m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
                              samples=args.samples, benchmark="validation", name=f"levers-{name}")
         rows.append((name, m))
+    for label, folder in (("default", source), (f"plan variety {args.plan_variety}", plans)):
+        n, n_tasks, distinct = distinct_per_task(folder)
+        print(f"{label}: {n} accepted trajectories of {n_tasks} tasks, {distinct} distinct")
     k = max(int(x) for x in rows[0][1]["pass_at_k"])
     print(f"{len(tasks)} validation tasks, {args.samples} samples each at T 1.0")
     print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
@@ -103,7 +137,41 @@ def main() -> int:
         for level, g in m["by_level"].items():
             print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
                   f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
+    if args.heldout:
+        heldout_against_reference(source, run, varied, args.device)
     return 0
+
+
+def heldout_against_reference(source: Path, run: Path, checkpoint: Path, device: str) -> None:
+    """Evaluate ``checkpoint`` greedily on the source's easy, medium and hard held-out tasks with
+    the comparison's settings, and print it beside the source's SFT model, paired by task."""
+    from vsearcher_lite.agent.task import read_tasks
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig
+    from vsearcher_lite.reference import HEADLINE_LEVELS, headline, paired
+    from vsearcher_lite.scoring.evaluate import evaluate, load_results
+
+    tasks = [t for t in read_tasks(source / "filter" / "heldout.jsonl")
+             if t.difficulty in HEADLINE_LEVELS]
+    config = ComparisonConfig.for_profile("cpu", eval_overrides={"device": device})
+    evaluate(run, tasks, f"transformers:{checkpoint}", config=config.heldout_eval_config(),
+             benchmark="heldout", name="heldout-plans")
+    results = {"reference SFT": headline(load_results(source, "heldout-sft")),
+               "plans SFT": load_results(run, "heldout-plans")}
+    print(f"{len(tasks)} held-out tasks, greedy")
+    print(f"{'model':14} {'level':7} {'tasks':>5} {'Pass@1':>7} {'calls':>6} {'format':>7}")
+    for name, records in results.items():
+        for level in ("all", *HEADLINE_LEVELS):
+            group = [r for r in records if level == "all" or r["difficulty"] == level]
+            n = max(len(group), 1)
+            print(f"{name:14} {level:7} {len(group):5d} {sum(r['correct'] for r in group) / n:7.3f}"
+                  f" {sum(r['n_tool_calls'] for r in group) / n:6.2f}"
+                  f" {sum(r['format_ok'] for r in group) / n:7.3f}")
+    for level in ("all", *HEADLINE_LEVELS):
+        before, after = ([r for r in rs if level == "all" or r["difficulty"] == level]
+                         for rs in results.values())
+        d = paired(before, after)
+        print(f"plans - reference SFT, {level}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
+              f"{d['gained']} gained, {d['lost']} lost)")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def one_line_error(capsys, *needles):
 
 @pytest.mark.parametrize(
     "flag, value",
-    [("--samples", "0"), ("--samples", "-2"), ("--max-tasks", "-1"), ("--concurrency", "0")],
+    [("--samples", "0"), ("--samples", "-2"), ("--max-tasks", "-1"), ("--concurrency", "0"),
+     ("--plan-variety", "1.5"), ("--plan-variety", "-0.1")],
 )
 def test_trajectories_refuses_out_of_range_counts_and_keeps_its_outputs(
     base, tmp_path, capsys, flag, value
@@ -191,6 +192,14 @@ def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
         run, traj_config(run, max_tasks=2, samples_per_task=1, mistake_rate=0.5)
     )
     assert again["generated_this_run"] == 2 and again["settings"]["mistake_rate"] == 0.5
+    # a varied teacher writes other trajectories: its rollouts are its own, the default's kept
+    varied = generate_trajectories(
+        run, traj_config(run, max_tasks=2, samples_per_task=1, plan_variety=0.5)
+    )
+    assert varied["generated_this_run"] == 2 and varied["set_aside_rollouts"] == 4
+    assert varied["settings"]["plan_variety"] == 0.5
+    default = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1))
+    assert default["generated_this_run"] == 0  # the first run's rollouts, found again
 
 
 def failing_then_answering():

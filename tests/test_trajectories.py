@@ -60,6 +60,14 @@ def test_metrics_meet_the_acceptance_claims(done):
         == m["n_accepted"]
     )
     assert m["settings"]["prompt_variant"] == "compact" and m["settings"]["top_k"] == 3
+    # the default teacher repeats a task's path: distinct trajectories are fewer than accepted
+    accepted = [json.loads(line) for line in open(run / "trajectories" / "accepted.jsonl")]
+    by_task = {}
+    for t in accepted:
+        by_task.setdefault(t["task_id"], set()).add(json.dumps(t["messages"], sort_keys=True))
+    distinct = sum(len(v) for v in by_task.values())
+    assert m["n_distinct_accepted"] == distinct < m["n_accepted"]
+    assert sum(v["n_distinct_accepted"] for v in m["by_difficulty"].values()) == distinct
 
 
 def test_accepted_trajectories_pass_the_format_check_are_correct_and_replay(done):

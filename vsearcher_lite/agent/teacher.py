@@ -9,7 +9,9 @@ page gives the answer.
 
 It is fallible on purpose: with probability ``mistake_rate`` a decision takes the runner-up
 unchecked, so rejection sampling has wrong trajectories to reject and harder tasks fail more
-often, as with a real teacher.
+often, as with a real teacher. With ``variety`` above 0 its samples of one task also differ where
+a real teacher's would: the query's wording, opening a page whose snippet already fits, searching
+for the answer before reading the page, and checking a hasty pick and moving on when it is wrong.
 """
 
 from __future__ import annotations
@@ -141,18 +143,38 @@ RESTATED_MAX_CHARS = 140
 
 
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
-          style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS) -> Program:
+          style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
+          variety: float = 0.0) -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
-    for every later step and three for the answer, so a ten-round exam chain fits the episode."""
+    for every later step and three for the answer, so a ten-round exam chain fits the episode.
+    Each optional choice departs from the default plan with probability ``variety`` (at 0 the
+    random stream is untouched, so a task's search is the same as without the setting)."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")
+    if not 0.0 <= variety <= 1.0:
+        raise ValueError(f"variety must be between 0 and 1, got {variety}")
     short = style == "compact"
 
     def say(full: str, compact: str) -> str:
         return compact if short else full
+
+    def varied() -> bool:
+        """Whether this optional choice leaves the default plan."""
+        return variety > 0 and rng.random() < variety
+
+    aside = ""  # a check that failed, said at the start of the next thought
+
+    def lead(text: str) -> str:
+        """``text`` after the failed check not yet said, if any."""
+        nonlocal aside
+        text, aside = (f"{aside} {text}".strip() if aside else text), ""
+        return text
+
+    def act(tool: str, arguments: dict, think: str) -> Action:
+        return Action(tool, arguments, lead(think))
 
     state = SearchState()
     note = ""  # what the last observation taught, opening the next <think>
@@ -181,7 +203,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     calls = 0  # tool calls made so far
     if brief.has_image and brief.image_entity_id:
         calls += 1
-        obs = yield Action(
+        obs = yield act(
             "image_search", {},
             say(f"The question hides a {brief.image_type} behind the image. "
                 "A reverse image search should tell me which one it is.",
@@ -211,10 +233,12 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         # three for the answer (find the seed's page, read it, search a snippet)
         spare = max_tool_calls - calls - (len(brief.steps) - number) - 3
         query = ask(description)
+        if query != description and varied():
+            query = description  # the same search, worded as the description alone
         calls += 1
-        obs = yield Action("text_search", {"query": query},
-                           say(f"{note} Next I need {description}; I will search for it.",
-                               note or "Search.").strip())
+        obs = yield act("text_search", {"query": query},
+                        say(f"{note} Next I need {description}; I will search for it.",
+                            note or "Search.").strip())
         candidates = [h for h in state.learn(obs) if h.is_article and h.title not in known]
         found, how = None, ""
 
@@ -240,9 +264,9 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                     continue
                 spare -= 1
                 calls += 1
-                obs = yield Action("text_search", {"query": name},
-                                   say(f"Several names fit; is {name} {description}? "
-                                       "Its article will say what it is.", f"Check {name}."))
+                obs = yield act("text_search", {"query": name},
+                                say(f"Several names fit; is {name} {description}? "
+                                    "Its article will say what it is.", f"Check {name}."))
                 state.learn(obs)
                 if kind_of(name) > 0:
                     return name
@@ -261,7 +285,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             if url and spare > 0:
                 spare -= 1
                 calls += 1
-                obs = yield Action(
+                obs = yield act(
                     "visit", {"url": url, "goal": ask(description)},
                     say("The results do not name it directly. "
                         f"The page of {source} should say {description}.",
@@ -284,14 +308,35 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                                                 "The page names it")
         if found is None:
             choice, hasty = _pick(candidates, rng, mistake_rate, noun)
+            if hasty and spare > 0 and varied():
+                # a hasty pick, checked this time: its page decides, and a wrong one is dropped
+                spare -= 1
+                calls += 1
+                obs = yield act("visit", {"url": choice.url, "goal": ask(description)},
+                                say(f"{choice.title} may be {description}; its page will tell.",
+                                    f"Check {choice.title}."))
+                title, _, content = parse_visit(obs)
+                state.snippets[choice.title] = (state.snippets.get(choice.title, "") + " "
+                                                + content).strip()
+                if (support(content, choice.title, step.clues, state) >= 2
+                        and kind_of(choice.title, content) >= 0):
+                    found, how = choice.title, say(
+                        f"The page of {choice.title} confirms it is {description}",
+                        "The page confirms it")
+                else:
+                    aside = say(f"The page of {choice.title} does not fit.",
+                                f"{choice.title} does not fit.")
+                    candidates = [h for h in candidates if h.title != choice.title]
+                    hasty = False
+        if found is None:
             fit = None if hasty else snippet_fit()
             if fit is None and not hasty and query != description and spare > 0:
                 # (compact) the restated question found nothing that fits: the description alone
                 spare -= 1
                 calls += 1
-                obs = yield Action("text_search", {"query": description},
-                                   say(f"Nothing there fits. I will search for {description} "
-                                       "alone.", "Search again."))
+                obs = yield act("text_search", {"query": description},
+                                say(f"Nothing there fits. I will search for {description} "
+                                    "alone.", "Search again."))
                 more = state.learn(obs)
                 seen = {h.title for h in candidates}
                 candidates += [h for h in more if h.is_article and h.title not in known | seen]
@@ -300,6 +345,12 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                 found, how = choice.title, say(f"{choice.title} looks like a fit from the results",
                                                "A result fits")
             elif fit is not None:
+                if spare > 0 and varied():
+                    spare -= 1
+                    calls += 1  # the snippet fits; its page is opened all the same
+                    yield act("visit", {"url": fit.url, "goal": ask(description)},
+                              say(f"The snippet of {fit.title} fits; I will read its page to be "
+                                  "sure.", f"Check {fit.title}."))
                 found, how = fit.title, say(f"The snippet of {fit.title} fits {description}",
                                             "A snippet fits")
             else:
@@ -310,7 +361,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                         break
                     spare -= 1
                     calls += 1
-                    obs = yield Action(
+                    obs = yield act(
                         "visit", {"url": hit.url, "goal": ask(description)},
                         say("The snippets are not enough to be sure. I will open "
                             f"{hit.title} and check whether it is {description}.",
@@ -338,7 +389,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                     if not listed and state.urls.get(target) and spare > 0:
                         spare -= 1
                         calls += 1
-                        obs = yield Action(
+                        obs = yield act(
                             "visit", {"url": state.urls[target], "goal": description},
                             say(f"No result is clearly {description}. "
                                 f"The page of {target} should list it.",
@@ -366,12 +417,12 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
                         f"Nothing confirms it, so I take the top result, {best.title}",
                         "Nothing confirms it; I take the top result")
         if found is None:
-            note = say(f"I could not find {description}.", "Not found.")
+            note = lead(say(f"I could not find {description}.", "Not found."))
             continue
         state.names[step.entity_id] = found
         asked_again = resolve(description, found)
-        note = (identified(description, found) + asked_again if short
-                else f"{how}; so it is {found}.")
+        note = lead(identified(description, found) + asked_again if short
+                    else f"{how}; so it is {found}.")
 
     seed = brief.seed_name or state.names.get(brief.seed_id, "")
     if not seed:
@@ -386,22 +437,32 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         goal = restated_question(brief.seed_question, seed)
     url = state.urls.get(seed)
     if url is None:
-        obs = yield Action("text_search", {"query": seed},
-                           say(f"{note} Now I need the page of {seed}.",
-                               f"{note} Find {seed}.").strip())
+        obs = yield act("text_search", {"query": seed},
+                        say(f"{note} Now I need the page of {seed}.",
+                            f"{note} Find {seed}.").strip())
         hits = state.learn(obs)
         url = state.urls.get(seed) or next((h.url for h in hits if h.is_article), None)
         note = (say(f"The search gives the page of {seed}.", "Found it.") if url
                 else say(f"I found no page for {seed}.", "No page."))
     values: list[str] = []
-    if url:
-        obs = yield Action("visit", {"url": url, "goal": goal},
-                           say(f"{note} The question asks for {goal}; the page of {seed} "
-                               "should say.", note or f"Read {seed}.").strip())
+    searched = False  # the answer's search is spent
+    if url and short and goal.endswith("?") and varied():
+        # a snippet may already state the answer: search for it before reading the page
+        searched = True
+        obs = yield act("text_search", {"query": goal}, f"{note} Search.".strip())
+        note = ""
+        for hit in parse_hits(obs):
+            values = read_values(hit.snippet, brief.answer_relation, [seed])
+            if values:
+                break
+    if url and not values:
+        obs = yield act("visit", {"url": url, "goal": goal},
+                        say(f"{note} The question asks for {goal}; the page of {seed} "
+                            "should say.", note or f"Read {seed}.").strip())
         title, _, content = parse_visit(obs)
         values = read_values(content, brief.answer_relation, [seed, title])
-    if not values:
-        obs = yield Action(
+    if not values and not searched:
+        obs = yield act(
             "text_search",
             {"query": goal if short and goal.endswith("?") else f"{seed} {brief.answer_label}"},
             say(f"The page summary does not state {goal} clearly. "
@@ -443,21 +504,25 @@ class HeuristicTeacher(ChatBackend):
     name = "heuristic"
 
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
-                 style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS):
+                 style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
+                 variety: float = 0.0):
         if style not in THOUGHT_STYLES:
             known = ", ".join(THOUGHT_STYLES)
             raise ValueError(f"unknown thought style {style!r}: use one of {known}")
+        if not 0.0 <= variety <= 1.0:
+            raise ValueError(f"variety must be between 0 and 1, got {variety}")
         self.style = style
         self.brief = TeacherBrief.from_task(task)
         self.seed = seed
         self.mistake_rate = mistake_rate
         self.max_visits = max_visits
         self.max_tool_calls = max_tool_calls  # the episode's limit: checks are spent within it
+        self.variety = variety  # how often an optional choice leaves the default plan
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
         program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style,
-                        self.max_tool_calls)
+                        self.max_tool_calls, self.variety)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

@@ -15,6 +15,7 @@ policy error. Outputs in ``RUN_DIR/trajectories/``: ``rollouts.jsonl``, ``accept
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -22,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from vsearcher_lite.agent.export import export_trajectories
 from vsearcher_lite.agent.format import strict_format_check
@@ -82,6 +83,10 @@ class TrajectoryConfig:
     top_k: int = 5
     today: str | None = SANDBOX_TODAY  # None: the local date (live runs)
     mistake_rate: float = 0.1  # heuristic teacher: chance of a hasty wrong pick at each decision
+    plan_variety: float = option(0.0, "heuristic teacher: chance that each optional choice "
+                                 "(query wording, a confirming visit, the answer searched first, "
+                                 "a hasty pick checked) leaves its default plan, so the samples of "
+                                 "a task differ (default 0)")
     max_tool_calls: int = 30  # paper A.3
     wall_clock_s: float | None = 2.5 * 3600  # paper A.3
     max_context_chars: int | None = 800_000  # about the paper's 200K tokens
@@ -113,6 +118,9 @@ class TrajectoryConfig:
             whole = isinstance(value, int) and not isinstance(value, bool)
             if value is not None and (not whole or value < 1):
                 raise InputError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
+        if not 0.0 <= self.plan_variety <= 1.0:
+            raise InputError(f"plan_variety (--plan-variety) must be between 0 and 1, "
+                             f"got {self.plan_variety!r}")
         if self.max_tool_calls < 0:
             raise InputError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -179,7 +187,8 @@ def make_teacher_factory(config: TrajectoryConfig,
                              "pass --teacher openai:<model>@<base_url>")
         return lambda task, i: HeuristicTeacher(
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
-            style=config.prompt_variant, max_tool_calls=config.max_tool_calls)
+            style=config.prompt_variant, max_tool_calls=config.max_tool_calls,
+            variety=config.plan_variety)
     from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -229,6 +238,8 @@ def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict
     """
     d = asdict(config)
     names = ROLLOUT_SETTINGS + (("mistake_rate",) if teacher == "heuristic" else SAMPLING_SETTINGS)
+    if teacher == "heuristic" and config.plan_variety:
+        names += ("plan_variety",)  # at 0 the teacher searches as it did before the setting
     return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
 
 
@@ -350,6 +361,12 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
     return metrics
 
 
+def n_distinct(trajectories: Iterable[dict]) -> int:
+    """How many of ``trajectories`` differ: samples of one task that made the same turns (the
+    default heuristic teacher's usual case) count once."""
+    return len({(t["task_id"], json.dumps(t["messages"], sort_keys=True)) for t in trajectories})
+
+
 def trajectory_metrics(records: list[dict]) -> dict:
     n = len(records)
     n_accepted = sum(1 for r in records if r["accepted"])
@@ -368,6 +385,7 @@ def trajectory_metrics(records: list[dict]) -> dict:
         by_level[level] = {
             "n_trajectories": len(group),
             "n_accepted": len(kept),
+            "n_distinct_accepted": n_distinct(r["trajectory"] for r in kept),
             "acceptance_rate": round(len(kept) / len(group), 4) if group else None,
             "mean_tool_calls": mean([r["trajectory"]["n_tool_calls"] for r in group], 3),
             "mean_tool_calls_accepted": mean([r["trajectory"]["n_tool_calls"] for r in kept], 3),
@@ -375,6 +393,8 @@ def trajectory_metrics(records: list[dict]) -> dict:
     return {
         "n_trajectories": n,
         "n_accepted": n_accepted,
+        # accepted trajectories that differ from the task's other accepted ones (what SFT varies)
+        "n_distinct_accepted": sum(v["n_distinct_accepted"] for v in by_level.values()),
         "acceptance_rate": round(n_accepted / n, 4) if n else None,
         "n_correct": sum(1 for r in records if r["correct"]),
         "n_format_ok": sum(1 for r in records if r["format_ok"]),
@@ -436,7 +456,7 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 #: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
-               "prompt_variant")
+               "prompt_variant", "plan_variety")
 
 
 def run_trajectories_command(args) -> int:
