@@ -12,7 +12,9 @@ validation split's easy, medium and hard tasks (neither held-out nor RL pool). P
 trajectories per task of both teachers, then Pass@1 and Pass@k per model and level, and the tasks
 solved sometimes but not always (what GRPO learns from). With ``--heldout`` the varied
 teacher's SFT model is also evaluated as the reference compares its models (greedy, every easy,
-medium and hard held-out task), paired with the reference's SFT model task by task.
+medium and hard held-out task), paired with the reference's SFT model task by task; with
+``--grpo`` GRPO is run on it with the reference's settings and its RL model evaluated the same way,
+paired with the SFT model it started from.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
 
@@ -81,6 +83,8 @@ def main() -> int:
                    help="the varied teacher's plan_variety (default 0.5)")
     p.add_argument("--heldout", action="store_true",
                    help="also evaluate the varied teacher's SFT model on the held-out tasks")
+    p.add_argument("--grpo", action="store_true",
+                   help="with --heldout: also run the reference's GRPO on that model")
     args = p.parse_args()
 
     from vsearcher_lite.agent.task import read_tasks
@@ -138,26 +142,48 @@ def main() -> int:
             print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
                   f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
     if args.heldout:
-        heldout_against_reference(source, run, varied, args.device)
+        from vsearcher_lite.reference import headline
+        from vsearcher_lite.scoring.evaluate import load_results
+
+        heldout(source, run, varied, "heldout-plans", args.device)
+        results = {"reference SFT": headline(load_results(source, "heldout-sft")),
+                   "plans SFT": load_results(run, "heldout-plans")}
+        if args.grpo:
+            from vsearcher_lite.reference import REFERENCE_GRPO
+            from vsearcher_lite.rl.config import GRPOConfig
+            from vsearcher_lite.rl.grpo import run_grpo
+
+            rl = plans / "grpo" / "checkpoint"
+            if not (rl / "config.json").exists():
+                run_grpo(plans, full_length(GRPOConfig.for_profile("cpu", device=args.device),
+                                            REFERENCE_GRPO))
+            heldout(source, run, rl, "heldout-plans-rl", args.device)
+            results["plans RL"] = load_results(run, "heldout-plans-rl")
+        print_paired(results)
     return 0
 
 
-def heldout_against_reference(source: Path, run: Path, checkpoint: Path, device: str) -> None:
+def heldout(source: Path, run: Path, checkpoint: Path, name: str, device: str) -> None:
     """Evaluate ``checkpoint`` greedily on the source's easy, medium and hard held-out tasks with
-    the comparison's settings, and print it beside the source's SFT model, paired by task."""
+    the comparison's settings, as ``RUN/eval/<name>``."""
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
-    from vsearcher_lite.reference import HEADLINE_LEVELS, headline, paired
-    from vsearcher_lite.scoring.evaluate import evaluate, load_results
+    from vsearcher_lite.reference import HEADLINE_LEVELS
+    from vsearcher_lite.scoring.evaluate import evaluate
 
     tasks = [t for t in read_tasks(source / "filter" / "heldout.jsonl")
              if t.difficulty in HEADLINE_LEVELS]
     config = ComparisonConfig.for_profile("cpu", eval_overrides={"device": device})
     evaluate(run, tasks, f"transformers:{checkpoint}", config=config.heldout_eval_config(),
-             benchmark="heldout", name="heldout-plans")
-    results = {"reference SFT": headline(load_results(source, "heldout-sft")),
-               "plans SFT": load_results(run, "heldout-plans")}
-    print(f"{len(tasks)} held-out tasks, greedy")
+             benchmark="heldout", name=name)
+
+
+def print_paired(results: dict[str, list[dict]]) -> None:
+    """Pass@1, tool calls and format-valid per model and level, then each model after the first
+    paired with the one before it."""
+    from vsearcher_lite.reference import HEADLINE_LEVELS, paired
+
+    print(f"{len(next(iter(results.values())))} held-out tasks, greedy")
     print(f"{'model':14} {'level':7} {'tasks':>5} {'Pass@1':>7} {'calls':>6} {'format':>7}")
     for name, records in results.items():
         for level in ("all", *HEADLINE_LEVELS):
@@ -166,12 +192,14 @@ def heldout_against_reference(source: Path, run: Path, checkpoint: Path, device:
             print(f"{name:14} {level:7} {len(group):5d} {sum(r['correct'] for r in group) / n:7.3f}"
                   f" {sum(r['n_tool_calls'] for r in group) / n:6.2f}"
                   f" {sum(r['format_ok'] for r in group) / n:7.3f}")
-    for level in ("all", *HEADLINE_LEVELS):
-        before, after = ([r for r in rs if level == "all" or r["difficulty"] == level]
-                         for rs in results.values())
-        d = paired(before, after)
-        print(f"plans - reference SFT, {level}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
-              f"{d['gained']} gained, {d['lost']} lost)")
+    names = list(results)
+    for first, second in zip(names, names[1:]):
+        for level in ("all", *HEADLINE_LEVELS):
+            before, after = ([r for r in results[n] if level == "all" or r["difficulty"] == level]
+                             for n in (first, second))
+            d = paired(before, after)
+            print(f"{second} - {first}, {level}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
+                  f"{d['gained']} gained, {d['lost']} lost)")
 
 
 if __name__ == "__main__":
