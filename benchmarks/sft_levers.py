@@ -14,7 +14,8 @@ solved sometimes but not always (what GRPO learns from). With ``--heldout`` the 
 teacher's SFT model is also evaluated as the reference compares its models (greedy, every easy,
 medium and hard held-out task), paired with the reference's SFT model task by task; with
 ``--grpo`` GRPO is run on it with the reference's settings and its RL model evaluated the same way,
-paired with the SFT model it started from.
+paired with the SFT model it started from. ``--levers plans`` trains only the varied teacher's
+model and ``--samples 0`` skips the validation table.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
 
@@ -75,10 +76,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--source", required=True, help="a finished reference run folder")
     p.add_argument("--run-dir", required=True, help="a run folder of its own (created if missing)")
-    p.add_argument("--samples", type=int, default=4, help="samples per task (default 4)")
+    p.add_argument("--samples", type=int, default=4,
+                   help="samples per validation task (default 4; 0: no Pass@k table)")
     p.add_argument("--max-tasks", type=int, default=None,
                    help="the first N validation tasks, round-robin over the levels (default: all)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    p.add_argument("--levers", default="epochs,plans",
+                   help="which levers to train and sample beside the reference's model: epochs "
+                        "(one epoch, and its average with two), plans (several plans per task); "
+                        "comma-separated (default: both)")
     p.add_argument("--plan-variety", type=float, default=0.5,
                    help="the varied teacher's plan_variety (default 0.5)")
     p.add_argument("--heldout", action="store_true",
@@ -86,6 +92,11 @@ def main() -> int:
     p.add_argument("--grpo", action="store_true",
                    help="with --heldout: also run the reference's GRPO on that model")
     args = p.parse_args()
+    levers = {x.strip() for x in args.levers.split(",") if x.strip()}
+    if not levers or levers - {"epochs", "plans"}:
+        p.error(f"--levers takes epochs, plans or both, got {args.levers!r}")
+    if args.heldout and "plans" not in levers:
+        p.error("--heldout evaluates the plans lever's model: add plans to --levers")
 
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
@@ -102,45 +113,55 @@ def main() -> int:
     if not (late / "config.json").exists():
         raise SystemExit(f"{late}: no SFT checkpoint; run `vsearcher-lite reference run` first")
     link_inputs(source, run)
-    early = run / "sft" / "checkpoint"
-    if not (early / "config.json").exists():
-        config = full_length(SFTConfig.for_profile("cpu", device=args.device), REFERENCE_SFT)
-        config.epochs = 1.0
-        config.check()
-        run_sft(run, config)
-    averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
+    models = [("two-epochs", late)]
+    if "epochs" in levers:
+        early = run / "sft" / "checkpoint"
+        if not (early / "config.json").exists():
+            config = full_length(SFTConfig.for_profile("cpu", device=args.device), REFERENCE_SFT)
+            config.epochs = 1.0
+            config.check()
+            run_sft(run, config)
+        averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
+        models += [("one-epoch", early), ("average", averaged)]
 
     plans = run / "plans"
-    link_inputs(source, plans, OWN | {"trajectories"})
-    generate_trajectories(plans, TrajectoryConfig.for_profile(
-        "cpu", plan_variety=args.plan_variety, progress=False))  # stored rollouts are reused
-    varied = plans / "sft" / "checkpoint"
-    if not (varied / "config.json").exists():
-        run_sft(plans, full_length(SFTConfig.for_profile("cpu", device=args.device), REFERENCE_SFT))
+    if "plans" in levers:
+        link_inputs(source, plans, OWN | {"trajectories"})
+        generate_trajectories(plans, TrajectoryConfig.for_profile(
+            "cpu", plan_variety=args.plan_variety, progress=False))  # stored rollouts are reused
+        varied = plans / "sft" / "checkpoint"
+        if not (varied / "config.json").exists():
+            run_sft(plans, full_length(SFTConfig.for_profile("cpu", device=args.device),
+                                       REFERENCE_SFT))
+        models.append(("plans", varied))
 
-    tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
-             if t.difficulty in HEADLINE_LEVELS]
-    tasks = balanced_head(tasks, args.max_tasks, key=lambda t: t.difficulty)
-    config = ComparisonConfig.for_profile("cpu", eval_overrides={
-        "device": args.device, "temperature": 1.0}).heldout_eval_config()
-    rows = []
-    models = (("two-epochs", late), ("one-epoch", early), ("average", averaged), ("plans", varied))
-    for name, checkpoint in models:
-        m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
-                             samples=args.samples, benchmark="validation", name=f"levers-{name}")
-        rows.append((name, m))
-    for label, folder in (("default", source), (f"plan variety {args.plan_variety}", plans)):
+    teachers = [("default", source)]
+    if "plans" in levers:
+        teachers.append((f"plan variety {args.plan_variety}", plans))
+    for label, folder in teachers:
         n, n_tasks, distinct = distinct_per_task(folder)
         print(f"{label}: {n} accepted trajectories of {n_tasks} tasks, {distinct} distinct")
-    k = max(int(x) for x in rows[0][1]["pass_at_k"])
-    print(f"{len(tasks)} validation tasks, {args.samples} samples each at T 1.0")
-    print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
-    for name, m in rows:
-        print(f"{name:11} {'all':7} {m['n_tasks']:5d} {m['pass_at_1']:7.3f} "
-              f"{m['pass_at_k'][str(k)]:7.3f} {sum(m['mixed_by_level'].values()):5d}")
-        for level, g in m["by_level"].items():
-            print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
-                  f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
+    if args.samples > 0:
+        tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
+                 if t.difficulty in HEADLINE_LEVELS]
+        tasks = balanced_head(tasks, args.max_tasks, key=lambda t: t.difficulty)
+        config = ComparisonConfig.for_profile("cpu", eval_overrides={
+            "device": args.device, "temperature": 1.0}).heldout_eval_config()
+        rows = []
+        for name, checkpoint in models:
+            m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
+                                 samples=args.samples, benchmark="validation",
+                                 name=f"levers-{name}")
+            rows.append((name, m))
+        k = max(int(x) for x in rows[0][1]["pass_at_k"])
+        print(f"{len(tasks)} validation tasks, {args.samples} samples each at T 1.0")
+        print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
+        for name, m in rows:
+            print(f"{name:11} {'all':7} {m['n_tasks']:5d} {m['pass_at_1']:7.3f} "
+                  f"{m['pass_at_k'][str(k)]:7.3f} {sum(m['mixed_by_level'].values()):5d}")
+            for level, g in m["by_level"].items():
+                print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
+                      f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
     if args.heldout:
         from vsearcher_lite.reference import headline
         from vsearcher_lite.scoring.evaluate import load_results

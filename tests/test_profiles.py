@@ -26,6 +26,7 @@ from vsearcher_lite.reference import (
     REFERENCE_GRPO,
     REFERENCE_PASSK,
     REFERENCE_SFT,
+    REFERENCE_TRAJECTORIES,
 )
 from vsearcher_lite.reference_run import full_length
 from vsearcher_lite.rl.config import GRPOConfig
@@ -98,6 +99,7 @@ def test_method_variants_and_the_reference_run_resolve_to_the_recorded_settings(
     assert as_json(REFERENCE_GRPO) == old["REFERENCE_GRPO"]
     assert as_json(REFERENCE_COMPARISON) == old["REFERENCE_COMPARISON"]
     assert as_json(REFERENCE_PASSK) == old["REFERENCE_PASSK"]
+    assert as_json(REFERENCE_TRAJECTORIES) == old["REFERENCE_TRAJECTORIES"]
     sft = full_length(SFTConfig.for_profile("cpu"), REFERENCE_SFT)
     grpo = full_length(GRPOConfig.for_profile("cpu"), REFERENCE_GRPO)
     assert flatten(sft.to_dict(), old["sft"]) == old["sft"]

@@ -10,6 +10,7 @@ from vsearcher_lite.reference import (
     REFERENCE_DIR,
     REFERENCE_GRPO,
     REFERENCE_PASSK,
+    REFERENCE_TRAJECTORIES,
     TARGETS,
     acceptance,
     check_reference,
@@ -355,7 +356,10 @@ def test_the_shipped_reference_matches_its_card():
         card["commands"]
         and card["commit"]
         and card["device"]
-        and set(card["wall_seconds"]) == {"sft", "grpo", "comparison", "passk"}
+        # a reference made before its run wrote the trajectories itself lacks their time
+        and {"sft", "grpo", "comparison", "passk"}
+        <= set(card["wall_seconds"])
+        <= {"trajectories", "sft", "grpo", "comparison", "passk"}
     )
 
 
@@ -364,15 +368,25 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     from vsearcher_lite import reference_run as reference
     from vsearcher_lite.evaluation import comparison
     from vsearcher_lite.rl import grpo
+    from vsearcher_lite.synthesis import trajectories
     from vsearcher_lite.training import sft
 
-    calls = []
+    calls, written = [], {"rollouts": 40}
 
     def finished(name, config):
         calls.append((name, config))
         (tmp_path / name / "checkpoint").mkdir(parents=True, exist_ok=True)
         (tmp_path / name / "checkpoint" / "config.json").write_text("{}")
         (tmp_path / name / "metrics.json").write_text("{}")
+
+    def teacher(run, config):
+        calls.append(("trajectories", config))
+        (tmp_path / "trajectories").mkdir(exist_ok=True)
+        (tmp_path / "trajectories" / "metrics.json").write_text('{"seconds": 80.0}')
+        return {"generated_this_run": written["rollouts"], "n_accepted": 30,
+                "n_distinct_accepted": 20}
+
+    monkeypatch.setattr(trajectories, "generate_trajectories", teacher)
 
     monkeypatch.setattr(sft, "run_sft", lambda run, config, log: finished("sft", config))
     monkeypatch.setattr(grpo, "run_grpo", lambda run, config, log: finished("grpo", config))
@@ -382,9 +396,12 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     monkeypatch.setattr(reference, "run_passk",
                         lambda run, device, seed, log: finished("passk", device))
     seconds = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
-    assert [name for name, _ in calls] == ["sft", "grpo", "comparison", "passk"]
-    assert set(seconds) == {"sft", "grpo", "comparison", "passk"}
-    sft_config, grpo_config, comparison_config, passk_device = (c for _, c in calls)
+    assert [name for name, _ in calls] == ["trajectories", "sft", "grpo", "comparison", "passk"]
+    assert set(seconds) == {"trajectories", "sft", "grpo", "comparison", "passk"}
+    teacher_config, sft_config, grpo_config, comparison_config, passk_device = (
+        c for _, c in calls)
+    assert teacher_config.plan_variety == REFERENCE_TRAJECTORIES["plan_variety"]
+    assert teacher_config.samples_per_task == 4 and teacher_config.seed == 0
     assert passk_device == "cpu"
     # GRPO on the paper's levels, every RL-pool task pre-screened, no KL term
     assert grpo_config.difficulty_mix == {"easy": 4, "medium": 3, "hard": 3}
@@ -411,11 +428,17 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     (tmp_path / "grpo" / "metrics.json").write_text('{"seconds": 3.0}')
     # ... after two steps
     (tmp_path / "grpo" / "steps.csv").write_text("step,seconds\n0,95.5\n1,190.25\n")
+    written["rollouts"] = 0  # the stored rollouts are read again, the stage's time kept
     assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {
+        "trajectories": 80.0,
         "sft": 801.3,
         "grpo": 190.2,
     }
-    assert calls == []
+    assert [name for name, _ in calls] == ["trajectories"]
+    # rollouts of other settings under a finished SFT stage: the run folder is refused
+    written["rollouts"] = 12
+    with pytest.raises(InputError, match="trained on trajectories of other settings"):
+        reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
 
 
 def test_passk_samples_the_sft_and_rl_models_on_the_validation_split(tmp_path, monkeypatch):

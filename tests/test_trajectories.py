@@ -1,6 +1,7 @@
 """Rejection sampling end to end on a small sandbox: metrics, resumability, replay, exports, CLI."""
 
 import json
+from pathlib import Path
 
 import pytest
 from agent_fakes import build_sandbox_run, fresh_run, image_tasks
@@ -142,6 +143,26 @@ def test_rerun_is_resumable_and_deterministic(done, base, tmp_path):
     resumed = generate_trajectories(other, config(other))
     assert resumed["generated_this_run"] == first["n_trajectories"] - 5
     assert resumed["n_accepted"] == first["n_accepted"]
+
+
+def test_distinct_trajectories_are_counted_as_written(done, base, tmp_path, monkeypatch):
+    # one sample names its picture by the run folder's absolute path, the others (read back
+    # through a relative run folder) by a relative one: the same trajectory once written
+    run, m = done
+    other = fresh_run(base, tmp_path)
+    generate_trajectories(other, config(other))
+    log = other / "trajectories" / "rollouts.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    written = [json.dumps(r["trajectory"]["messages"]) for r in records]
+    twice = next(r for r, w in zip(records, written) if r["accepted"] and written.count(w) > 1)
+    picture = twice["trajectory"]["messages"][1]["content"][0]
+    assert not Path(picture["image"]).is_absolute()
+    picture["image"] = str(other.resolve() / picture["image"])
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.chdir(other.parent)
+    again = generate_trajectories(other.name, config(Path(other.name)))
+    assert again["generated_this_run"] == 0
+    assert again["n_distinct_accepted"] == m["n_distinct_accepted"]
 
 
 def test_tool_calls_are_cached_in_the_run(done):

@@ -71,6 +71,7 @@ PASSK_BENCHMARK = "validation"
 #: The full-length settings on top of the cpu profile's recipe, by stage
 #: (``profiles/reference.toml`` says why).
 _FULL_LENGTH = load_profile("reference")
+REFERENCE_TRAJECTORIES = _FULL_LENGTH["trajectories"]
 REFERENCE_SFT, REFERENCE_GRPO = _FULL_LENGTH["sft"], _FULL_LENGTH["grpo"]
 REFERENCE_COMPARISON, REFERENCE_PASSK = _FULL_LENGTH["comparison"], _FULL_LENGTH["passk"]
 

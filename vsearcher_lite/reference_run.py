@@ -1,8 +1,9 @@
 """Making the reference run: its stages at full length, one resumable command, then shipped.
 
-``run_reference`` runs SFT, GRPO, the comparison and Pass@k with the reference's settings
-(``profiles/reference.toml``), skipping the stages a run folder has finished; the ``reference``
-command runs it and ships the run (``reference.ship_reference``), or checks a shipped one.
+``run_reference`` runs the teacher's trajectories, SFT, GRPO, the comparison and Pass@k with the
+reference's settings (``profiles/reference.toml``), skipping the stages a run folder has
+finished; the ``reference`` command runs it and ships the run (``reference.ship_reference``), or
+checks a shipped one.
 """
 
 from __future__ import annotations
@@ -19,10 +20,17 @@ from vsearcher_lite.reference import (
     REFERENCE_GRPO,
     REFERENCE_PASSK,
     REFERENCE_SFT,
+    REFERENCE_TRAJECTORIES,
     check_reference,
     ship_reference,
 )
-from vsearcher_lite.runio import RunDir, atomic_write_json, read_json, read_number_rows
+from vsearcher_lite.runio import (
+    InputError,
+    RunDir,
+    atomic_write_json,
+    read_json,
+    read_number_rows,
+)
 
 
 def stage_seconds(run_dir: Path, name: str) -> float | None:
@@ -50,17 +58,35 @@ def full_length(config, settings: dict):
 
 def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
                   log=print) -> dict[str, float]:
-    """SFT, GRPO and the comparison at full length, skipping finished stages; wall seconds."""
+    """The trajectories, SFT, GRPO, the comparison and Pass@k at full length, skipping finished
+    stages; wall seconds. The trajectories stage reuses its stored rollouts; when it had to write
+    new ones (other settings) under a finished SFT stage, it stops: the run folder's models were
+    trained on other data."""
     import time
 
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
     from vsearcher_lite.rl.config import GRPOConfig
     from vsearcher_lite.rl.grpo import run_grpo
+    from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
     from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.sft import run_sft
 
     run_dir = Path(run_dir)
     seconds: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    earlier = stage_seconds(run_dir, "trajectories")  # a resumed run reads its stored rollouts
+    config = full_length(TrajectoryConfig.for_profile("cpu", seed=seed), REFERENCE_TRAJECTORIES)
+    made = generate_trajectories(run_dir, config)
+    if made["generated_this_run"] and (run_dir / "sft" / "metrics.json").exists():
+        raise InputError(f"{run_dir}: its SFT stage trained on trajectories of other settings "
+                         f"({made['generated_this_run']} rollouts were written now); run the "
+                         "reference in a new run folder")
+    seconds["trajectories"] = round(time.perf_counter() - t0, 1)
+    if not made["generated_this_run"] and earlier:
+        seconds["trajectories"] = max(seconds["trajectories"], earlier)
+    log(f"[reference] trajectories: {made['n_accepted']} accepted, "
+        f"{made['n_distinct_accepted']} distinct, {seconds['trajectories'] / 60:.1f} min")
 
     def sft():
         config = SFTConfig.for_profile("cpu", device=device, seed=seed)
@@ -141,7 +167,8 @@ def register(sub, common) -> None:
                                    "checkpoints) as a reference, or check a reference's card "
                                    "against its own files.")
     p.add_argument("action", choices=("run", "ship", "check"),
-                   help="run: the full-length SFT, GRPO and evaluation in --run-dir (resumable), "
+                   help="run: the teacher's trajectories and the full-length SFT, GRPO and "
+                        "evaluation in --run-dir (resumable), "
                         "then ship it; ship: a finished run into --out; check: a reference's "
                         "card against its files")
     p.add_argument("--out", default=str(REFERENCE_DIR),

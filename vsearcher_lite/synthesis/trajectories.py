@@ -331,7 +331,9 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
     accepted = [r["trajectory"] for r in records if r["accepted"]]
     write_jsonl(out / "accepted.jsonl", rd.relative(accepted))
     atomic_write_text(out / "rollouts.csv", rollouts_csv(records))
-    metrics = trajectory_metrics(records)
+    # counted as written: a path into the run folder may be absolute in one sample's messages
+    # and relative in another's, which the written form no longer tells apart
+    metrics = trajectory_metrics(rd.relative(records))
     metrics.update(
         n_tasks=len(tasks),
         generated_this_run=len(todo),
