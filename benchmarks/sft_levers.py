@@ -113,7 +113,7 @@ def main() -> int:
     if not (late / "config.json").exists():
         raise SystemExit(f"{late}: no SFT checkpoint; run `vsearcher-lite reference run` first")
     link_inputs(source, run)
-    models = [("two-epochs", late)]
+    models, teachers = [("two-epochs", late)], [("default", source)]
     if "epochs" in levers:
         early = run / "sft" / "checkpoint"
         if not (early / "config.json").exists():
@@ -134,10 +134,8 @@ def main() -> int:
             run_sft(plans, full_length(SFTConfig.for_profile("cpu", device=args.device),
                                        REFERENCE_SFT))
         models.append(("plans", varied))
-
-    teachers = [("default", source)]
-    if "plans" in levers:
         teachers.append((f"plan variety {args.plan_variety}", plans))
+
     for label, folder in teachers:
         n, n_tasks, distinct = distinct_per_task(folder)
         print(f"{label}: {n} accepted trajectories of {n_tasks} tasks, {distinct} distinct")
@@ -204,11 +202,14 @@ def print_paired(results: dict[str, list[dict]]) -> None:
     paired with the one before it."""
     from vsearcher_lite.reference import HEADLINE_LEVELS, paired
 
+    def at(level: str, records: list[dict]) -> list[dict]:
+        return [r for r in records if level == "all" or r["difficulty"] == level]
+
     print(f"{len(next(iter(results.values())))} held-out tasks, greedy")
     print(f"{'model':14} {'level':7} {'tasks':>5} {'Pass@1':>7} {'calls':>6} {'format':>7}")
     for name, records in results.items():
         for level in ("all", *HEADLINE_LEVELS):
-            group = [r for r in records if level == "all" or r["difficulty"] == level]
+            group = at(level, records)
             n = max(len(group), 1)
             print(f"{name:14} {level:7} {len(group):5d} {sum(r['correct'] for r in group) / n:7.3f}"
                   f" {sum(r['n_tool_calls'] for r in group) / n:6.2f}"
@@ -216,9 +217,7 @@ def print_paired(results: dict[str, list[dict]]) -> None:
     names = list(results)
     for first, second in zip(names, names[1:]):
         for level in ("all", *HEADLINE_LEVELS):
-            before, after = ([r for r in results[n] if level == "all" or r["difficulty"] == level]
-                             for n in (first, second))
-            d = paired(before, after)
+            d = paired(at(level, results[first]), at(level, results[second]))
             print(f"{second} - {first}, {level}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
                   f"{d['gained']} gained, {d['lost']} lost)")
 
