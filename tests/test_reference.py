@@ -382,7 +382,9 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     def teacher(run, config):
         calls.append(("trajectories", config))
         (tmp_path / "trajectories").mkdir(exist_ok=True)
-        (tmp_path / "trajectories" / "metrics.json").write_text('{"seconds": 80.0}')
+        # as the stage does: its metrics time only what this call did
+        made = 80.0 if written["rollouts"] else 0.001
+        (tmp_path / "trajectories" / "metrics.json").write_text(f'{{"seconds": {made}}}')
         return {"generated_this_run": written["rollouts"], "n_accepted": 30,
                 "n_distinct_accepted": 20}
 
@@ -428,13 +430,14 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     (tmp_path / "grpo" / "metrics.json").write_text('{"seconds": 3.0}')
     # ... after two steps
     (tmp_path / "grpo" / "steps.csv").write_text("step,seconds\n0,95.5\n1,190.25\n")
-    written["rollouts"] = 0  # the stored rollouts are read again, the stage's time kept
-    assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {
-        "trajectories": 80.0,
-        "sft": 801.3,
-        "grpo": 190.2,
-    }
-    assert [name for name, _ in calls] == ["trajectories"]
+    written["rollouts"] = 0  # the stored rollouts are read again, the stage's time kept ...
+    for _ in range(2):  # ... however often the run resumes
+        assert reference.run_reference(tmp_path, device="cpu", log=lambda _: None) == {
+            "trajectories": 80.0,
+            "sft": 801.3,
+            "grpo": 190.2,
+        }
+    assert [name for name, _ in calls] == ["trajectories", "trajectories"]
     # rollouts of other settings under a finished SFT stage: the run folder is refused
     written["rollouts"] = 12
     with pytest.raises(InputError, match="trained on trajectories of other settings"):

@@ -32,6 +32,9 @@ from vsearcher_lite.runio import (
     read_number_rows,
 )
 
+# the reference's time for the trajectories stage, the tasks it builds first included
+TRAJECTORY_SECONDS = "trajectories/reference_seconds.json"
+
 
 def stage_seconds(run_dir: Path, name: str) -> float | None:
     """A finished stage's time, interruptions included: the larger of its ``metrics.json``
@@ -75,7 +78,12 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    earlier = stage_seconds(run_dir, "trajectories")  # a resumed run reads its stored rollouts
+    # a resumed run reads its stored rollouts, and the stage then records only that reading: the
+    # time that made them is kept in the run folder (TRAJECTORY_SECONDS)
+    recorded = run_dir / TRAJECTORY_SECONDS
+    earlier = [stage_seconds(run_dir, "trajectories") or 0.0]
+    if recorded.exists():
+        earlier.append(float(read_json(recorded).get("seconds") or 0.0))
     config = full_length(TrajectoryConfig.for_profile("cpu", seed=seed), REFERENCE_TRAJECTORIES)
     made = generate_trajectories(run_dir, config)
     if made["generated_this_run"] and (run_dir / "sft" / "metrics.json").exists():
@@ -83,8 +91,9 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
                          f"({made['generated_this_run']} rollouts were written now); run the "
                          "reference in a new run folder")
     seconds["trajectories"] = round(time.perf_counter() - t0, 1)
-    if not made["generated_this_run"] and earlier:
-        seconds["trajectories"] = max(seconds["trajectories"], earlier)
+    if not made["generated_this_run"]:
+        seconds["trajectories"] = max(seconds["trajectories"], *earlier)
+    atomic_write_json(recorded, {"seconds": seconds["trajectories"]})
     log(f"[reference] trajectories: {made['n_accepted']} accepted, "
         f"{made['n_distinct_accepted']} distinct, {seconds['trajectories'] / 60:.1f} min")
 
