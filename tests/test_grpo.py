@@ -704,7 +704,7 @@ def test_without_dynamic_sampling_one_round_is_the_batch():
     }
 
 
-def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path):
+def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path, capsys):
     q, hits = make_images(tmp_path, 2)
     tasks = [
         Task(
@@ -733,8 +733,10 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path):
         settings(),
         MatchJudge(),
         tasks_per_call=2,
+        progress=True,
     )
     assert got == {"always": 2, "sometimes": 1, "never": 0}
+    assert "pre-screen:   0%|          | 0/3" in capsys.readouterr().err  # a bar over the tasks
     # easy keeps its mixed task only; medium has none, so it keeps all its tasks
     assert [t.id for t in cpu_engine.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
 

@@ -89,14 +89,19 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
 
 
 def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
-              tasks_per_call: int = 4) -> dict[str, int]:
+              tasks_per_call: int = 4, progress: bool = False) -> dict[str, int]:
     """Task id -> correct answers in ``samples`` episodes of the current policy, seeded apart
-    from training's (step -1)."""
+    from training's (step -1). ``progress`` shows a bar over the tasks: the whole RL pool takes
+    minutes even on a GPU."""
+    from tqdm.auto import tqdm
+
     out: dict[str, int] = {}
-    for part in chunks(tasks, max(1, tasks_per_call)):
-        groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
-        for task, group in zip(part, groups):
-            out[task.id] = sum(1 for s in group if s.correct)
+    with tqdm(total=len(tasks), desc="pre-screen", disable=not progress, leave=False) as bar:
+        for part in chunks(tasks, max(1, tasks_per_call)):
+            groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
+            for task, group in zip(part, groups):
+                out[task.id] = sum(1 for s in group if s.correct)
+            bar.update(len(part))
     return out
 
 
@@ -117,7 +122,8 @@ def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judg
     candidates = prescreen_candidates(tasks, config)
     k = config.prescreen_samples
     per_call = max(1, (config.rollout_batch or config.batch_trajectories) // k)
-    successes = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call)
+    successes = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call,
+                          progress=config.progress)
     write_jsonl(out / "prescreen.jsonl", [{"id": t.id, "difficulty": t.difficulty,
                                            "correct": successes[t.id], "samples": k}
                                           for t in candidates])
