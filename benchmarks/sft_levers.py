@@ -1,5 +1,5 @@
-"""Levers on the SFT policy's Pass@k: fewer epochs, an early and a late model averaged, and a
-teacher whose samples of one task take different paths.
+"""Levers on the SFT policy's Pass@k: fewer epochs, an early and a late model averaged, a
+teacher whose samples of one task take different paths, and a teacher that plans its hops.
 
 RL can at best turn the SFT model's Pass@k into Pass@1, so a lever is worth keeping when it
 raises Pass@k without lowering Pass@1. This trains the reference's SFT for one epoch instead of
@@ -7,15 +7,18 @@ two (same trajectories, settings and seed; its learning-rate schedule spans the 
 its weights with the two-epoch model's, and trains the reference's two-epoch SFT on trajectories
 of the same tasks written with ``--plan-variety`` (in ``RUN_DIR/plans``). The teacher at its default
 repeats one path per task, so most of a task's accepted samples are copies; with variety they
-differ in wording, visits and checks. Each model is sampled ``--samples`` times at T 1.0 on the
-validation split's easy, medium and hard tasks (neither held-out nor RL pool). Prints the distinct
-trajectories per task of both teachers, then Pass@1 and Pass@k per model and level, and the tasks
-solved sometimes but not always (what GRPO learns from). With ``--heldout`` the varied
-teacher's SFT model is also evaluated as the reference compares its models (greedy, every easy,
-medium and hard held-out task), paired with the reference's SFT model task by task; with
-``--grpo`` GRPO is run on it with the reference's settings and its RL model evaluated the same way,
-paired with the SFT model it started from. ``--levers plans`` trains only the varied teacher's
-model and ``--samples 0`` skips the validation table.
+differ in wording, visits and checks. The hops lever trains the same SFT on trajectories written
+with ``--hop-plan`` (in ``RUN_DIR/hops``): the first thought lists the question's hops and each
+search asks for one hop, so the model never rewrites the whole question. Each model is sampled
+``--samples`` times at T 1.0 on the validation split's easy, medium and hard tasks (neither
+held-out nor RL pool). Prints the distinct trajectories per task of each teacher, then Pass@1
+and Pass@k per model and level, and the tasks solved sometimes but not always (what GRPO learns
+from). With ``--heldout`` each teacher lever's SFT model is also evaluated as the reference
+compares its models (greedy, every easy, medium and hard held-out task), paired with the
+reference's SFT model task by task; with ``--grpo`` GRPO is run on it with the reference's
+settings and its RL model evaluated the same way, paired with the SFT model it started from.
+``--levers plans`` trains only the varied teacher's model and ``--samples 0`` skips the
+validation table.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
 
@@ -31,7 +34,10 @@ import shutil
 from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
-OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "run_manifest.json"}
+OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops",
+       "run_manifest.json"}
+#: The teacher levers: each writes its own trajectories of the same tasks, in ``RUN_DIR/<lever>``.
+TEACHER_LEVERS = ("plans", "hops")
 
 
 def link_inputs(source: Path, run: Path, own: set[str] = OWN) -> None:
@@ -83,20 +89,21 @@ def main() -> int:
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     p.add_argument("--levers", default="epochs,plans",
                    help="which levers to train and sample beside the reference's model: epochs "
-                        "(one epoch, and its average with two), plans (several plans per task); "
-                        "comma-separated (default: both)")
+                        "(one epoch, and its average with two), plans (several plans per task), "
+                        "hops (a teacher that plans its hops); comma-separated (default: "
+                        "epochs,plans)")
     p.add_argument("--plan-variety", type=float, default=0.5,
                    help="the varied teacher's plan_variety (default 0.5)")
     p.add_argument("--heldout", action="store_true",
-                   help="also evaluate the varied teacher's SFT model on the held-out tasks")
+                   help="also evaluate each teacher lever's SFT model on the held-out tasks")
     p.add_argument("--grpo", action="store_true",
-                   help="with --heldout: also run the reference's GRPO on that model")
+                   help="with --heldout: also run the reference's GRPO on those models")
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
-    if not levers or levers - {"epochs", "plans"}:
-        p.error(f"--levers takes epochs, plans or both, got {args.levers!r}")
-    if args.heldout and "plans" not in levers:
-        p.error("--heldout evaluates the plans lever's model: add plans to --levers")
+    if not levers or levers - {"epochs", *TEACHER_LEVERS}:
+        p.error(f"--levers takes epochs, plans and hops, got {args.levers!r}")
+    if args.heldout and not levers & set(TEACHER_LEVERS):
+        p.error("--heldout evaluates the teacher levers' models: add plans or hops to --levers")
 
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
@@ -124,17 +131,22 @@ def main() -> int:
         averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
         models += [("one-epoch", early), ("average", averaged)]
 
-    plans = run / "plans"
-    if "plans" in levers:
-        link_inputs(source, plans, OWN | {"trajectories"})
-        generate_trajectories(plans, TrajectoryConfig.for_profile(
-            "cpu", plan_variety=args.plan_variety, progress=False))  # stored rollouts are reused
-        varied = plans / "sft" / "checkpoint"
-        if not (varied / "config.json").exists():
-            run_sft(plans, full_length(SFTConfig.for_profile("cpu", device=args.device),
-                                       REFERENCE_SFT))
-        models.append(("plans", varied))
-        teachers.append((f"plan variety {args.plan_variety}", plans))
+    trained = []  # the teacher levers' run folders
+    for lever in (x for x in TEACHER_LEVERS if x in levers):
+        folder = run / lever
+        link_inputs(source, folder, OWN | {"trajectories"})
+        settings = ({"plan_variety": args.plan_variety} if lever == "plans"
+                    else {"hop_plan": True})
+        generate_trajectories(folder, TrajectoryConfig.for_profile(
+            "cpu", progress=False, **settings))  # stored rollouts are reused
+        checkpoint = folder / "sft" / "checkpoint"
+        if not (checkpoint / "config.json").exists():
+            run_sft(folder, full_length(SFTConfig.for_profile("cpu", device=args.device),
+                                        REFERENCE_SFT))
+        models.append((lever, checkpoint))
+        teachers.append((f"plan variety {args.plan_variety}" if lever == "plans" else "hop plan",
+                         folder))
+        trained.append(folder)
 
     for label, folder in teachers:
         n, n_tasks, distinct = distinct_per_task(folder)
@@ -164,21 +176,26 @@ def main() -> int:
         from vsearcher_lite.reference import headline
         from vsearcher_lite.scoring.evaluate import load_results
 
-        heldout(source, run, varied, "heldout-plans", args.device)
-        results = {"reference SFT": headline(load_results(source, "heldout-sft")),
-                   "plans SFT": load_results(run, "heldout-plans")}
-        if args.grpo:
-            from vsearcher_lite.reference import REFERENCE_GRPO
-            from vsearcher_lite.rl.config import GRPOConfig
-            from vsearcher_lite.rl.grpo import run_grpo
+        results = {"reference SFT": headline(load_results(source, "heldout-sft"))}
+        pairs = []
+        for folder in trained:
+            lever = folder.name
+            heldout(source, run, folder / "sft" / "checkpoint", f"heldout-{lever}", args.device)
+            results[f"{lever} SFT"] = load_results(run, f"heldout-{lever}")
+            pairs.append(("reference SFT", f"{lever} SFT"))
+            if args.grpo:
+                from vsearcher_lite.reference import REFERENCE_GRPO
+                from vsearcher_lite.rl.config import GRPOConfig
+                from vsearcher_lite.rl.grpo import run_grpo
 
-            rl = plans / "grpo" / "checkpoint"
-            if not (rl / "config.json").exists():
-                run_grpo(plans, full_length(GRPOConfig.for_profile("cpu", device=args.device),
-                                            REFERENCE_GRPO))
-            heldout(source, run, rl, "heldout-plans-rl", args.device)
-            results["plans RL"] = load_results(run, "heldout-plans-rl")
-        print_paired(results)
+                rl = folder / "grpo" / "checkpoint"
+                if not (rl / "config.json").exists():
+                    run_grpo(folder, full_length(
+                        GRPOConfig.for_profile("cpu", device=args.device), REFERENCE_GRPO))
+                heldout(source, run, rl, f"heldout-{lever}-rl", args.device)
+                results[f"{lever} RL"] = load_results(run, f"heldout-{lever}-rl")
+                pairs.append((f"{lever} SFT", f"{lever} RL"))
+        print_paired(results, pairs)
     return 0
 
 
@@ -197,9 +214,9 @@ def heldout(source: Path, run: Path, checkpoint: Path, name: str, device: str) -
              benchmark="heldout", name=name)
 
 
-def print_paired(results: dict[str, list[dict]]) -> None:
-    """Pass@1, tool calls and format-valid per model and level, then each model after the first
-    paired with the one before it."""
+def print_paired(results: dict[str, list[dict]], pairs: list[tuple[str, str]]) -> None:
+    """Pass@1, tool calls and format-valid per model and level, then the second model of each
+    pair paired with the first, task by task."""
     from vsearcher_lite.reference import HEADLINE_LEVELS, paired
 
     def at(level: str, records: list[dict]) -> list[dict]:
@@ -214,8 +231,7 @@ def print_paired(results: dict[str, list[dict]]) -> None:
             print(f"{name:14} {level:7} {len(group):5d} {sum(r['correct'] for r in group) / n:7.3f}"
                   f" {sum(r['n_tool_calls'] for r in group) / n:6.2f}"
                   f" {sum(r['format_ok'] for r in group) / n:7.3f}")
-    names = list(results)
-    for first, second in zip(names, names[1:]):
+    for first, second in pairs:
         for level in ("all", *HEADLINE_LEVELS):
             d = paired(at(level, results[first]), at(level, results[second]))
             print(f"{second} - {first}, {level}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "

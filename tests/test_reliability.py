@@ -198,6 +198,13 @@ def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
     )
     assert varied["generated_this_run"] == 2 and varied["set_aside_rollouts"] == 4
     assert varied["settings"]["plan_variety"] == 0.5
+    # so does a teacher that plans its hops
+    planned = generate_trajectories(
+        run, traj_config(run, max_tasks=2, samples_per_task=1, hop_plan=True)
+    )
+    assert planned["generated_this_run"] == 2 and planned["settings"]["hop_plan"] is True
+    with pytest.raises(InputError, match=r"hop_plan \(--hop-plan\) needs the compact prompt"):
+        traj_config(run, hop_plan=True, prompt_variant="full")
     default = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1))
     assert default["generated_this_run"] == 0  # the first run's rollouts, found again
 

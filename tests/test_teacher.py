@@ -505,3 +505,61 @@ def test_a_varied_teacher_checks_its_hasty_picks_and_recovers(tasks, run):
                 recovered += bool(ok and rejected)
     # measured on this world (108 episodes each): 43 solved unchecked, 57 checked, 18 recovered
     assert solved[1.0] >= solved[0.0] + 6 and recovered >= 6, (solved, recovered)
+
+
+# -- a plan of the hops: the question taken apart once, each hop then named by its number --------
+
+
+def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run):
+    """With ``plan_hops`` the first thought lists the question's hops innermost first
+    (``hop_plan``); each name found is said after its hop's number, in that order; no search asks
+    the whole question rewritten; every turn passes the strict format, fits the cpu evaluation's
+    cut and copies its arguments; and about as many tasks are solved as without the plan."""
+    from transformers import AutoTokenizer
+
+    from vsearcher_lite.agent.brief import hop_plan
+    from vsearcher_lite.model.tiny import default_base_dir
+    from vsearcher_lite.training.config import SFTConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
+    limit = SFTConfig.for_profile("cpu").eval.max_tokens
+    box = sandbox_toolbox(run, top_k=3, style="compact")
+    judge = MatchJudge()
+    solved = {True: 0, False: 0}
+    for task in tasks[:12]:
+        for plan in solved:
+            traj = run_episode(HeuristicTeacher(task, seed=2, style="compact", plan_hops=plan),
+                               box, task)
+            solved[plan] += judge.judge(task.question, task.answer, traj.prediction,
+                                        task.aliases).correct
+            replies = [m["content"] for m in traj.messages if m["role"] == "assistant"]
+            numbers = [int(n) for n in re.findall(r"^\[(\d+)\] The ", "\n".join(replies), re.M)]
+            if not plan:
+                assert not numbers and "[1]" not in replies[0]
+                continue
+            lines = hop_plan(TeacherBrief.from_task(task)).splitlines()
+            assert replies[0].startswith("<think>\n" + "\n".join(lines) + "\n")
+            assert lines[0].startswith("[1] ") and lines[-1].startswith(("Q: ", "Asked: "))
+            assert numbers and numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
+            assert all(strict_format_check(r).ok for r in replies), task.id
+            assert max(len(tokenizer(r + "<|im_end|>")["input_ids"]) for r in replies) <= limit
+            assert not uncopied_arguments(task, traj), task.id
+            searched = [c["arguments"]["query"] for c in tool_calls(traj)
+                        if c["name"] == "text_search"]
+            assert not any("?" in q and "image" in q for q in searched), searched
+    assert solved[True] >= solved[False] - 2, solved
+
+
+def test_the_planning_teacher_walks_ten_round_exam_chains(exam_tasks):
+    """An exam question's plan has eleven lines, one per hop and the question: the planning
+    teacher lists them all and still answers every exam task within the tool limit."""
+    run, tasks = exam_tasks
+    box = sandbox_toolbox(run, top_k=3, style="compact")
+    endings = []
+    for task in tasks:
+        traj = run_episode(HeuristicTeacher(task, seed=0, style="compact", plan_hops=True),
+                           box, task)
+        endings.append(traj.termination)
+        first = next(m["content"] for m in traj.messages if m["role"] == "assistant")
+        assert re.findall(r"^\[(\d+)\] ", first, re.M) == [str(n) for n in range(1, 12)]
+    assert endings.count("answer") == len(tasks), endings

@@ -129,6 +129,42 @@ def identified(description: str, name: str) -> str:
     return f"{description[:1].upper()}{description[1:]} is {name}."
 
 
+def hop_numbers(brief: TeacherBrief) -> dict[str, int]:
+    """Hidden entity id -> its number in the order of solving: the pictured one is 1."""
+    ids = [brief.image_entity_id] if brief.has_image and brief.image_entity_id else []
+    return {entity_id: n for n, entity_id in enumerate(ids + [s.entity_id for s in brief.steps], 1)}
+
+
+def hop_plan(brief: TeacherBrief) -> str:
+    """The question taken apart into its hops, innermost first, each naming the one before by
+    number, then what is asked of the last: a plan the agent copies one line from at each step,
+    instead of rewriting the whole question.
+
+    >>> step = Step("E2", "town", "the town twinned with {E1}")
+    >>> b = TeacherBrief("t", "What is the area of the town twinned with the city shown in the "
+    ...                  "image?", True, "E1", "city", [step], "E2", None, "area", "area",
+    ...                  image_description="the city shown in the image",
+    ...                  seed_question="What is the area of {seed}?")
+    >>> print(hop_plan(b))
+    [1] the city shown in the image
+    [2] the town twinned with [1]
+    Q: What is the area of [2]?
+    """
+    numbers = hop_numbers(brief)
+    pictured = brief.has_image and brief.image_entity_id
+    lines = [f"[1] {brief.image_description}"] if pictured else []
+    for step in brief.steps:
+        template = re.sub(r"\{([A-Za-z0-9_:-]+)\}",
+                          lambda m: f"[{numbers[m.group(1)]}]" if m.group(1) in numbers else "",
+                          step.template)
+        lines.append(f"[{numbers[step.entity_id]}] {template}")
+    last = f"[{len(numbers)}]" if numbers else (brief.seed_name or "")
+    seed_question = re.sub(r"\b[Tt]he \{seed\}", "{seed}", brief.seed_question)  # "the [2]"
+    asked = (f"Q: {restated_question(seed_question, last)}" if seed_question
+             else f"Asked: {answer_goal(brief.answer_label, last)}")
+    return "\n".join(lines + [asked])
+
+
 def restated_question(template: str, seed: str) -> str:
     """The seed's question with its name filled in: the compact teacher's visit goal, made only
     of words the tiny model has seen, so it can copy rather than name the relation itself.

@@ -26,6 +26,8 @@ from vsearcher_lite.agent.brief import (
     Clue,
     TeacherBrief,
     answer_goal,
+    hop_numbers,
+    hop_plan,
     identified,
     restated_question,
 )
@@ -144,19 +146,24 @@ RESTATED_MAX_CHARS = 140
 
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
           style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
-          variety: float = 0.0) -> Program:
+          variety: float = 0.0, plan_hops: bool = False) -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
     for every later step and three for the answer, so a ten-round exam chain fits the episode.
     Each optional choice departs from the default plan with probability ``variety`` (at 0 the
-    random stream is untouched, so a task's search is the same as without the setting)."""
+    random stream is untouched, so a task's search is the same as without the setting).
+    ``plan_hops`` (compact): the first thought lists the question's hops (``hop_plan``), each
+    found name is said with its hop's number, and searches ask for one hop's description, never
+    the whole question rewritten."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")
     if not 0.0 <= variety <= 1.0:
         raise ValueError(f"variety must be between 0 and 1, got {variety}")
     short = style == "compact"
+    plan = hop_plan(brief) if short and plan_hops else ""  # said once, in the first thought
+    numbers = hop_numbers(brief)
 
     def say(full: str, compact: str) -> str:
         return compact if short else full
@@ -174,7 +181,15 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         return text
 
     def act(tool: str, arguments: dict, think: str) -> Action:
-        return Action(tool, arguments, lead(think))
+        nonlocal plan
+        think, plan = (f"{plan}\n{lead(think)}" if plan else lead(think)), ""
+        return Action(tool, arguments, think)
+
+    def found_as(entity_id: str | None, description: str, name: str) -> str:
+        """(compact) The line that names what a description stands for; with ``plan_hops`` it
+        opens with the hop's number."""
+        line = identified(description, name)
+        return f"[{numbers[entity_id]}] {line}" if plan_hops and entity_id in numbers else line
 
     state = SearchState()
     note = ""  # what the last observation taught, opening the next <think>
@@ -183,7 +198,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
 
     def searchable() -> bool:
         """(compact) Whether the restated question is short enough to search with."""
-        return (short and len(restated.split()) <= RESTATED_MAX_WORDS
+        return (short and not plan_hops and len(restated.split()) <= RESTATED_MAX_WORDS
                 and len(restated) <= RESTATED_MAX_CHARS)
 
     def resolve(description: str, name: str) -> str:
@@ -219,7 +234,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             asked_again = resolve(brief.image_description, choice.title)
             verdict = ("also looks plausible, and I will go with it" if hasty
                        else "is the best article match")
-            compact = (identified(brief.image_description, choice.title)
+            compact = (found_as(brief.image_entity_id, brief.image_description, choice.title)
                        if brief.image_description else f"The image shows {choice.title}.")
             note = say(f"Among the pages with a matching image, {choice.title} {verdict}, "
                        f"so the {brief.image_type} in the image is probably {choice.title}.",
@@ -421,7 +436,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             continue
         state.names[step.entity_id] = found
         asked_again = resolve(description, found)
-        note = lead(identified(description, found) + asked_again if short
+        note = lead(found_as(step.entity_id, description, found) + asked_again if short
                     else f"{how}; so it is {found}.")
 
     seed = brief.seed_name or state.names.get(brief.seed_id, "")
@@ -505,7 +520,7 @@ class HeuristicTeacher(ChatBackend):
 
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
                  style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
-                 variety: float = 0.0):
+                 variety: float = 0.0, plan_hops: bool = False):
         if style not in THOUGHT_STYLES:
             known = ", ".join(THOUGHT_STYLES)
             raise ValueError(f"unknown thought style {style!r}: use one of {known}")
@@ -518,11 +533,12 @@ class HeuristicTeacher(ChatBackend):
         self.max_visits = max_visits
         self.max_tool_calls = max_tool_calls  # the episode's limit: checks are spent within it
         self.variety = variety  # how often an optional choice leaves the default plan
+        self.plan_hops = plan_hops  # (compact) the question's hops listed first
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
         program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style,
-                        self.max_tool_calls, self.variety)
+                        self.max_tool_calls, self.variety, self.plan_hops)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

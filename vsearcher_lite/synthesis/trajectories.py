@@ -87,6 +87,11 @@ class TrajectoryConfig:
                                  "(query wording, a confirming visit, the answer searched first, "
                                  "a hasty pick checked) leaves its default plan, so the samples of "
                                  "a task differ (default 0)")
+    hop_plan: bool = option(False, "heuristic teacher, compact prompt: the first thought lists the "
+                            "question's hops innermost first, each found name is said with its "
+                            "hop's number, and searches ask for one hop, not the whole question "
+                            "rewritten (a ten-hop exam plan is longer than the cpu evaluation's "
+                            "200-token turn)")
     max_tool_calls: int = 30  # paper A.3
     wall_clock_s: float | None = 2.5 * 3600  # paper A.3
     max_context_chars: int | None = 800_000  # about the paper's 200K tokens
@@ -121,6 +126,9 @@ class TrajectoryConfig:
         if not 0.0 <= self.plan_variety <= 1.0:
             raise InputError(f"plan_variety (--plan-variety) must be between 0 and 1, "
                              f"got {self.plan_variety!r}")
+        if self.hop_plan and self.prompt_variant != "compact":
+            raise InputError("hop_plan (--hop-plan) needs the compact prompt: add "
+                             f"--prompt compact (the prompt is {self.prompt_variant!r})")
         if self.max_tool_calls < 0:
             raise InputError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -188,7 +196,7 @@ def make_teacher_factory(config: TrajectoryConfig,
         return lambda task, i: HeuristicTeacher(
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
             style=config.prompt_variant, max_tool_calls=config.max_tool_calls,
-            variety=config.plan_variety)
+            variety=config.plan_variety, plan_hops=config.hop_plan)
     from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -240,6 +248,8 @@ def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict
     names = ROLLOUT_SETTINGS + (("mistake_rate",) if teacher == "heuristic" else SAMPLING_SETTINGS)
     if teacher == "heuristic" and config.plan_variety:
         names += ("plan_variety",)  # at 0 the teacher searches as it did before the setting
+    if teacher == "heuristic" and config.hop_plan:
+        names += ("hop_plan",)
     return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
 
 
@@ -458,7 +468,7 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 #: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
-               "prompt_variant", "plan_variety")
+               "prompt_variant", "plan_variety", "hop_plan")
 
 
 def run_trajectories_command(args) -> int:
