@@ -66,3 +66,42 @@ def test_notebook_modules_counts_what_a_notebooks_imports_load(tmp_path):
     runio = ROOT / "vsearcher_lite" / "runio.py"
     assert found["vsearcher_lite.runio"] == len(runio.read_text().splitlines())
     assert not any(name.startswith(nm.LIVE) for name in found)
+
+
+def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
+    """One medium task (the image, then three rounds) and five episodes of it: one per way a walk
+    along the chain ends."""
+    rounds = [{"entity": "Kraron", "description": "the village that is home to the Jas Theatre"},
+              {"entity": "Jas Theatre", "description": "the theatre commissioned by the Ensemble"},
+              {"entity": "Ensemble", "description": "the orchestra based in Theith"}]
+    task = {"id": "m1", "difficulty": "medium", "rounds": rounds,
+            "image": {"entity": "Theith", "description": "the village pictured in the image"}}
+    (tmp_path / "filter").mkdir()
+    (tmp_path / "filter" / "heldout.jsonl").write_text(json.dumps(task) + "\n")
+
+    def episode(correct, *claims):
+        thinks = [{"role": "assistant", "content": f"<think>\n{c}\nQ: x?\n</think>\n<tool_call>"}
+                  for c in claims]
+        return {"id": "m1", "difficulty": "medium", "correct": correct,
+                "trajectory": {"messages": [{"role": "user", "content": "q"}, *thinks]}}
+
+    image = "The village shown in the image is Theith."
+    orchestra = "[2] The orchestra based in Theith is Ensemble."  # a planning teacher's numbers
+    episodes = [
+        episode(False, "The village shown in the image is Orsk."),  # image
+        episode(False, image, "The orchestra based in Theith is Kraron."),  # reading
+        episode(False, image, image, "The theatre commissioned by Theith is Jas Theatre."),  # off
+        episode(False, image, orchestra),  # stopped after two hops
+        episode(True, image, orchestra, "The theatre commissioned by the Ensemble is Jas Theatre.",
+                "The village that is home to the Jas Theatre is Kraron."),  # chain done
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "hop_reach.py"), "--run-dir", str(tmp_path),
+         "--results", f"sft={results}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    # hops resolved 0, 1, 1, 2, 4: at least one 4 of 5, two 2, three and four 1
+    assert out[1].split() == ["sft", "medium", "5", "0.200", "1.60/4.00", "0.80", "0.40", "0.20",
+                              "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1"]
