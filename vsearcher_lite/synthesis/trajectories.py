@@ -339,11 +339,12 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
 
     records = sorted(stored.values(), key=lambda r: wanted[r["key"]])
     accepted = [r["trajectory"] for r in records if r["accepted"]]
-    write_jsonl(out / "accepted.jsonl", rd.relative(accepted))
+    # as written: a path into the run folder may be absolute in one sample's messages and
+    # relative in another's, which the written form no longer tells apart
+    written = rd.relative(records)
+    write_jsonl(out / "accepted.jsonl", [r["trajectory"] for r in written if r["accepted"]])
     atomic_write_text(out / "rollouts.csv", rollouts_csv(records))
-    # counted as written: a path into the run folder may be absolute in one sample's messages
-    # and relative in another's, which the written form no longer tells apart
-    metrics = trajectory_metrics(rd.relative(records))
+    metrics = trajectory_metrics(written)  # distinct trajectories counted as written
     metrics.update(
         n_tasks=len(tasks),
         generated_this_run=len(todo),
