@@ -14,6 +14,9 @@ hops the agent resolved before its first wrong claim, and what was wrong there.
 - stopped: no wrong claim, but the episode ended before the chain did;
 - chain done: every hop resolved (then only the answer's attribute is left to read).
 
+Where an agent writes a plan of the hops first (the ``--hop-plan`` teacher's format), the last
+column counts the plans equal to the teacher's plan of the task.
+
     python benchmarks/hop_reach.py --run-dir RUN --evaluate sft=data/reference/sft/checkpoint \\
         --evaluate rl=data/reference/grpo/checkpoint --evaluate teacher=teacher
     python benchmarks/hop_reach.py --run-dir RUN --results sft=RUN/eval/NAME/results.jsonl
@@ -34,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
 # "The <description> is <entity>.", after the hop's number where the teacher plans its hops
-CLAIM = re.compile(r"^(?:\[\d+\] )?The (?P<description>.+) is (?P<entity>.+?)\.$")
+# (a note may go on after it on the same line: "... is Wedril River. Find Wedril River.")
+CLAIM = re.compile(r"^(?:\[\d+\] )?The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
 KINDS = ("image", "reading", "off chain", "stopped", "chain done")
 
 
@@ -83,6 +87,30 @@ def reach(task: dict, trajectory: dict) -> tuple[int, str]:
     return done, "chain done" if done == len(hops) else "stopped"
 
 
+def written_plan(trajectory: dict) -> list[str]:
+    """The plan an agent wrote at the start of its first thought ("[1] ..." lines and the
+    question asked of the last hop), or [] when it wrote none."""
+    first = next((m.get("content") for m in trajectory.get("messages") or []
+                  if m.get("role") == "assistant"), None)
+    if not isinstance(first, str):
+        return []
+    lines = first.split("</think>")[0].replace("<think>", "").strip().splitlines()
+    plan = []
+    for line in lines:
+        if not re.match(r"\[\d+\] |Q: |Asked: ", line):
+            break
+        plan.append(line)
+    return plan if plan and plan[0].startswith("[1] ") else []
+
+
+def plan_right(task: dict, plan: list[str]) -> bool:
+    """Whether ``plan`` is the planning teacher's plan of ``task``, line for line."""
+    from vsearcher_lite.agent.brief import TeacherBrief, hop_plan
+    from vsearcher_lite.agent.task import Task
+
+    return plan == hop_plan(TeacherBrief.from_task(Task.from_dict(task))).splitlines()
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -102,10 +130,13 @@ def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[
         solved = sum(bool(r.get("correct")) for r in rows) / n
         resolved = sum(d for d, _ in walks) / n
         hops = sum(len(chain(tasks[r["id"]])) for r in rows) / n
+        plans = [(r, written_plan(r.get("trajectory") or {})) for r in rows]
+        plans = [plan_right(tasks[r["id"]], plan) for r, plan in plans if plan]
         print(f"{label:8} {level:6} {n:4d} {solved:6.3f}  {resolved:4.2f}/{hops:4.2f}"
               f"  {' '.join(f'{x:.2f}' for x in at_least):24}"
               f"  {' '.join(f'{ends[k] / n:.2f}' for k in KINDS)}"
-              f"  {done_right}/{ends['chain done']}")
+              f"  {done_right}/{ends['chain done']}"
+              f"  {f'{sum(plans)}/{len(plans)}' if plans else '-'}")
 
 
 def evaluate(run: Path, label: str, policy: str, tasks: list) -> list[dict]:
@@ -157,7 +188,8 @@ def main() -> int:
         label, _, path = spec.partition("=")
         named.append((label, read_jsonl(Path(path))))
     print(f"{'policy':8} {'level':6} {'n':>4} {'pass@1':>6}  {'hops':>9}  "
-          f"{'resolved >= 1, 2, ...':24}  {' / '.join(KINDS)}  right/chains done")
+          f"{'resolved >= 1, 2, ...':24}  {' / '.join(KINDS)}  right/chains done"
+          "  plans right/written")
     for label, results in named:
         table(label, results, tasks, levels)
     return 0

@@ -93,7 +93,7 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
         episode(False, image, image, "The theatre commissioned by Theith is Jas Theatre."),  # off
         episode(False, image, orchestra),  # stopped after two hops
         episode(True, image, orchestra, "The theatre commissioned by the Ensemble is Jas Theatre.",
-                "The village that is home to the Jas Theatre is Kraron."),  # chain done
+                "The village that is home to the Jas Theatre is Kraron. Read Kraron."),  # done
     ]
     results = tmp_path / "results.jsonl"
     results.write_text("".join(json.dumps(e) + "\n" for e in episodes))
@@ -104,4 +104,4 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
     ).stdout.splitlines()
     # hops resolved 0, 1, 1, 2, 4: at least one 4 of 5, two 2, three and four 1
     assert out[1].split() == ["sft", "medium", "5", "0.200", "1.60/4.00", "0.80", "0.40", "0.20",
-                              "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1"]
+                              "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1", "-"]

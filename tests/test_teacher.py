@@ -2,6 +2,8 @@
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from agent_fakes import (
@@ -521,6 +523,9 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run):
     from vsearcher_lite.model.tiny import default_base_dir
     from vsearcher_lite.training.config import SFTConfig
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import hop_reach
+
     tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
     limit = SFTConfig.for_profile("cpu").eval.max_tokens
     box = sandbox_toolbox(run, top_k=3, style="compact")
@@ -530,8 +535,8 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run):
         for plan in solved:
             traj = run_episode(HeuristicTeacher(task, seed=2, style="compact", plan_hops=plan),
                                box, task)
-            solved[plan] += judge.judge(task.question, task.answer, traj.prediction,
-                                        task.aliases).correct
+            ok = judge.judge(task.question, task.answer, traj.prediction, task.aliases).correct
+            solved[plan] += ok
             replies = [m["content"] for m in traj.messages if m["role"] == "assistant"]
             numbers = [int(n) for n in re.findall(r"^\[(\d+)\] The ", "\n".join(replies), re.M)]
             if not plan:
@@ -547,6 +552,13 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run):
             searched = [c["arguments"]["query"] for c in tool_calls(traj)
                         if c["name"] == "text_search"]
             assert not any("?" in q and "image" in q for q in searched), searched
+            # the hop benchmark reads the plan back and walks the chain with the numbered names
+            plan = hop_reach.written_plan(traj.to_dict())
+            assert hop_reach.plan_right(task.to_dict(), plan)
+            hops, end = hop_reach.reach(task.to_dict(), traj.to_dict())
+            assert hops <= len(numbers) and end != "off chain", (hops, end, numbers)
+            if ok:  # a right answer came down the whole chain
+                assert (hops, end) == (len(hop_reach.chain(task.to_dict())), "chain done")
     assert solved[True] >= solved[False] - 2, solved
 
 
