@@ -177,13 +177,15 @@ def main() -> int:
     rows = [t for t in read_jsonl(held) if t.get("difficulty") in levels]
     tasks = {t["id"]: t for t in rows}
     named = []
-    for spec in args.evaluate:
-        from vsearcher_lite.agent.task import Task
+    if args.evaluate:
+        from vsearcher_lite.agent.task import read_tasks
         from vsearcher_lite.runtime import set_threads
 
         set_threads(args.threads)
+        to_run = [t for t in read_tasks(held) if t.difficulty in levels]  # paths resolved
+    for spec in args.evaluate:
         label, _, policy = spec.partition("=")
-        named.append((label, evaluate(run, label, policy, [Task.from_dict(t) for t in rows])))
+        named.append((label, evaluate(run, label, policy, to_run)))
     for spec in args.results:
         label, _, path = spec.partition("=")
         named.append((label, read_jsonl(Path(path))))
