@@ -29,10 +29,11 @@ episodes end as the shipped reference's did.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections import Counter
 from pathlib import Path
+
+from vsearcher_lite.runio import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
@@ -111,25 +112,21 @@ def plan_right(task: dict, plan: list[str]) -> bool:
     return plan == hop_plan(TeacherBrief.from_task(Task.from_dict(task))).splitlines()
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[str]) -> None:
     for level in levels:
         rows = [r for r in results if r.get("difficulty") == level and r["id"] in tasks]
         if not rows:
             continue
         walks = [reach(tasks[r["id"]], r.get("trajectory") or {}) for r in rows]
-        length = max(len(chain(tasks[r["id"]])) for r in rows)
-        at_least = [sum(d >= k for d, _ in walks) / len(rows) for k in range(1, length + 1)]
+        lengths = [len(chain(tasks[r["id"]])) for r in rows]
+        at_least = [sum(d >= k for d, _ in walks) / len(rows) for k in range(1, max(lengths) + 1)]
         ends = Counter(kind for _, kind in walks)
         done_right = sum(1 for (_, kind), r in zip(walks, rows)
                          if kind == "chain done" and r.get("correct"))
         n = len(rows)
         solved = sum(bool(r.get("correct")) for r in rows) / n
         resolved = sum(d for d, _ in walks) / n
-        hops = sum(len(chain(tasks[r["id"]])) for r in rows) / n
+        hops = sum(lengths) / n
         plans = [(r, written_plan(r.get("trajectory") or {})) for r in rows]
         plans = [plan_right(tasks[r["id"]], plan) for r, plan in plans if plan]
         print(f"{label:8} {level:6} {n:4d} {solved:6.3f}  {resolved:4.2f}/{hops:4.2f}"
@@ -141,15 +138,13 @@ def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[
 
 def evaluate(run: Path, label: str, policy: str, tasks: list) -> list[dict]:
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
-    from vsearcher_lite.reference import REFERENCE_COMPARISON
     from vsearcher_lite.scoring import evaluate as ev
 
+    # the held-out settings of the reference's comparison (its task caps do not enter them)
     config = ComparisonConfig.for_profile("cpu", seed=0, eval_overrides={"device": "cpu"})
-    for key, value in REFERENCE_COMPARISON.items():
-        setattr(config, key, value)
     name = f"hops-{label}"
     ev.evaluate(run, tasks, policy, name=name, config=config.heldout_eval_config())
-    results = read_jsonl(run / "eval" / name / "results.jsonl")
+    results = list(read_jsonl(run / "eval" / name / "results.jsonl"))
     shipped = REFERENCE / "results" / f"heldout-{label}.jsonl"
     if shipped.is_file():
         ends = {r["id"]: (r.get("prediction"), r.get("termination")) for r in read_jsonl(shipped)}
@@ -188,7 +183,7 @@ def main() -> int:
         named.append((label, evaluate(run, label, policy, to_run)))
     for spec in args.results:
         label, _, path = spec.partition("=")
-        named.append((label, read_jsonl(Path(path))))
+        named.append((label, list(read_jsonl(path))))
     print(f"{'policy':8} {'level':6} {'n':>4} {'pass@1':>6}  {'hops':>9}  "
           f"{'resolved >= 1, 2, ...':24}  {' / '.join(KINDS)}  right/chains done"
           "  plans right/written")
