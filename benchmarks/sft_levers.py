@@ -135,8 +135,8 @@ def main() -> int:
     for lever in (x for x in TEACHER_LEVERS if x in levers):
         folder = run / lever
         link_inputs(source, folder, OWN | {"trajectories"})
-        settings = ({"plan_variety": args.plan_variety} if lever == "plans"
-                    else {"hop_plan": True})
+        settings = {"plan_variety": args.plan_variety} if lever == "plans" else {"hop_plan": True}
+        label = f"plan variety {args.plan_variety}" if lever == "plans" else "hop plan"
         generate_trajectories(folder, TrajectoryConfig.for_profile(
             "cpu", progress=False, **settings))  # stored rollouts are reused
         checkpoint = folder / "sft" / "checkpoint"
@@ -144,8 +144,7 @@ def main() -> int:
             run_sft(folder, full_length(SFTConfig.for_profile("cpu", device=args.device),
                                         REFERENCE_SFT))
         models.append((lever, checkpoint))
-        teachers.append((f"plan variety {args.plan_variety}" if lever == "plans" else "hop plan",
-                         folder))
+        teachers.append((label, folder))
         trained.append(folder)
 
     for label, folder in teachers:
