@@ -41,6 +41,20 @@ def toolbox(run):
     return sandbox_toolbox(run, top_k=3)
 
 
+@pytest.fixture(scope="module")
+def turn_tokens():
+    """``(tokens, limit)``: a reply's length in the tiny base's tokens as the cpu evaluation
+    counts it, and that evaluation's cut (``eval.max_tokens`` new tokens a turn)."""
+    from transformers import AutoTokenizer
+
+    from vsearcher_lite.model.tiny import default_base_dir
+    from vsearcher_lite.training.config import SFTConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
+    return (lambda reply: len(tokenizer(reply + "<|im_end|>")["input_ids"]),
+            SFTConfig.for_profile("cpu").eval.max_tokens)
+
+
 # -- reading observations and pages ---------------------------------------------------------------
 
 
@@ -374,26 +388,16 @@ def test_compact_arguments_are_copies_of_the_question_and_the_observations(tasks
     assert restated >= 10
 
 
-def test_the_cpu_evaluation_lets_every_compact_teacher_turn_through(tasks, run):
+def test_the_cpu_evaluation_lets_every_compact_teacher_turn_through(tasks, run, turn_tokens):
     """The cpu preset cuts a turn at ``eval.max_tokens`` new tokens (to stop a looping tiny model);
     every turn the compact teacher writes, and so every turn SFT teaches, must fit under that
     cut."""
-    from transformers import AutoTokenizer
-
-    from vsearcher_lite.model.tiny import default_base_dir
-    from vsearcher_lite.training.config import SFTConfig
-
-    tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
-    limit = SFTConfig.for_profile("cpu").eval.max_tokens
+    tokens, limit = turn_tokens
     box = sandbox_toolbox(run, top_k=3, style="compact")
     lengths = []
     for task in tasks:
         trajectory = run_episode(HeuristicTeacher(task, seed=3, style="compact"), box, task)
-        lengths += [
-            len(tokenizer(m["content"] + "<|im_end|>")["input_ids"])
-            for m in trajectory.messages
-            if m["role"] == "assistant"
-        ]
+        lengths += [tokens(m["content"]) for m in trajectory.messages if m["role"] == "assistant"]
     assert len(lengths) > 2 * len(tasks) and max(lengths) <= limit, (max(lengths), limit)
 
 
@@ -449,18 +453,12 @@ def test_the_teacher_keeps_its_checks_within_a_tighter_limit(tasks, run):
 # -- several plans per task: the samples of one task differ, within the same rules ---------------
 
 
-def test_varied_plans_differ_between_samples_and_keep_the_teachers_rules(tasks, run):
+def test_varied_plans_differ_between_samples_and_keep_the_teachers_rules(tasks, run, turn_tokens):
     """At its default the teacher repeats one path per task, so rejection sampling keeps copies;
     with ``variety`` its samples differ (query wording, a confirming visit, the answer searched
     first), while every turn still passes the strict format, fits the cpu evaluation's cut, copies
     its arguments from what it read, and about as many tasks are solved."""
-    from transformers import AutoTokenizer
-
-    from vsearcher_lite.model.tiny import default_base_dir
-    from vsearcher_lite.training.config import SFTConfig
-
-    tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
-    limit = SFTConfig.for_profile("cpu").eval.max_tokens
+    tokens, limit = turn_tokens
     box = sandbox_toolbox(run, top_k=3, style="compact")
     judge = MatchJudge()
     distinct, solved = {}, {}
@@ -476,7 +474,7 @@ def test_varied_plans_differ_between_samples_and_keep_the_teachers_rules(tasks, 
                                                task.aliases).correct
                 replies = [m["content"] for m in traj.messages if m["role"] == "assistant"]
                 assert all(strict_format_check(r).ok for r in replies), task.id
-                assert max(len(tokenizer(r + "<|im_end|>")["input_ids"]) for r in replies) <= limit
+                assert max(tokens(r) for r in replies) <= limit
                 assert not uncopied_arguments(task, traj), (task.id, seed)
             distinct[variety] += len(seen)
     # measured on this world: 18 distinct of 48 at variety 0, 40 at 0.5; solved 43 and 41
@@ -512,22 +510,17 @@ def test_a_varied_teacher_checks_its_hasty_picks_and_recovers(tasks, run):
 # -- a plan of the hops: the question taken apart once, each hop then named by its number --------
 
 
-def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run):
+def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn_tokens):
     """With ``plan_hops`` the first thought lists the question's hops innermost first
     (``hop_plan``); each name found is said after its hop's number, in that order; no search asks
     the whole question rewritten; every turn passes the strict format, fits the cpu evaluation's
     cut and copies its arguments; and about as many tasks are solved as without the plan."""
-    from transformers import AutoTokenizer
-
     from vsearcher_lite.agent.brief import hop_plan
-    from vsearcher_lite.model.tiny import default_base_dir
-    from vsearcher_lite.training.config import SFTConfig
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import hop_reach
 
-    tokenizer = AutoTokenizer.from_pretrained(default_base_dir())
-    limit = SFTConfig.for_profile("cpu").eval.max_tokens
+    tokens, limit = turn_tokens
     box = sandbox_toolbox(run, top_k=3, style="compact")
     judge = MatchJudge()
     solved = {True: 0, False: 0}
@@ -547,18 +540,18 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run):
             assert lines[0].startswith("[1] ") and lines[-1].startswith(("Q: ", "Asked: "))
             assert numbers and numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
             assert all(strict_format_check(r).ok for r in replies), task.id
-            assert max(len(tokenizer(r + "<|im_end|>")["input_ids"]) for r in replies) <= limit
+            assert max(tokens(r) for r in replies) <= limit
             assert not uncopied_arguments(task, traj), task.id
             searched = [c["arguments"]["query"] for c in tool_calls(traj)
                         if c["name"] == "text_search"]
             assert not any("?" in q and "image" in q for q in searched), searched
             # the hop benchmark reads the plan back and walks the chain with the numbered names
-            plan = hop_reach.written_plan(traj.to_dict())
-            assert hop_reach.plan_right(task.to_dict(), plan)
-            hops, end = hop_reach.reach(task.to_dict(), traj.to_dict())
+            record, episode = task.to_dict(), traj.to_dict()
+            assert hop_reach.plan_right(record, hop_reach.written_plan(episode))
+            hops, end = hop_reach.reach(record, episode)
             assert hops <= len(numbers) and end != "off chain", (hops, end, numbers)
             if ok:  # a right answer came down the whole chain
-                assert (hops, end) == (len(hop_reach.chain(task.to_dict())), "chain done")
+                assert (hops, end) == (len(hop_reach.chain(record)), "chain done")
     assert solved[True] >= solved[False] - 2, solved
 
 
