@@ -30,6 +30,7 @@ def main() -> int:
     from vsearcher_lite.cli import main as cli
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
     from vsearcher_lite.reference import REFERENCE_COMPARISON
+    from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.runtime import set_threads
 
     set_threads(args.threads)
@@ -41,9 +42,9 @@ def main() -> int:
         if not link.exists():
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to((REFERENCE / stage / "checkpoint").resolve())
-    config = ComparisonConfig.for_profile("cpu", seed=0, eval_overrides={"device": "cpu"})
-    for key, value in REFERENCE_COMPARISON.items():
-        setattr(config, key, value)
+    config = full_length(ComparisonConfig.for_profile("cpu", seed=0,
+                                                      eval_overrides={"device": "cpu"}),
+                         REFERENCE_COMPARISON)
     start = time.perf_counter()
     run_comparison(run, config)
     print(f"comparison: {time.perf_counter() - start:.1f} s")
@@ -65,8 +66,9 @@ def main() -> int:
 
 def records(path: Path) -> dict[str, tuple]:
     """Task id -> (prediction, termination) of a results file."""
-    rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return {r["id"]: (r.get("prediction"), r.get("termination")) for r in rows}
+    from vsearcher_lite.runio import read_jsonl
+
+    return {r["id"]: (r.get("prediction"), r.get("termination")) for r in read_jsonl(path)}
 
 
 if __name__ == "__main__":
