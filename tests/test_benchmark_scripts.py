@@ -1,4 +1,4 @@
-"""The benchmark scripts that need no model: run on small files of known content."""
+"""The benchmark scripts, run on small files of known content: none trains or generates."""
 
 import json
 import subprocess
@@ -105,3 +105,52 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
     # hops resolved 0, 1, 1, 2, 4: at least one 4 of 5, two 2, three and four 1
     assert out[1].split() == ["sft", "medium", "5", "0.200", "1.60/4.00", "0.80", "0.40", "0.20",
                               "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1", "-"]
+
+
+def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
+    """A run whose GRPO stage has finished and whose evaluations are stored: nothing is trained or
+    generated; the final model stands for the last step, and the table pairs every model with SFT
+    and with the model before it."""
+    import shutil
+
+    from tests.agent_fakes import build_sandbox_run
+
+    run = tmp_path / "run"
+    shutil.copytree(build_sandbox_run(tmp_path / "source"), run)
+    train = [json.loads(x) for x in (run / "filter" / "train.jsonl").read_text().splitlines()]
+    tasks = [{**t, "id": f"h{i}", "difficulty": level}
+             for i, (t, level) in enumerate(zip(train, ("easy", "medium", "hard")))]
+    (run / "filter" / "heldout.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    (run / "grpo-steps").mkdir()
+    (run / "grpo-steps" / "checkpoint").symlink_to(ROOT / "data" / "tiny_base")
+
+    def results(name, correct):
+        rows = [{"id": t["id"], "policy": "p", "split": "heldout", "question": t["question"],
+                 "answer": t["answer"], "difficulty": t["difficulty"], "correct": c,
+                 "format_ok": True, "format_error": None, "termination": "answer", "n_turns": 3,
+                 "n_tool_calls": 2, "tool_counts": {"image_search": 1, "visit": 1},
+                 "prediction": t["answer"] if c else "no", "seconds": 1.0}
+                for t, c in zip(tasks, correct)]
+        path = run / "eval" / name / "results.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    results("heldout-sft", [True, False, False])
+    results("heldout-grpo-steps-step2", [True, True, False])
+    earlier = results("elsewhere", [False, True, False])
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "grpo_steps.py"), "--run-dir", str(run),
+         "--steps", "2", "--every", "1", "--evaluate", "2", "--results", f"rl-1={earlier}"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    out = out.stdout.splitlines()
+    assert [line.split() for line in out if line.startswith("SFT ")][0] == [
+        "SFT", "all", "3", "0.333", "2.00", "1.000"]
+    assert [line for line in out if line.startswith(("step 2 -", "rl-1 -")) and "all" in line] == [
+        "rl-1 - SFT, all: +0.0000 (SE 0.5774, n 3; 1 gained, 1 lost)",
+        "step 2 - SFT, all: +0.3333 (SE 0.3333, n 3; 1 gained, 0 lost)",
+        "step 2 - rl-1, all: +0.3333 (SE 0.3333, n 3; 1 gained, 0 lost)",
+    ]
+    assert not (run / "grpo-steps" / "steps.csv").exists()  # nothing was trained

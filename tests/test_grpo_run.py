@@ -387,6 +387,45 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
     )
 
 
+def test_checkpoint_every_keeps_the_model_along_training_and_may_change_on_resume(
+    run_dir, tmp_path, monkeypatch
+):
+    """``checkpoint_every`` keeps ``checkpoint-stepN``; the last one is the final model, and a
+    resume may keep them at another interval (it changes what is saved, not what is trained)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from vsearcher_lite.rl import cpu_engine
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, symlinks=True,
+                    ignore=shutil.ignore_patterns("grpo", "eval", "run_manifest.json"))
+    real_save = cpu_engine.save_training_state
+
+    def save_then_die(out, step, *args, **kw):
+        real_save(out, step, *args, **kw)
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(cpu_engine, "save_training_state", save_then_die)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_grpo(run, small(max_steps=3, save_every=1, checkpoint_every=1, evaluate=False),
+                 log=lambda s: None)
+    monkeypatch.setattr(cpu_engine, "save_training_state", real_save)
+    out = run / "grpo"
+    saved = torch.load(out / "resume.pt", weights_only=False)["model"]
+    first = load_file(out / "checkpoint-step1" / "model.safetensors")
+    assert first and set(first) <= set(saved) and all(saved[k].equal(first[k]) for k in first)
+    run_grpo(run, small(max_steps=3, save_every=1, checkpoint_every=3, evaluate=False),
+             log=lambda s: None)
+    kept = sorted(p.name for p in out.glob("checkpoint-step*"))
+    assert kept == ["checkpoint-step1", "checkpoint-step3"]
+    last = load_file(out / "checkpoint-step3" / "model.safetensors")
+    final = load_file(out / "checkpoint" / "model.safetensors")
+    assert last.keys() == final.keys() and all(last[k].equal(final[k]) for k in final)
+
+
 def test_the_task_sampler_continues_its_draws_from_a_saved_state():
     from vsearcher_lite.agent.task import Task
     from vsearcher_lite.rl.inputs import TaskSampler

@@ -37,8 +37,8 @@ PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
 CLI_OPTIONS = ("init", "engine", "method", "max_steps", "minutes", "total_minutes",
                "prompts_per_step", "generations", "learning_rate", "mu", "beta", "temperature",
                "max_tokens", "aggregation", "curriculum", "prescreen_samples", "prescreen_tasks",
-               "difficulty_mix", "dynamic_sampling", "max_draw_rounds", "save_every", "fatal_aware",
-               "search_penalty", "threads")
+               "difficulty_mix", "dynamic_sampling", "max_draw_rounds", "save_every",
+               "checkpoint_every", "fatal_aware", "search_penalty", "threads")
 CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", "eval_batch",
                     "name")
 
@@ -148,6 +148,9 @@ class GRPOConfig(TrainingSettings):
     save_every: int | None = option(None, "cpu engine: save the training state every this many "
                                     "steps; rerunning the same command after an interruption "
                                     "resumes from it")
+    checkpoint_every: int | None = option(None, "cpu engine: also keep the model every this many "
+                                          "steps as checkpoint-stepN, to evaluate it along "
+                                          "training")
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> GRPOConfig:
@@ -197,7 +200,8 @@ class GRPOConfig(TrainingSettings):
                              "engine='trl'")
         check_sampling(self.temperature, self.top_p)
         check_at_least_one(self, ("max_draw_rounds", "prompts_per_step", "fatal_k", "max_steps",
-                                  "eval_max_tasks", "threads", "max_tokens", "save_every"))
+                                  "eval_max_tasks", "threads", "max_tokens", "save_every",
+                                  "checkpoint_every"))
         check_device_name(self.device)
         check_folder_name(self.name, "name")
         stage_eval_config(self)

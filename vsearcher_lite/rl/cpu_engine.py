@@ -5,7 +5,8 @@ under dynamic sampling, ``draw_groups``), group-normalises the rewards
 (``update.assign_advantages``), takes the old (and reference) log-probabilities in one no-grad
 pass, makes ``mu`` AdamW updates with gradient accumulation and clipping, and writes a row of
 ``steps.csv``. With ``save_every`` the state after a step goes to ``RUN_DIR/grpo/resume.pt``, and
-the same command continues from it after an interruption.
+the same command continues from it after an interruption; with ``checkpoint_every`` the model is
+also kept as ``RUN_DIR/grpo/checkpoint-stepN``, to be evaluated along training.
 """
 
 from __future__ import annotations
@@ -169,8 +170,8 @@ def load_policy(init_path: Path, config: GRPOConfig):
 
 RESUME_FILE = "resume.pt"
 #: Settings that may change between an interrupted run and its resume.
-RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "evaluate", "progress",
-               "threads", "device", "report_to")
+RESUME_FREE = ("max_steps", "minutes", "total_minutes", "save_every", "checkpoint_every",
+               "evaluate", "progress", "threads", "device", "report_to")
 
 
 def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSampler,
@@ -331,6 +332,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
         bar.set_postfix(reward=row["reward"], fmt_fail=row["format_failure_share"],
                         trained=row["trained_trajectories"])
         step += 1
+        if config.checkpoint_every and step % config.checkpoint_every == 0:
+            save_base(model, processor, out / f"checkpoint-step{step}")
         if config.save_every and step % config.save_every == 0:
             save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags,
                                 [t.id for t in tasks], screened, config, backend.stats)

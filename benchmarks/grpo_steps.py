@@ -1,0 +1,77 @@
+"""The reference's GRPO trained for longer: held-out Pass@1 every few steps.
+
+The reference stops GRPO after ``REFERENCE_GRPO["max_steps"]`` steps. This runs the same GRPO (the
+reference's settings, from the run's SFT checkpoint, its pre-screen first) for ``--steps`` steps
+as ``RUN_DIR/<--name>``, keeping the model every ``--every`` steps (``checkpoint_every``; an
+interrupted run resumes from its last kept step), then evaluates the models of ``--evaluate``
+steps as the reference compares its models (greedy, every easy, medium and hard held-out task;
+``RUN_DIR/eval/heldout-<name>-stepN``, resumable). Prints Pass@1, tool calls and format-valid
+by level, each model paired task by task with the SFT model and with the model before it in the
+table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped RL model's, say).
+
+    python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
+        --results rl-10=data/reference/results/heldout-rl.jsonl
+
+``--run-dir`` is a reference run with its SFT stage and that model's held-out results
+(``eval/heldout-sft``): a finished reference run, or the source that ``sft_levers.py`` describes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sft_levers import heldout, print_paired
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run-dir", required=True, help="a reference run with sft/checkpoint")
+    p.add_argument("--name", default="grpo-steps", help="the GRPO stage's folder (default "
+                                                         "grpo-steps, apart from the reference's)")
+    p.add_argument("--steps", type=int, default=20, help="GRPO steps (default 20)")
+    p.add_argument("--every", type=int, default=10, help="keep the model every this many steps")
+    p.add_argument("--evaluate", default=None,
+                   help="comma-separated steps whose models are evaluated (default: every kept)")
+    p.add_argument("--results", action="append", default=[], metavar="LABEL=FILE",
+                   help="held-out results evaluated elsewhere, added before the steps")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    args = p.parse_args()
+
+    from vsearcher_lite.reference import REFERENCE_GRPO, headline
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.rl.grpo import run_grpo
+    from vsearcher_lite.runio import read_jsonl
+    from vsearcher_lite.scoring.evaluate import load_results
+
+    run = Path(args.run_dir)
+    out = run / args.name
+    if not (out / "checkpoint" / "config.json").exists():
+        config = full_length(GRPOConfig.for_profile("cpu", device=args.device), REFERENCE_GRPO)
+        config.name, config.max_steps = args.name, args.steps
+        config.save_every = config.checkpoint_every = args.every
+        config.check()
+        run_grpo(run, config)
+    steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
+             else list(range(args.every, args.steps + 1, args.every)))
+
+    results = {"SFT": headline(load_results(run, "heldout-sft"))}
+    for spec in args.results:
+        label, _, path = spec.partition("=")
+        results[label] = headline(list(read_jsonl(path)))
+    for step in steps:
+        kept = out / f"checkpoint-step{step}"
+        if not kept.exists() and step == args.steps:
+            kept = out / "checkpoint"  # a run resumed at its last step keeps only the final model
+        name = f"heldout-{args.name}-step{step}"
+        heldout(run, run, kept, name, args.device)
+        results[f"step {step}"] = load_results(run, name)
+    labels = list(results)
+    pairs = [("SFT", label) for label in labels[1:]] + list(zip(labels[1:], labels[2:]))
+    print_paired(results, pairs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
