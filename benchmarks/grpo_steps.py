@@ -7,7 +7,8 @@ interrupted run resumes from its last kept step), then evaluates the models of `
 steps as the reference compares its models (greedy, every easy, medium and hard held-out task;
 ``RUN_DIR/eval/heldout-<name>-stepN``, resumable). Prints Pass@1, tool calls and format-valid
 by level, each model paired task by task with the SFT model and with the model before it in the
-table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped RL model's, say).
+table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped RL model's, say);
+``--exam`` also evaluates each model on the exam as the reference does and prints its Pass@1.
 
     python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
         --results rl-10=data/reference/results/heldout-rl.jsonl
@@ -35,6 +36,8 @@ def main() -> int:
                    help="comma-separated steps whose models are evaluated (default: every kept)")
     p.add_argument("--results", action="append", default=[], metavar="LABEL=FILE",
                    help="held-out results evaluated elsewhere, added before the steps")
+    p.add_argument("--exam", action="store_true",
+                   help="also evaluate the models on the exam (RUN_DIR/eval/exam-<name>-stepN)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
 
@@ -57,6 +60,7 @@ def main() -> int:
              else list(range(args.every, args.steps + 1, args.every)))
 
     results = {"SFT": headline(load_results(run, "heldout-sft"))}
+    exams: dict[str, list[dict]] = {}
     for spec in args.results:
         label, _, path = spec.partition("=")
         results[label] = headline(list(read_jsonl(path)))
@@ -67,10 +71,33 @@ def main() -> int:
         name = f"heldout-{args.name}-step{step}"
         heldout(run, run, kept, name, args.device)
         results[f"step {step}"] = load_results(run, name)
+        if args.exam:
+            exams[f"step {step}"] = exam(run, kept, f"exam-{args.name}-step{step}", args.device)
     labels = list(results)
     pairs = [("SFT", label) for label in labels[1:]] + list(zip(labels[1:], labels[2:]))
     print_paired(results, pairs)
+    for label, records in exams.items():
+        n = max(len(records), 1)
+        print(f"exam, {label}: Pass@1 {sum(r['correct'] for r in records) / n:.3f}, tool calls "
+              f"{sum(r['n_tool_calls'] for r in records) / n:.2f} ({len(records)} tasks)")
     return 0
+
+
+def exam(run: Path, checkpoint: Path, name: str, device: str) -> list[dict]:
+    """``checkpoint`` on the exam tasks the reference's comparison takes, with its exam settings
+    (greedy, the exam's tool-call and context budget), as ``RUN/eval/<name>``; the records."""
+    from vsearcher_lite.agent.task import read_tasks
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, select_tasks
+    from vsearcher_lite.reference import REFERENCE_COMPARISON
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.scoring.evaluate import evaluate, load_results
+
+    config = full_length(ComparisonConfig.for_profile("cpu", eval_overrides={"device": device}),
+                         REFERENCE_COMPARISON)
+    tasks = select_tasks({"exam": read_tasks(run / "filter" / "exam.jsonl")}, config)["exam"]
+    evaluate(run, tasks, f"transformers:{checkpoint}", config=config.exam_eval_config(),
+             benchmark="exam", name=name)
+    return load_results(run, name)
 
 
 if __name__ == "__main__":

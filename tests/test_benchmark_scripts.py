@@ -121,12 +121,15 @@ def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
     tasks = [{**t, "id": f"h{i}", "difficulty": level}
              for i, (t, level) in enumerate(zip(train, ("easy", "medium", "hard")))]
     (run / "filter" / "heldout.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    exam = [{**t, "id": f"e{i}", "split": "exam"} for i, t in enumerate(train[3:5])]
+    (run / "filter" / "exam.jsonl").write_text("".join(json.dumps(t) + "\n" for t in exam))
     (run / "grpo-steps").mkdir()
     (run / "grpo-steps" / "checkpoint").symlink_to(ROOT / "data" / "tiny_base")
 
-    def results(name, correct):
-        rows = [{"id": t["id"], "policy": "p", "split": "heldout", "question": t["question"],
-                 "answer": t["answer"], "difficulty": t["difficulty"], "correct": c,
+    def results(name, correct, tasks=tasks):
+        rows = [{"id": t["id"], "policy": "p", "split": t.get("split", "heldout"),
+                 "question": t["question"], "answer": t["answer"],
+                 "difficulty": t["difficulty"], "correct": c,
                  "format_ok": True, "format_error": None, "termination": "answer", "n_turns": 3,
                  "n_tool_calls": 2, "tool_counts": {"image_search": 1, "visit": 1},
                  "prediction": t["answer"] if c else "no", "seconds": 1.0}
@@ -139,9 +142,11 @@ def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
     results("heldout-sft", [True, False, False])
     results("heldout-grpo-steps-step2", [True, True, False])
     earlier = results("elsewhere", [False, True, False])
+    results("exam-grpo-steps-step2", [False, True], tasks=exam)
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "grpo_steps.py"), "--run-dir", str(run),
-         "--steps", "2", "--every", "1", "--evaluate", "2", "--results", f"rl-1={earlier}"],
+         "--steps", "2", "--every", "1", "--evaluate", "2", "--results", f"rl-1={earlier}",
+         "--exam"],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -153,4 +158,5 @@ def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
         "step 2 - SFT, all: +0.3333 (SE 0.3333, n 3; 1 gained, 0 lost)",
         "step 2 - rl-1, all: +0.3333 (SE 0.3333, n 3; 1 gained, 0 lost)",
     ]
+    assert out[-1] == "exam, step 2: Pass@1 0.500, tool calls 2.00 (2 tasks)"
     assert not (run / "grpo-steps" / "steps.csv").exists()  # nothing was trained
