@@ -390,8 +390,9 @@ def test_an_interrupted_run_resumes_after_its_last_saved_step(run_dir, tmp_path,
 def test_checkpoint_every_keeps_the_model_along_training_and_may_change_on_resume(
     run_dir, tmp_path, monkeypatch
 ):
-    """``checkpoint_every`` keeps ``checkpoint-stepN``; the last one is the final model, and a
-    resume may keep them at another interval (it changes what is saved, not what is trained)."""
+    """``checkpoint_every`` keeps ``checkpoint-stepN``; the last one is the final model, a resume
+    may keep them at another interval (it changes what is saved, not what is trained), and a run
+    from the start removes the models an earlier run kept."""
     import shutil
 
     import torch
@@ -424,6 +425,9 @@ def test_checkpoint_every_keeps_the_model_along_training_and_may_change_on_resum
     last = load_file(out / "checkpoint-step3" / "model.safetensors")
     final = load_file(out / "checkpoint" / "model.safetensors")
     assert last.keys() == final.keys() and all(last[k].equal(final[k]) for k in final)
+    # a run from the start (nothing to resume) keeps none of the earlier run's models
+    run_grpo(run, small(max_steps=1, evaluate=False), log=lambda s: None)
+    assert not list(out.glob("checkpoint-step*"))
 
 
 def test_the_task_sampler_continues_its_draws_from_a_saved_state():

@@ -209,6 +209,18 @@ def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
     return state
 
 
+def drop_later_checkpoints(out: Path, step: int) -> None:
+    """Remove the models kept (``checkpoint_every``) after ``step``: this run trains those steps
+    (again), and a folder never holds another run's model beside its own."""
+    import re
+    import shutil
+
+    for kept in out.glob("checkpoint-step*"):
+        found = re.fullmatch(r"checkpoint-step(\d+)", kept.name)
+        if found and int(found.group(1)) > step:
+            shutil.rmtree(kept)
+
+
 def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
                  log: Callable[[str], None] = print) -> dict:
     """The cpu engine (see the module docstring)."""
@@ -288,6 +300,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
         # the stage's time before the interruption: its training steps and its pre-screen
         earlier_s = (rows[-1]["seconds"] if rows else 0.0) + ((screened or {}).get("seconds")
                                                               or 0.0)
+    drop_later_checkpoints(out, step)
     rollout_log = JsonlLog(out / "rollouts.jsonl", key="id")
     max_steps = config.max_steps or 10**9
     stopped_by = "steps"
