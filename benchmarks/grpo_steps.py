@@ -51,11 +51,9 @@ def main() -> int:
     run = Path(args.run_dir)
     out = run / args.name
     if not (out / "checkpoint" / "config.json").exists():
-        config = full_length(GRPOConfig.for_profile("cpu", device=args.device), REFERENCE_GRPO)
-        config.name, config.max_steps = args.name, args.steps
-        config.save_every = config.checkpoint_every = args.every
-        config.check()
-        run_grpo(run, config)
+        run_grpo(run, full_length(GRPOConfig.for_profile("cpu", device=args.device), {
+            **REFERENCE_GRPO, "name": args.name, "max_steps": args.steps,
+            "save_every": args.every, "checkpoint_every": args.every}))
     steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
              else list(range(args.every, args.steps + 1, args.every)))
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import os
+import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -212,9 +214,6 @@ def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
 def drop_later_checkpoints(out: Path, step: int) -> None:
     """Remove the models kept (``checkpoint_every``) after ``step``: this run trains those steps
     (again), and a folder never holds another run's model beside its own."""
-    import re
-    import shutil
-
     for kept in out.glob("checkpoint-step*"):
         found = re.fullmatch(r"checkpoint-step(\d+)", kept.name)
         if found and int(found.group(1)) > step:
