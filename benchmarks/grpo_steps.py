@@ -9,6 +9,8 @@ steps as the reference compares its models (greedy, every easy, medium and hard 
 by level, each model paired task by task with the SFT model and with the model before it in the
 table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped RL model's, say);
 ``--exam`` also evaluates each model on the exam as the reference does and prints its Pass@1.
+``--prescreen-samples K`` samples each RL-pool task K times in the pre-screen instead of the
+reference's 4: more samples find more tasks that the SFT model solves only now and then.
 
     python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
         --results rl-10=data/reference/results/heldout-rl.jsonl
@@ -38,12 +40,12 @@ def main() -> int:
                    help="held-out results evaluated elsewhere, added before the steps")
     p.add_argument("--exam", action="store_true",
                    help="also evaluate the models on the exam (RUN_DIR/eval/exam-<name>-stepN)")
+    p.add_argument("--prescreen-samples", type=int, default=None,
+                   help="episodes per RL-pool task in the pre-screen (default: the reference's)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
 
-    from vsearcher_lite.reference import REFERENCE_GRPO, headline
-    from vsearcher_lite.reference_run import full_length
-    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.reference import headline
     from vsearcher_lite.rl.grpo import run_grpo
     from vsearcher_lite.runio import read_jsonl
     from vsearcher_lite.scoring.evaluate import load_results
@@ -51,9 +53,8 @@ def main() -> int:
     run = Path(args.run_dir)
     out = run / args.name
     if not (out / "checkpoint" / "config.json").exists():
-        run_grpo(run, full_length(GRPOConfig.for_profile("cpu", device=args.device), {
-            **REFERENCE_GRPO, "name": args.name, "max_steps": args.steps,
-            "save_every": args.every, "checkpoint_every": args.every}))
+        run_grpo(run, stage_config(args.name, args.steps, args.every, args.prescreen_samples,
+                                   args.device))
     steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
              else list(range(args.every, args.steps + 1, args.every)))
 
@@ -79,6 +80,20 @@ def main() -> int:
         print(f"exam, {label}: Pass@1 {sum(r['correct'] for r in records) / n:.3f}, tool calls "
               f"{sum(r['n_tool_calls'] for r in records) / n:.2f} ({len(records)} tasks)")
     return 0
+
+
+def stage_config(name: str, steps: int, every: int, prescreen_samples: int | None, device: str):
+    """The reference's GRPO settings for a ``steps``-step stage named ``name`` that keeps its model
+    every ``every`` steps, with ``prescreen_samples`` episodes per pre-screened task (None: the
+    reference's), checked."""
+    from vsearcher_lite.reference import REFERENCE_GRPO
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.rl.config import GRPOConfig
+
+    return full_length(GRPOConfig.for_profile("cpu", device=device), {
+        **REFERENCE_GRPO, "name": name, "max_steps": steps, "save_every": every,
+        "checkpoint_every": every,
+        "prescreen_samples": prescreen_samples or REFERENCE_GRPO["prescreen_samples"]})
 
 
 def exam(run: Path, checkpoint: Path, name: str, device: str) -> list[dict]:

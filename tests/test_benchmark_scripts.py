@@ -160,3 +160,23 @@ def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
     ]
     assert out[-1] == "exam, step 2: Pass@1 0.500, tool calls 2.00 (2 tasks)"
     assert not (run / "grpo-steps" / "steps.csv").exists()  # nothing was trained
+
+
+def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
+    """The stage the benchmark trains is the reference's GRPO: the same settings but for its name,
+    length, kept models and, when given, the pre-screen's samples per task."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import grpo_steps
+
+    from vsearcher_lite.reference import REFERENCE_GRPO
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.rl.config import GRPOConfig
+
+    reference = full_length(GRPOConfig.for_profile("cpu", device="cpu"), REFERENCE_GRPO).to_dict()
+    changed = {"name": "g", "max_steps": 20, "save_every": 2, "checkpoint_every": 2}
+    default = grpo_steps.stage_config("g", 20, 2, None, "cpu").to_dict()
+    assert {k: v for k, v in default.items() if reference[k] != v} == changed
+    more = grpo_steps.stage_config("g", 20, 2, 8, "cpu").to_dict()
+    assert {k: v for k, v in more.items() if reference[k] != v} == {**changed,
+                                                                     "prescreen_samples": 8}
+    assert reference["prescreen_samples"] != 8
