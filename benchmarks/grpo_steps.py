@@ -9,8 +9,9 @@ steps as the reference compares its models (greedy, every easy, medium and hard 
 by level, each model paired task by task with the SFT model and with the model before it in the
 table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped RL model's, say);
 ``--exam`` also evaluates each model on the exam as the reference does and prints its Pass@1.
-``--prescreen-samples K`` samples each RL-pool task K times in the pre-screen instead of the
-reference's 4: more samples find more tasks that the SFT model solves only now and then.
+``--prescreen-samples K`` samples each RL-pool task K times in the pre-screen instead of as
+often as the reference does: more samples find more tasks that the SFT model solves only now and
+then.
 
     python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
         --results rl-10=data/reference/results/heldout-rl.jsonl
@@ -93,7 +94,8 @@ def stage_config(name: str, steps: int, every: int, prescreen_samples: int | Non
     return full_length(GRPOConfig.for_profile("cpu", device=device), {
         **REFERENCE_GRPO, "name": name, "max_steps": steps, "save_every": every,
         "checkpoint_every": every,
-        "prescreen_samples": prescreen_samples or REFERENCE_GRPO["prescreen_samples"]})
+        "prescreen_samples": REFERENCE_GRPO["prescreen_samples"] if prescreen_samples is None
+        else prescreen_samples})
 
 
 def exam(run: Path, checkpoint: Path, name: str, device: str) -> list[dict]:
