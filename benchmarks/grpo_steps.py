@@ -47,6 +47,7 @@ def main() -> int:
     args = p.parse_args()
 
     from vsearcher_lite.reference import headline
+    from vsearcher_lite.rl.cpu_engine import kept_checkpoint
     from vsearcher_lite.rl.grpo import run_grpo
     from vsearcher_lite.runio import read_jsonl
     from vsearcher_lite.scoring.evaluate import load_results
@@ -65,7 +66,7 @@ def main() -> int:
         label, _, path = spec.partition("=")
         results[label] = headline(list(read_jsonl(path)))
     for step in steps:
-        kept = out / f"checkpoint-step{step}"
+        kept = kept_checkpoint(out, step)
         if not kept.exists() and step == args.steps:
             kept = out / "checkpoint"  # a run resumed at its last step keeps only the final model
         name = f"heldout-{args.name}-step{step}"
@@ -91,11 +92,11 @@ def stage_config(name: str, steps: int, every: int, prescreen_samples: int | Non
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.rl.config import GRPOConfig
 
-    return full_length(GRPOConfig.for_profile("cpu", device=device), {
-        **REFERENCE_GRPO, "name": name, "max_steps": steps, "save_every": every,
-        "checkpoint_every": every,
-        "prescreen_samples": REFERENCE_GRPO["prescreen_samples"] if prescreen_samples is None
-        else prescreen_samples})
+    settings = {**REFERENCE_GRPO, "name": name, "max_steps": steps, "save_every": every,
+                "checkpoint_every": every}
+    if prescreen_samples is not None:
+        settings["prescreen_samples"] = prescreen_samples
+    return full_length(GRPOConfig.for_profile("cpu", device=device), settings)
 
 
 def exam(run: Path, checkpoint: Path, name: str, device: str) -> list[dict]:

@@ -166,8 +166,10 @@ def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     """The stage the benchmark trains is the reference's GRPO: the same settings but for its name,
     length, kept models and, when given, the pre-screen's samples per task."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import grpo_steps
-
+    try:
+        import grpo_steps
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
     from vsearcher_lite.reference import REFERENCE_GRPO
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.rl.config import GRPOConfig

@@ -211,6 +211,11 @@ def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
     return state
 
 
+def kept_checkpoint(out: Path, step: int) -> Path:
+    """Where ``checkpoint_every`` keeps the model after ``step`` steps."""
+    return out / f"checkpoint-step{step}"
+
+
 def drop_later_checkpoints(out: Path, step: int) -> None:
     """Remove the models kept (``checkpoint_every``) after ``step``: this run trains those steps
     (again), and a folder never holds another run's model beside its own."""
@@ -345,7 +350,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
                         trained=row["trained_trajectories"])
         step += 1
         if config.checkpoint_every and step % config.checkpoint_every == 0:
-            save_base(model, processor, out / f"checkpoint-step{step}")
+            save_base(model, processor, kept_checkpoint(out, step))
         if config.save_every and step % config.save_every == 0:
             save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags,
                                 [t.id for t in tasks], screened, config, backend.stats)
