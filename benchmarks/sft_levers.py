@@ -1,5 +1,6 @@
 """Levers on the SFT policy's Pass@k: fewer epochs, an early and a late model averaged, a
-teacher whose samples of one task take different paths, and a teacher that plans its hops.
+teacher whose samples of one task take different paths, a teacher that plans its hops, and a
+deeper base.
 
 RL can at best turn the SFT model's Pass@k into Pass@1, so a lever is worth keeping when it
 raises Pass@k without lowering Pass@1. This trains the reference's SFT for one epoch instead of
@@ -9,15 +10,18 @@ of the same tasks written with ``--plan-variety`` (in ``RUN_DIR/plans``). The te
 repeats one path per task, so most of a task's accepted samples are copies; with variety they
 differ in wording, visits and checks. The hops lever trains the same SFT on trajectories written
 with ``--hop-plan`` (in ``RUN_DIR/hops``): the first thought lists the question's hops and each
-search asks for one hop, so the model never rewrites the whole question. Each model is sampled
-``--samples`` times at T 1.0 on the validation split's easy, medium and hard tasks (neither
-held-out nor RL pool). Prints the distinct trajectories per task of each teacher, then Pass@1
-and Pass@k per model and level, and the tasks solved sometimes but not always (what GRPO learns
-from). With ``--heldout`` each teacher lever's SFT model is also evaluated as the reference
-compares its models (greedy, every easy, medium and hard held-out task), paired with the
-reference's SFT model task by task; with ``--grpo`` GRPO is run on it with the reference's
-settings and its RL model evaluated the same way, paired with the SFT model it started from.
-``--levers plans`` trains only the varied teacher's model and ``--samples 0`` skips the
+search asks for one hop, so the model never rewrites the whole question. The deep lever trains the
+reference's SFT on the reference's trajectories from a deeper base (in ``RUN_DIR/deep``): the
+shipped base with each text layer followed by ``--depth-factor`` - 1 copies of itself whose output
+projections start at zero, so it starts as the shipped base's function with more layers to learn
+with. Each model is sampled ``--samples`` times at T 1.0 on the validation split's easy, medium
+and hard tasks (neither held-out nor RL pool). Prints the distinct trajectories per task of each
+teacher, then Pass@1 and Pass@k per model and level, and the tasks solved sometimes but not always
+(what GRPO learns from). With ``--heldout`` each teacher or deep lever's SFT model is also
+evaluated as the reference compares its models (greedy, every easy, medium and hard held-out task),
+paired with the reference's SFT model task by task; with ``--grpo`` GRPO is run on it with the
+reference's settings and its RL model evaluated the same way, paired with the SFT model it started
+from. ``--levers plans`` trains only the varied teacher's model and ``--samples 0`` skips the
 validation table.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
@@ -34,10 +38,12 @@ import shutil
 from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
-OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops",
+OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops", "deep",
        "run_manifest.json"}
 #: The teacher levers: each writes its own trajectories of the same tasks, in ``RUN_DIR/<lever>``.
 TEACHER_LEVERS = ("plans", "hops")
+#: The levers whose SFT model is compared with the reference's on the held-out tasks.
+HELDOUT_LEVERS = (*TEACHER_LEVERS, "deep")
 
 
 def link_inputs(source: Path, run: Path, own: set[str] = OWN) -> None:
@@ -78,6 +84,29 @@ def average_checkpoint(first: Path, second: Path, out: Path) -> Path:
     return out
 
 
+def deeper_base(out: Path, factor: int) -> Path:
+    """The shipped base grown to ``factor`` times its text layers, saved in ``out`` (skipped when
+    it is there)."""
+    from vsearcher_lite.model.tiny import grow_depth, load_base, save_base
+
+    if not (out / "config.json").exists():
+        model, processor = load_base()
+        save_base(grow_depth(model, factor), processor, out)
+    return out
+
+
+def deep_sft_config(base: Path, device: str):
+    """The reference's SFT settings with ``base`` as the model to start from."""
+    from vsearcher_lite.reference import REFERENCE_SFT
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.training.config import SFTConfig
+
+    config = full_length(SFTConfig.for_profile("cpu", device=device), REFERENCE_SFT)
+    config.base = str(base)
+    config.check()
+    return config
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--source", required=True, help="a finished reference run folder")
@@ -90,20 +119,26 @@ def main() -> int:
     p.add_argument("--levers", default="epochs,plans",
                    help="which levers to train and sample beside the reference's model: epochs "
                         "(one epoch, and its average with two), plans (several plans per task), "
-                        "hops (a teacher that plans its hops); comma-separated (default: "
-                        "epochs,plans)")
+                        "hops (a teacher that plans its hops), deep (a deeper base); "
+                        "comma-separated (default: epochs,plans)")
     p.add_argument("--plan-variety", type=float, default=0.5,
                    help="the varied teacher's plan_variety (default 0.5)")
+    p.add_argument("--depth-factor", type=int, default=2,
+                   help="the deep lever's text layers per layer of the shipped base (default 2)")
     p.add_argument("--heldout", action="store_true",
-                   help="also evaluate each teacher lever's SFT model on the held-out tasks")
+                   help="also evaluate each teacher or deep lever's SFT model on the held-out "
+                        "tasks")
     p.add_argument("--grpo", action="store_true",
                    help="with --heldout: also run the reference's GRPO on those models")
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
-    if not levers or levers - {"epochs", *TEACHER_LEVERS}:
-        p.error(f"--levers takes epochs, plans and hops, got {args.levers!r}")
-    if args.heldout and not levers & set(TEACHER_LEVERS):
-        p.error("--heldout evaluates the teacher levers' models: add plans or hops to --levers")
+    if not levers or levers - {"epochs", *HELDOUT_LEVERS}:
+        p.error(f"--levers takes epochs, plans, hops and deep, got {args.levers!r}")
+    if args.heldout and not levers & set(HELDOUT_LEVERS):
+        p.error("--heldout evaluates the teacher and deep levers' models: add plans, hops or deep "
+                "to --levers")
+    if args.depth_factor < 2:
+        p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
@@ -131,7 +166,7 @@ def main() -> int:
         averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
         models += [("one-epoch", early), ("average", averaged)]
 
-    trained = []  # the teacher levers' run folders
+    trained = []  # the run folders of the levers compared on the held-out tasks
     for lever in (x for x in TEACHER_LEVERS if x in levers):
         folder = run / lever
         link_inputs(source, folder, OWN | {"trajectories"})
@@ -145,6 +180,15 @@ def main() -> int:
                                         REFERENCE_SFT))
         models.append((lever, checkpoint))
         teachers.append((label, folder))
+        trained.append(folder)
+    if "deep" in levers:
+        folder = run / "deep"
+        link_inputs(source, folder)
+        checkpoint = folder / "sft" / "checkpoint"
+        if not (checkpoint / "config.json").exists():
+            run_sft(folder, deep_sft_config(deeper_base(folder / "base", args.depth_factor),
+                                            args.device))
+        models.append(("deep", checkpoint))
         trained.append(folder)
 
     for label, folder in teachers:

@@ -182,3 +182,29 @@ def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     assert {k: v for k, v in more.items() if reference[k] != v} == {**changed,
                                                                      "prescreen_samples": 8}
     assert reference["prescreen_samples"] != 8
+
+
+def test_sft_levers_deep_lever_trains_the_reference_sft_from_a_deeper_shipped_base(tmp_path):
+    """The deep lever's base is the shipped base with twice its text layers, made once; its SFT
+    differs from the reference's only in the model it starts from."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import sft_levers
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from vsearcher_lite.model.tiny import default_base_dir, read_config_summary
+    from vsearcher_lite.reference import REFERENCE_SFT
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.training.config import SFTConfig
+
+    base = sft_levers.deeper_base(tmp_path / "base", 2)
+    shipped = read_config_summary(default_base_dir())
+    grown = read_config_summary(base)
+    assert grown == {**shipped, "num_hidden_layers": 2 * shipped["num_hidden_layers"]}
+    made = (base / "model.safetensors").stat().st_mtime_ns
+    assert sft_levers.deeper_base(base, 2) == base
+    assert (base / "model.safetensors").stat().st_mtime_ns == made  # kept, not made again
+
+    reference = full_length(SFTConfig.for_profile("cpu", device="cpu"), REFERENCE_SFT).to_dict()
+    deep = sft_levers.deep_sft_config(base, "cpu").to_dict()
+    assert {k: v for k, v in deep.items() if reference[k] != v} == {"base": str(base)}

@@ -141,3 +141,39 @@ def test_unseen_markup_tokens_start_at_their_plain_text_cues(saved):
     assert torch.equal(fresh.lm_head.weight, emb)  # tied: the output side moved too
     untouched = tok.convert_tokens_to_ids("1874")
     assert torch.equal(emb[untouched], model.get_input_embeddings().weight[untouched])
+
+
+def test_a_grown_base_computes_the_same_function_and_its_copies_train(saved, tmp_path):
+    """``grow_depth`` follows each text layer with a copy whose output projections are zero: the
+    deeper model gives the same logits on text and on an image (whose deep-stack features enter
+    after the first layer), saves and loads as an ordinary folder, and the copies get gradients."""
+    model, _, out = saved
+    base, proc = tiny.load_base(out)
+    grown = tiny.grow_depth(base, 2)
+    layers = base.config.text_config.num_hidden_layers
+    assert grown.config.text_config.num_hidden_layers == 2 * layers
+    original, copy_ = grown.model.language_model.layers[2], grown.model.language_model.layers[3]
+    assert torch.equal(original.self_attn.q_proj.weight,
+                       base.model.language_model.layers[1].self_attn.q_proj.weight)
+    assert torch.equal(copy_.self_attn.q_proj.weight, original.self_attn.q_proj.weight)
+    assert not copy_.self_attn.o_proj.weight.any() and not copy_.mlp.down_proj.weight.any()
+    assert original.self_attn.o_proj.weight.any()
+
+    img = Image.new("RGB", (160, 120), (30, 140, 200))
+    messages = [{"role": "user", "content": [{"type": "image", "image": img},
+                                             {"type": "text", "text": "Which bridge?"}]}]
+    enc = proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                   return_dict=True, return_tensors="pt")
+    with torch.no_grad():
+        assert torch.allclose(base(**enc).logits, grown(**enc).logits, atol=1e-5)
+    tiny.save_base(grown, proc, tmp_path / "grown")
+    loaded, _ = tiny.load_base(tmp_path / "grown")
+    assert tiny.read_config_summary(tmp_path / "grown")["num_hidden_layers"] == 2 * layers
+    with torch.no_grad():
+        assert torch.equal(loaded(**enc).logits, grown(**enc).logits)
+
+    loaded.train()
+    loaded(**enc, labels=enc["input_ids"]).loss.backward()
+    assert loaded.model.language_model.layers[3].self_attn.o_proj.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="at least 1"):
+        tiny.grow_depth(base, 0)

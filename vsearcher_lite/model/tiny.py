@@ -250,6 +250,42 @@ def declare_positions(model, trained: int) -> int:
     return text.max_position_embeddings
 
 
+def grow_depth(model, factor: int = 2):
+    """A deeper copy of ``model`` that computes the same function: each text layer is followed by
+    ``factor - 1`` copies of itself whose attention and MLP output projections start at zero, so
+    each copy adds nothing to the residual stream until training moves it (block expansion).
+    The vision tower, embeddings and the original layers' weights are kept as they are."""
+    import torch
+    from transformers import Qwen3VLForConditionalGeneration
+
+    if factor < 1:
+        raise ValueError(f"factor must be at least 1, got {factor}")
+    config = copy.deepcopy(model.config)
+    text = config.get_text_config(decoder=True)
+    layers = int(text.num_hidden_layers)
+    text.num_hidden_layers = layers * factor
+    if getattr(text, "layer_types", None):
+        text.layer_types = [t for t in text.layer_types for _ in range(factor)]
+    grown = Qwen3VLForConditionalGeneration(config).to(next(model.parameters()).dtype)
+    prefix = "model.language_model.layers."
+    source = model.state_dict()
+    state = {}
+    for name, tensor in source.items():
+        if not name.startswith(prefix):
+            state[name] = tensor.clone()
+            continue
+        index, rest = name[len(prefix):].split(".", 1)
+        for k in range(factor):
+            copy_ = tensor.clone()
+            if k and rest.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+                copy_.zero_()
+            state[f"{prefix}{int(index) * factor + k}.{rest}"] = copy_
+    with torch.no_grad():
+        grown.load_state_dict(state, strict=True)
+    grown.generation_config = copy.deepcopy(model.generation_config)
+    return grown
+
+
 def count_parameters(model) -> dict[str, int]:
     """``{"total", "vision", "text"}`` parameter counts (tied embeddings counted once)."""
     total = sum(p.numel() for p in model.parameters())
