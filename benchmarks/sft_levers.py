@@ -95,16 +95,13 @@ def deeper_base(out: Path, factor: int) -> Path:
     return out
 
 
-def deep_sft_config(base: Path, device: str):
-    """The reference's SFT settings with ``base`` as the model to start from."""
+def reference_sft_config(device: str, **changes):
+    """The reference's SFT settings with ``changes`` on top, checked."""
     from vsearcher_lite.reference import REFERENCE_SFT
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.training.config import SFTConfig
 
-    config = full_length(SFTConfig.for_profile("cpu", device=device), REFERENCE_SFT)
-    config.base = str(base)
-    config.check()
-    return config
+    return full_length(SFTConfig.for_profile("cpu", device=device), {**REFERENCE_SFT, **changes})
 
 
 def main() -> int:
@@ -142,11 +139,10 @@ def main() -> int:
 
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
-    from vsearcher_lite.reference import HEADLINE_LEVELS, REFERENCE_SFT
+    from vsearcher_lite.reference import HEADLINE_LEVELS
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.scoring.passk import evaluate_samples
     from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
-    from vsearcher_lite.training.config import SFTConfig
     from vsearcher_lite.training.heldout import balanced_head
     from vsearcher_lite.training.sft import run_sft
 
@@ -159,10 +155,7 @@ def main() -> int:
     if "epochs" in levers:
         early = run / "sft" / "checkpoint"
         if not (early / "config.json").exists():
-            config = full_length(SFTConfig.for_profile("cpu", device=args.device), REFERENCE_SFT)
-            config.epochs = 1.0
-            config.check()
-            run_sft(run, config)
+            run_sft(run, reference_sft_config(args.device, epochs=1.0))
         averaged = average_checkpoint(early, late, run / "sft-average" / "checkpoint")
         models += [("one-epoch", early), ("average", averaged)]
 
@@ -176,8 +169,7 @@ def main() -> int:
             "cpu", progress=False, **settings))  # stored rollouts are reused
         checkpoint = folder / "sft" / "checkpoint"
         if not (checkpoint / "config.json").exists():
-            run_sft(folder, full_length(SFTConfig.for_profile("cpu", device=args.device),
-                                        REFERENCE_SFT))
+            run_sft(folder, reference_sft_config(args.device))
         models.append((lever, checkpoint))
         teachers.append((label, folder))
         trained.append(folder)
@@ -186,8 +178,8 @@ def main() -> int:
         link_inputs(source, folder)
         checkpoint = folder / "sft" / "checkpoint"
         if not (checkpoint / "config.json").exists():
-            run_sft(folder, deep_sft_config(deeper_base(folder / "base", args.depth_factor),
-                                            args.device))
+            base = deeper_base(folder / "base", args.depth_factor)
+            run_sft(folder, reference_sft_config(args.device, base=str(base)))
         models.append(("deep", checkpoint))
         trained.append(folder)
 

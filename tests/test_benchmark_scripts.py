@@ -206,5 +206,5 @@ def test_sft_levers_deep_lever_trains_the_reference_sft_from_a_deeper_shipped_ba
     assert (base / "model.safetensors").stat().st_mtime_ns == made  # kept, not made again
 
     reference = full_length(SFTConfig.for_profile("cpu", device="cpu"), REFERENCE_SFT).to_dict()
-    deep = sft_levers.deep_sft_config(base, "cpu").to_dict()
+    deep = sft_levers.reference_sft_config("cpu", base=str(base)).to_dict()
     assert {k: v for k, v in deep.items() if reference[k] != v} == {"base": str(base)}

@@ -156,6 +156,9 @@ def test_a_grown_base_computes_the_same_function_and_its_copies_train(saved, tmp
     assert torch.equal(original.self_attn.q_proj.weight,
                        base.model.language_model.layers[1].self_attn.q_proj.weight)
     assert torch.equal(copy_.self_attn.q_proj.weight, original.self_attn.q_proj.weight)
+    assert copy_.self_attn.q_proj.weight.data_ptr() != original.self_attn.q_proj.weight.data_ptr()
+    assert (original.self_attn.q_proj.weight.data_ptr()
+            != base.model.language_model.layers[1].self_attn.q_proj.weight.data_ptr())
     assert not copy_.self_attn.o_proj.weight.any() and not copy_.mlp.down_proj.weight.any()
     assert original.self_attn.o_proj.weight.any()
 

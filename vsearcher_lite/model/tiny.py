@@ -266,22 +266,21 @@ def grow_depth(model, factor: int = 2):
     text.num_hidden_layers = layers * factor
     if getattr(text, "layer_types", None):
         text.layer_types = [t for t in text.layer_types for _ in range(factor)]
-    grown = Qwen3VLForConditionalGeneration(config).to(next(model.parameters()).dtype)
+    with torch.random.fork_rng(devices=[]):  # every weight is overwritten below
+        grown = Qwen3VLForConditionalGeneration(config).to(next(model.parameters()).dtype)
     prefix = "model.language_model.layers."
-    source = model.state_dict()
     state = {}
-    for name, tensor in source.items():
+    for name, tensor in model.state_dict().items():
         if not name.startswith(prefix):
-            state[name] = tensor.clone()
+            state[name] = tensor
             continue
         index, rest = name[len(prefix):].split(".", 1)
+        zeroed = rest.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight"))
         for k in range(factor):
-            copy_ = tensor.clone()
-            if k and rest.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
-                copy_.zero_()
-            state[f"{prefix}{int(index) * factor + k}.{rest}"] = copy_
+            state[f"{prefix}{int(index) * factor + k}.{rest}"] = (
+                torch.zeros_like(tensor) if k and zeroed else tensor)
     with torch.no_grad():
-        grown.load_state_dict(state, strict=True)
+        grown.load_state_dict(state, strict=True)  # copies: the grown model shares no storage
     grown.generation_config = copy.deepcopy(model.generation_config)
     return grown
 
