@@ -11,7 +11,8 @@ table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped
 ``--exam`` also evaluates each model on the exam as the reference does and prints its Pass@1.
 ``--prescreen-samples K`` samples each RL-pool task K times in the pre-screen instead of as
 often as the reference does: more samples find more tasks that the SFT model solves only now and
-then.
+then. ``--hop-reward X`` gives a wrong answer X times the share of its chain's hops it resolved
+(``GRPOConfig.hop_reward``), so that groups of tasks the SFT model never solves carry signal too.
 
     python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
         --results rl-10=data/reference/results/heldout-rl.jsonl
@@ -43,6 +44,8 @@ def main() -> int:
                    help="also evaluate the models on the exam (RUN_DIR/eval/exam-<name>-stepN)")
     p.add_argument("--prescreen-samples", type=int, default=None,
                    help="episodes per RL-pool task in the pre-screen (default: the reference's)")
+    p.add_argument("--hop-reward", type=float, default=None,
+                   help="GRPO's hop credit for wrong answers (default: the reference's, none)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
 
@@ -56,7 +59,7 @@ def main() -> int:
     out = run / args.name
     if not (out / "checkpoint" / "config.json").exists():
         run_grpo(run, stage_config(args.name, args.steps, args.every, args.prescreen_samples,
-                                   args.device))
+                                   args.device, args.hop_reward))
     steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
              else list(range(args.every, args.steps + 1, args.every)))
 
@@ -84,10 +87,11 @@ def main() -> int:
     return 0
 
 
-def stage_config(name: str, steps: int, every: int, prescreen_samples: int | None, device: str):
+def stage_config(name: str, steps: int, every: int, prescreen_samples: int | None, device: str,
+                 hop_reward: float | None = None):
     """The reference's GRPO settings for a ``steps``-step stage named ``name`` that keeps its model
-    every ``every`` steps, with ``prescreen_samples`` episodes per pre-screened task (None: the
-    reference's), checked."""
+    every ``every`` steps, with ``prescreen_samples`` episodes per pre-screened task and
+    ``hop_reward`` (None: the reference's), checked."""
     from vsearcher_lite.reference import REFERENCE_GRPO
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.rl.config import GRPOConfig
@@ -96,6 +100,8 @@ def stage_config(name: str, steps: int, every: int, prescreen_samples: int | Non
                 "checkpoint_every": every}
     if prescreen_samples is not None:
         settings["prescreen_samples"] = prescreen_samples
+    if hop_reward is not None:
+        settings["hop_reward"] = hop_reward
     return full_length(GRPOConfig.for_profile("cpu", device=device), settings)
 
 

@@ -5,14 +5,8 @@ per round of injection, each described through the one before it. The teacher re
 in that order and says so in its thinking ("The <description> is <entity>."), and the trained
 agents learned the same sentences. This script reads those sentences from every episode of an
 evaluation (``results.jsonl`` with trajectories) and walks the task's chain with them: how many
-hops the agent resolved before its first wrong claim, and what was wrong there.
-
-- image: the entity named for the image is not the pictured one;
-- reading: the next hop's description with the wrong entity (a page misread, or a guess);
-- off chain: a description that is not the next hop's (hops merged or skipped while rewriting
-  the question, or its words garbled);
-- stopped: no wrong claim, but the episode ended before the chain did;
-- chain done: every hop resolved (then only the answer's attribute is left to read).
+hops the agent resolved before its first wrong claim, and what was wrong there: the image, a
+reading, off chain, stopped, or chain done (``vsearcher_lite.scoring.hops`` says what each means).
 
 Where an agent writes a plan of the hops first (the ``--hop-plan`` teacher's format), the last
 column counts the plans equal to the teacher's plan of the task.
@@ -34,58 +28,17 @@ from collections import Counter
 from pathlib import Path
 
 from vsearcher_lite.runio import read_jsonl
+from vsearcher_lite.scoring import hops
+from vsearcher_lite.scoring.hops import KINDS, chain
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "data" / "reference"
-# "The <description> is <entity>.", after the hop's number where the teacher plans its hops
-# (a note may go on after it on the same line: "... is Wedril River. Find Wedril River.")
-CLAIM = re.compile(r"^(?:\[\d+\] )?The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
-KINDS = ("image", "reading", "off chain", "stopped", "chain done")
-
-
-def norm(text: str) -> str:
-    text = " ".join(text.casefold().split())
-    return text[4:] if text.startswith("the ") else text
-
-
-def chain(task: dict) -> list[tuple[str, str]]:
-    """(description, entity) of each hop in the order an agent resolves them: the pictured
-    entity first, then the rounds from the last injected to the answer's subject."""
-    hops = [(task["image"]["description"], task["image"]["entity"])] if task.get("image") else []
-    return hops + [(r["description"], r["entity"]) for r in reversed(task.get("rounds") or [])]
-
-
-def claims(trajectory: dict) -> list[tuple[str, str]]:
-    """The "The <description> is <entity>." lines of the agent's thinking, in order."""
-    found = []
-    for message in trajectory.get("messages") or []:
-        if message.get("role") != "assistant" or not isinstance(message.get("content"), str):
-            continue
-        think = message["content"].split("</think>")[0]
-        for line in think.splitlines():
-            match = CLAIM.match(line.strip())
-            if match:
-                found.append((match["description"], match["entity"]))
-    return found
 
 
 def reach(task: dict, trajectory: dict) -> tuple[int, str]:
-    """Hops resolved before the first wrong claim, and what ended the walk (``KINDS``)."""
-    hops, done = chain(task), 0
-    for description, entity in claims(trajectory):
-        if done == len(hops):
-            break
-        if norm(entity) == norm(hops[done][1]):
-            done += 1
-        elif done == 0 and "image" in description.casefold():
-            return done, "image"
-        elif done and norm(description) == norm(hops[done][0]):
-            return done, "reading"
-        elif done and norm(entity) == norm(hops[done - 1][1]):
-            continue  # the hop just resolved, said again
-        else:
-            return done, "off chain"
-    return done, "chain done" if done == len(hops) else "stopped"
+    """Hops of ``task`` resolved before the first wrong claim in ``trajectory``, and what ended
+    the walk (``KINDS``)."""
+    return hops.reach(chain(task), trajectory.get("messages") or [])
 
 
 def written_plan(trajectory: dict) -> list[str]:

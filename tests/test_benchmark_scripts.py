@@ -182,6 +182,8 @@ def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     assert {k: v for k, v in more.items() if reference[k] != v} == {**changed,
                                                                      "prescreen_samples": 8}
     assert reference["prescreen_samples"] != 8
+    hops = grpo_steps.stage_config("g", 20, 2, None, "cpu", 0.5).to_dict()
+    assert {k: v for k, v in hops.items() if reference[k] != v} == {**changed, "hop_reward": 0.5}
 
 
 def test_sft_levers_deep_lever_trains_the_reference_sft_from_a_deeper_shipped_base(tmp_path):

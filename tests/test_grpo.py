@@ -24,7 +24,7 @@ from vsearcher_lite.rl import objective as obj
 from vsearcher_lite.rl import update as rl_update
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings, TrajectoryEncoder, build_sample
-from vsearcher_lite.runio import InputError
+from vsearcher_lite.runio import InputError, read_jsonl
 
 torch.set_num_threads(1)
 
@@ -201,6 +201,88 @@ def test_a_format_error_gets_reward_zero_even_with_the_right_answer(tmp_path, ti
     assert s.trajectory.termination == "format_error" and s.format_failure
     assert s.reward == 0.0 and not s.correct
     assert s.step_errors == [False, True] and s.exclusion is None  # trained, with reward 0
+
+
+def chained_task(image_path: str) -> Task:
+    """An easy task with its chain: the pictured tower, then the town it stands in."""
+    from vsearcher_lite.agent.task import ImageInjection, InjectionRound
+
+    return Task(
+        id="chain",
+        question="In which year was the town of the tower shown in the image founded?",
+        answer="1874",
+        image_path=image_path,
+        difficulty="easy",
+        image=ImageInjection("E1", "Orm Tower", "", "the tower shown in the image", "", ""),
+        rounds=[InjectionRound(1, "E2", "Tope", {}, "the town of Orm Tower", "", "")],
+    )
+
+
+SEEN = "The tower shown in the image is Orm Tower."
+
+
+@pytest.mark.parametrize(
+    "lines, hop_reward, reward",
+    [
+        ([SEEN, "The town of Orm Tower is Tope."], 0.5, 0.5),
+        ([SEEN, "The town of Orm Tower is Tope."], 0.0, 0.0),
+        ([SEEN], 0.5, 0.0),  # the image's hop earns nothing
+        ([SEEN, "The town of Orm Tower is Vey."], 0.5, 0.0),  # misread
+    ],
+)
+def test_hop_credit_rewards_a_wrong_answer_for_the_hops_it_resolved(
+    tmp_path, tiny, lines, hop_reward, reward
+):
+    _, processor = tiny
+    q, hits = make_images(tmp_path, 2)
+    task = chained_task(q)
+    replies = [call("image_search", think="\n".join(lines)), answer("1900")]
+    traj = run_episode(ScriptedChat(replies), make_toolbox(hits), task, limits=settings().limits,
+                       variant="compact")
+    s = build_sample(task, traj, 0, 0, MatchJudge(), TrajectoryEncoder(processor),
+                     settings(hop_reward=hop_reward))
+    assert not s.correct and not s.format_failure and s.reward == reward
+    # a right answer earns 1 whatever hops it said; a broken format 0 whatever hops it said
+    right = run_episode(ScriptedChat([call("image_search", think=lines[0]), answer("1874")]),
+                        make_toolbox(hits), task, limits=settings().limits, variant="compact")
+    assert build_sample(task, right, 0, 0, MatchJudge(), None,
+                        settings(hop_reward=hop_reward)).reward == 1.0
+    broken = run_episode(ScriptedChat([call("image_search", think="\n".join(lines)),
+                                       answer("1900") + " and more"]),
+                         make_toolbox(hits), task, limits=settings().limits, variant="compact")
+    assert build_sample(task, broken, 0, 0, MatchJudge(), None,
+                        settings(hop_reward=hop_reward)).reward == 0.0
+
+
+def test_with_hop_credit_the_prescreen_keeps_tasks_whose_rewards_differ(tmp_path):
+    """A task never solved is mixed when its episodes resolve different shares of its chain, and
+    the pre-screen file records each episode's reward."""
+    q, hits = make_images(tmp_path, 2)
+    task = chained_task(q)
+    both = SEEN + "\nThe town of Orm Tower is Tope."
+    replies = [call("image_search", think=both), answer("1900"),
+               call("image_search", think=SEEN), answer("1900")]
+    logged = []
+    for hop_reward, mixed, rewards in ((0.5, 1, [0.5, 0.0]), (0.0, 0, None)):
+        config = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
+                                        hop_reward=hop_reward)
+        out = tmp_path / f"out-{hop_reward}"
+        out.mkdir()
+        got = cpu_engine.run_prescreen([task], ScriptedChat(list(replies)), make_toolbox(hits),
+                                       settings(hop_reward=hop_reward), MatchJudge(), config, out,
+                                       logged.append)
+        assert got["by_difficulty"]["easy"]["mixed"] == mixed
+        [row] = read_jsonl(out / "prescreen.jsonl")
+        assert row["correct"] == 0 and row.get("rewards") == rewards
+    assert "rewards that differ: 1" in logged[0]
+    assert "solved sometimes but not always: 0" in logged[1]
+
+
+def test_hop_reward_is_a_partial_credit_below_a_right_answer():
+    assert GRPOConfig.for_profile("cpu").hop_reward == 0.0  # the paper's reward
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="hop_reward must be in"):
+            GRPOConfig.for_profile("cpu", hop_reward=bad)
 
 
 def test_tool_error_cascade_masks_from_the_fatal_step(tmp_path, tiny):
@@ -531,10 +613,13 @@ def test_cli_options_become_the_config(tmp_path):
             "easy:4,medium:3",
             "--beta",
             "0",
+            "--hop-reward",
+            "0.5",
         ]
     )
     cfg = commands.config_from_args(args)
     assert cfg.max_steps == 3 and cfg.fatal_aware and cfg.search_penalty == 0.9 and cfg.beta == 0.0
+    assert cfg.hop_reward == 0.5
     assert cfg.difficulty_mix == {"easy": 4.0, "medium": 3.0}
     # the cpu preset's
     assert cfg.task_source == "rl" and cfg.dynamic_sampling and cfg.max_draw_rounds == 2
@@ -643,7 +728,8 @@ def fake_rollout(calls):
     def rollout(tasks, draw_round):
         calls.append((draw_round, [t.id for t in tasks]))
         return [
-            [SimpleNamespace(task_id=t.id, reward=r) for r in REWARDS[t.id.split("-")[0]]]
+            [SimpleNamespace(task_id=t.id, reward=r, correct=r > 0, format_failure=False)
+             for r in REWARDS[t.id.split("-")[0]]]
             for t in tasks
         ]
 
@@ -735,10 +821,13 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path, ca
         tasks_per_call=2,
         progress=True,
     )
-    assert got == {"always": 2, "sometimes": 1, "never": 0}
+    assert {i: s.correct for i, s in got.items()} == {"always": 2, "sometimes": 1, "never": 0}
+    assert got["sometimes"].rewards == (1.0, 0.0)
     assert "pre-screen:   0%|          | 0/3" in capsys.readouterr().err  # a bar over the tasks
+    mixed = {i for i, s in got.items() if s.mixed(by_reward=False)}
+    assert mixed == {"sometimes"}
     # easy keeps its mixed task only; medium has none, so it keeps all its tasks
-    assert [t.id for t in cpu_engine.prescreened_tasks(tasks, got, 2)] == ["sometimes", "never"]
+    assert [t.id for t in cpu_engine.prescreened_tasks(tasks, mixed)] == ["sometimes", "never"]
 
 
 def test_the_prescreen_samples_the_whole_pool_or_a_draw_by_the_mix():

@@ -38,7 +38,7 @@ CLI_OPTIONS = ("init", "engine", "method", "max_steps", "minutes", "total_minute
                "prompts_per_step", "generations", "learning_rate", "mu", "beta", "temperature",
                "max_tokens", "aggregation", "curriculum", "prescreen_samples", "prescreen_tasks",
                "difficulty_mix", "dynamic_sampling", "max_draw_rounds", "save_every",
-               "checkpoint_every", "fatal_aware", "search_penalty", "threads")
+               "checkpoint_every", "fatal_aware", "search_penalty", "hop_reward", "threads")
 CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", "eval_batch",
                     "name")
 
@@ -91,6 +91,9 @@ class GRPOConfig(TrainingSettings):
     search_penalty: float | None = option(None, "MMSearch-R1: scale a correct answer that "
                                           "searched (0.9 when given without a value)",
                                           const=PAPER_SEARCH_PENALTY)
+    hop_reward: float = option(0.0, "a wrong, well-formed answer earns this times the share of "
+                               "its task's hops after the image that it resolved, said as the "
+                               "teacher says them (0, the paper's reward: nothing; below 1)")
     fatal_aware: bool = option(False, "OpenSearch-VL: mask from the fatal step on, clamp A >= 0")
     fatal_k: int = FATAL_K
     # rollouts (paper A.3, A.4)
@@ -190,6 +193,9 @@ class GRPOConfig(TrainingSettings):
                              f"{self.prompt_variant!r}")
         if self.search_penalty is not None and not (0 < self.search_penalty <= 1):
             raise ValueError(f"search_penalty must be in (0, 1], got {self.search_penalty}")
+        if not 0 <= self.hop_reward < 1:
+            raise ValueError(f"hop_reward must be in [0, 1), below a right answer's 1, got "
+                             f"{self.hop_reward}")
         if self.max_steps is None and self.minutes is None:
             raise ValueError("give max_steps or minutes (or both): training needs an end")
         weights = self.difficulty_mix.values() if self.difficulty_mix else ()

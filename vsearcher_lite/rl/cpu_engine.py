@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -74,7 +75,7 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
         groups = rollout(tasks, r)
         stats["draw_rounds"] += 1
         for task, group in zip(tasks, groups):
-            sampler.record(task.id, [s.reward for s in group])
+            sampler.record(task.id, [s.correct and not s.format_failure for s in group])
             drawn.extend(group)
             stats["groups"] += 1
             signal = has_signal(group)
@@ -91,19 +92,35 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
     return batch, drawn, stats
 
 
+@dataclass(frozen=True)
+class Screened:
+    """One task's pre-screen: its right answers and the rewards of its episodes."""
+
+    correct: int
+    rewards: tuple[float, ...]
+
+    def mixed(self, by_reward: bool) -> bool:
+        """Whether a group of this task would carry signal: solved sometimes but not always, or
+        (``by_reward``, where wrong answers earn hop credit) rewards that differ."""
+        if by_reward:
+            return len(set(self.rewards)) > 1
+        return 0 < self.correct < len(self.rewards)
+
+
 def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
-              tasks_per_call: int = 4, progress: bool = False) -> dict[str, int]:
-    """Task id -> correct answers in ``samples`` episodes of the current policy, seeded apart
-    from training's (step -1). ``progress`` shows a bar over the tasks: the whole RL pool takes
-    minutes even on a GPU."""
+              tasks_per_call: int = 4, progress: bool = False) -> dict[str, Screened]:
+    """Task id -> its right answers and rewards in ``samples`` episodes of the current policy,
+    seeded apart from training's (step -1). ``progress`` shows a bar over the tasks: the whole RL
+    pool takes minutes even on a GPU."""
     from tqdm.auto import tqdm
 
-    out: dict[str, int] = {}
+    out: dict[str, Screened] = {}
     with tqdm(total=len(tasks), desc="pre-screen", disable=not progress, leave=False) as bar:
         for part in chunks(tasks, max(1, tasks_per_call)):
             groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
             for task, group in zip(part, groups):
-                out[task.id] = sum(1 for s in group if s.correct)
+                out[task.id] = Screened(sum(1 for s in group if s.correct),
+                                        tuple(s.reward for s in group))
             bar.update(len(part))
     return out
 
@@ -120,41 +137,48 @@ def prescreen_candidates(tasks: list, config: GRPOConfig) -> list:
 def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge,
                   config: GRPOConfig, out: Path, log: Callable[[str], None]) -> dict:
     """The ``prescreen`` curriculum: ``prescreen_samples`` episodes of each candidate
-    (``prescreen_candidates``), written to ``prescreen.jsonl``; the kept tasks and counts."""
+    (``prescreen_candidates``), written to ``prescreen.jsonl`` (with each episode's reward where
+    wrong answers earn hop credit); the kept tasks and counts."""
     t0 = time.perf_counter()
     candidates = prescreen_candidates(tasks, config)
     k = config.prescreen_samples
     per_call = max(1, (config.rollout_batch or config.batch_trajectories) // k)
-    successes = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call,
-                          progress=config.progress)
-    write_jsonl(out / "prescreen.jsonl", [{"id": t.id, "difficulty": t.difficulty,
-                                           "correct": successes[t.id], "samples": k}
-                                          for t in candidates])
-    kept = prescreened_tasks(candidates, successes, k)
+    screened = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call,
+                         progress=config.progress)
+    by_reward = bool(settings.hop_reward)
+    rows = []
+    for t in candidates:
+        row = {"id": t.id, "difficulty": t.difficulty, "correct": screened[t.id].correct,
+               "samples": k}
+        if by_reward:
+            row["rewards"] = [round(r, 4) for r in screened[t.id].rewards]
+        rows.append(row)
+    write_jsonl(out / "prescreen.jsonl", rows)
+    mixed = {t.id for t in candidates if screened[t.id].mixed(by_reward)}
+    kept = prescreened_tasks(candidates, mixed)
     counts = {}
     for lvl in sorted({t.difficulty for t in candidates}):
-        got = [successes[t.id] for t in candidates if t.difficulty == lvl]
-        counts[lvl] = {"screened": len(got), "mixed": sum(0 < c < k for c in got),
-                       "all_correct": got.count(k)}
+        level = [t for t in candidates if t.difficulty == lvl]
+        counts[lvl] = {"screened": len(level), "mixed": sum(t.id in mixed for t in level),
+                       "all_correct": sum(screened[t.id].correct == k for t in level)}
     seconds = round(time.perf_counter() - t0, 2)
-    log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; solved "
-        f"sometimes but not always: {sum(c['mixed'] for c in counts.values())}; training on "
-        f"{len(kept)} tasks")
+    signal = "rewards that differ" if by_reward else "solved sometimes but not always"
+    log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; {signal}: "
+        f"{len(mixed)}; training on {len(kept)} tasks")
     return {"tasks": kept, "samples": k, "by_difficulty": counts, "n_kept": len(kept),
             "seconds": seconds}
 
 
-def prescreened_tasks(tasks: list, successes: dict[str, int], samples: int) -> list:
-    """Per difficulty, the tasks solved sometimes but not always (their groups carry signal); a
+def prescreened_tasks(tasks: list, mixed: set[str]) -> list:
+    """Per difficulty, the tasks whose ids are in ``mixed`` (their groups carry signal); a
     difficulty with none keeps all its tasks. File order.
 
     >>> from types import SimpleNamespace as T
     >>> tasks = [T(id="a", difficulty="easy"), T(id="b", difficulty="easy"),
     ...          T(id="c", difficulty="medium")]
-    >>> [t.id for t in prescreened_tasks(tasks, {"a": 4, "b": 2, "c": 0}, 4)]
+    >>> [t.id for t in prescreened_tasks(tasks, {"b"})]
     ['b', 'c']
     """
-    mixed = {t.id for t in tasks if 0 < successes.get(t.id, 0) < samples}
     levels_with_mixed = {t.difficulty for t in tasks if t.id in mixed}
     return [t for t in tasks if t.id in mixed or t.difficulty not in levels_with_mixed]
 

@@ -147,9 +147,10 @@ class TaskSampler:
             picked.extend(chosen)
         return picked
 
-    def record(self, task_id: str, rewards: list[float]) -> None:
-        self.successes[task_id] = self.successes.get(task_id, 0) + sum(1 for r in rewards if r > 0)
-        self.trials[task_id] = self.trials.get(task_id, 0) + len(rewards)
+    def record(self, task_id: str, solved: list[bool]) -> None:
+        """Count a group's episodes and those that answered right in a valid format."""
+        self.successes[task_id] = self.successes.get(task_id, 0) + sum(map(bool, solved))
+        self.trials[task_id] = self.trials.get(task_id, 0) + len(solved)
 
     def state(self) -> dict:
         """What ``restore`` needs to continue the same sequence of draws (tasks named by id)."""
@@ -173,7 +174,8 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            prompt_variant=config.prompt_variant,
                            today=SANDBOX_TODAY if config.world == "sandbox" else None,
                            seed=config.seed,
-                           search_penalty=config.search_penalty, fatal_k=config.fatal_k,
+                           search_penalty=config.search_penalty, hop_reward=config.hop_reward,
+                           fatal_k=config.fatal_k,
                            max_prompt_tokens=config.max_prompt_tokens,
                            max_response_tokens=config.max_response_tokens)
 

@@ -1,0 +1,107 @@
+"""How far along its task's chain of hops an episode got, read from the agent's own sentences.
+
+A medium or hard task hides its answer behind a chain: the entity in the image, then one entity
+per round of injection, each described through the one before it. The teacher resolves the chain
+in that order and says so in its thinking ("The <description> is <entity>."), and the trained
+agents learned the same sentences, so an episode can be walked along the chain: the hops it
+resolved before its first wrong claim, and what was wrong there (``KINDS``):
+
+- image: the entity named for the image is not the pictured one;
+- reading: the next hop's description with the wrong entity (a page misread, or a guess);
+- off chain: a description that is not the next hop's (hops merged or skipped while rewriting
+  the question, or its words garbled);
+- stopped: no wrong claim, but the episode ended before the chain did;
+- chain done: every hop resolved (then only the answer's attribute is left to read).
+
+``benchmarks/hop_reach.py`` tabulates these walks; GRPO's optional hop credit
+(``GRPOConfig.hop_reward``) rewards the hops a wrong answer resolved.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# "The <description> is <entity>.", after the hop's number where the teacher plans its hops
+# (a note may go on after it on the same line: "... is Wedril River. Find Wedril River.")
+CLAIM = re.compile(r"^(?:\[\d+\] )?The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
+KINDS = ("image", "reading", "off chain", "stopped", "chain done")
+
+
+def norm(text: str) -> str:
+    """Case, spacing and a leading "the" do not make two names differ."""
+    text = " ".join(text.casefold().split())
+    return text[4:] if text.startswith("the ") else text
+
+
+def chain(task: dict) -> list[tuple[str, str]]:
+    """(description, entity) of each hop of a task record in the order an agent resolves them:
+    the pictured entity first, then the rounds from the last injected to the answer's subject."""
+    hops = [(task["image"]["description"], task["image"]["entity"])] if task.get("image") else []
+    return hops + [(r["description"], r["entity"]) for r in reversed(task.get("rounds") or [])]
+
+
+def claims(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The "The <description> is <entity>." lines of the assistant's thinking, in order."""
+    found = []
+    for message in messages:
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), str):
+            continue
+        think = message["content"].split("</think>")[0]
+        for line in think.splitlines():
+            match = CLAIM.match(line.strip())
+            if match:
+                found.append((match["description"], match["entity"]))
+    return found
+
+
+def reach(hops: list[tuple[str, str]], messages: list[dict[str, Any]]) -> tuple[int, str]:
+    """Hops of ``hops`` (``chain``) resolved before the first wrong claim in ``messages``, and
+    what ended the walk (``KINDS``).
+
+    >>> hops = [("the tower in the image", "Orm Tower"), ("the town of Orm Tower", "Ulby")]
+    >>> say = lambda *lines: [{"role": "assistant", "content": "\\n".join(lines) + "</think>"}]
+    >>> reach(hops, say("The tower in the image is Orm Tower.", "The town of Orm Tower is Ulby."))
+    (2, 'chain done')
+    >>> reach(hops, say("The tower in the image is Orm Tower.", "The town of Orm Tower is Vey."))
+    (1, 'reading')
+    >>> reach(hops, say("The tower in the image is Orm Tower.", "The river of Ulby is Aa."))
+    (1, 'off chain')
+    >>> reach(hops, say("The tower in the image is Kell Tower."))
+    (0, 'image')
+    """
+    done = 0
+    for description, entity in claims(messages):
+        if done == len(hops):
+            break
+        if norm(entity) == norm(hops[done][1]):
+            done += 1
+        elif done == 0 and "image" in description.casefold():
+            return done, "image"
+        elif done and norm(description) == norm(hops[done][0]):
+            return done, "reading"
+        elif done and norm(entity) == norm(hops[done - 1][1]):
+            continue  # the hop just resolved, said again
+        else:
+            return done, "off chain"
+    return done, "chain done" if done == len(hops) else "stopped"
+
+
+def hop_progress(task: dict, messages: list[dict[str, Any]]) -> float:
+    """The share of the task's hops after the pictured entity that the episode resolved, in
+    [0, 1]: 0 when it named only the image (which nearly every episode does) or the task has no
+    hop beyond it.
+
+    >>> task = {"image": {"description": "the tower in the image", "entity": "Orm Tower"},
+    ...         "rounds": [{"description": "the town of Orm Tower", "entity": "Ulby"}]}
+    >>> say = lambda *lines: [{"role": "assistant", "content": "\\n".join(lines) + "</think>"}]
+    >>> seen, read = "The tower in the image is Orm Tower.", "The town of Orm Tower is Ulby."
+    >>> hop_progress(task, say(seen)), hop_progress(task, say(seen, read))
+    (0.0, 1.0)
+    """
+    hops = chain(task)
+    first = 1 if task.get("image") else 0  # the image's hop is not counted
+    if len(hops) <= first:
+        return 0.0
+    done, _ = reach(hops, messages)
+    return max(done - first, 0) / (len(hops) - first)
