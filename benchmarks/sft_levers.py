@@ -21,7 +21,8 @@ teacher, then Pass@1 and Pass@k per model and level, and the tasks solved someti
 evaluated as the reference compares its models (greedy, every easy, medium and hard held-out task),
 paired with the reference's SFT model task by task; with ``--grpo`` GRPO is run on it with the
 reference's settings and its RL model evaluated the same way, paired with the SFT model it started
-from. ``--levers plans`` trains only the varied teacher's model and ``--samples 0`` skips the
+from and with each model of ``--results LABEL=FILE`` (the shipped RL model's held-out results,
+say). ``--levers plans`` trains only the varied teacher's model and ``--samples 0`` skips the
 validation table.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
@@ -127,6 +128,10 @@ def main() -> int:
                         "tasks")
     p.add_argument("--grpo", action="store_true",
                    help="with --heldout: also run the reference's GRPO on those models")
+    p.add_argument("--results", action="append", default=[], metavar="LABEL=FILE",
+                   help="with --heldout: held-out results evaluated elsewhere (the shipped RL "
+                        "model's, say), added to the table; with --grpo each lever's RL model is "
+                        "paired with them too")
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
     if not levers or levers - {"epochs", *HELDOUT_LEVERS}:
@@ -209,15 +214,20 @@ def main() -> int:
                       f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
     if args.heldout:
         from vsearcher_lite.reference import headline
+        from vsearcher_lite.runio import read_jsonl
         from vsearcher_lite.scoring.evaluate import load_results
 
         results = {"reference SFT": headline(load_results(source, "heldout-sft"))}
+        for spec in args.results:
+            label, _, path = spec.partition("=")
+            results[label] = headline(list(read_jsonl(path)))
         pairs = []
         for folder in trained:
             lever = folder.name
             heldout(source, run, folder / "sft" / "checkpoint", f"heldout-{lever}", args.device)
             results[f"{lever} SFT"] = load_results(run, f"heldout-{lever}")
-            pairs.append(("reference SFT", f"{lever} SFT"))
+            pairs += lever_pairs(lever, args.grpo, [spec.partition("=")[0]
+                                                    for spec in args.results])
             if args.grpo:
                 from vsearcher_lite.reference import REFERENCE_GRPO
                 from vsearcher_lite.rl.config import GRPOConfig
@@ -229,9 +239,23 @@ def main() -> int:
                         GRPOConfig.for_profile("cpu", device=args.device), REFERENCE_GRPO))
                 heldout(source, run, rl, f"heldout-{lever}-rl", args.device)
                 results[f"{lever} RL"] = load_results(run, f"heldout-{lever}-rl")
-                pairs.append((f"{lever} SFT", f"{lever} RL"))
         print_paired(results, pairs)
     return 0
+
+
+def lever_pairs(lever: str, grpo: bool, others: list[str]) -> list[tuple[str, str]]:
+    """The paired rows of a lever: its SFT model against the reference's and, with ``grpo``, its RL
+    model against its own SFT model and against each model of ``others`` (``--results``).
+
+    >>> lever_pairs("deep", True, ["reference RL"])
+    [('reference SFT', 'deep SFT'), ('deep SFT', 'deep RL'), ('reference RL', 'deep RL')]
+    >>> lever_pairs("deep", False, ["reference RL"])
+    [('reference SFT', 'deep SFT')]
+    """
+    pairs = [("reference SFT", f"{lever} SFT")]
+    if grpo:
+        pairs += [(f"{lever} SFT", f"{lever} RL"), *((label, f"{lever} RL") for label in others)]
+    return pairs
 
 
 def heldout(source: Path, run: Path, checkpoint: Path, name: str, device: str) -> None:

@@ -186,6 +186,18 @@ def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     assert {k: v for k, v in hops.items() if reference[k] != v} == {**changed, "hop_reward": 0.5}
 
 
+def test_sft_levers_pairs_each_levers_rl_model_with_its_sft_model_and_the_models_given():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import sft_levers
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert sft_levers.lever_pairs("deep", True, ["reference RL"]) == [
+        ("reference SFT", "deep SFT"), ("deep SFT", "deep RL"), ("reference RL", "deep RL")]
+    assert sft_levers.lever_pairs("plans", False, ["reference RL"]) == [
+        ("reference SFT", "plans SFT")]
+
+
 def test_sft_levers_deep_lever_trains_the_reference_sft_from_a_deeper_shipped_base(tmp_path):
     """The deep lever's base is the shipped base with twice its text layers, made once; its SFT
     differs from the reference's only in the model it starts from."""
