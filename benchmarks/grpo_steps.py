@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sft_levers import heldout, print_paired
+from sft_levers import given_results, heldout, print_paired
 
 
 def main() -> int:
@@ -52,7 +52,6 @@ def main() -> int:
     from vsearcher_lite.reference import headline
     from vsearcher_lite.rl.cpu_engine import kept_checkpoint
     from vsearcher_lite.rl.grpo import run_grpo
-    from vsearcher_lite.runio import read_jsonl
     from vsearcher_lite.scoring.evaluate import load_results
 
     run = Path(args.run_dir)
@@ -63,11 +62,8 @@ def main() -> int:
     steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
              else list(range(args.every, args.steps + 1, args.every)))
 
-    results = {"SFT": headline(load_results(run, "heldout-sft"))}
+    results = {"SFT": headline(load_results(run, "heldout-sft")), **given_results(args.results)}
     exams: dict[str, list[dict]] = {}
-    for spec in args.results:
-        label, _, path = spec.partition("=")
-        results[label] = headline(list(read_jsonl(path)))
     for step in steps:
         kept = kept_checkpoint(out, step)
         if not kept.exists() and step == args.steps:

@@ -214,20 +214,16 @@ def main() -> int:
                       f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
     if args.heldout:
         from vsearcher_lite.reference import headline
-        from vsearcher_lite.runio import read_jsonl
         from vsearcher_lite.scoring.evaluate import load_results
 
-        results = {"reference SFT": headline(load_results(source, "heldout-sft"))}
-        for spec in args.results:
-            label, _, path = spec.partition("=")
-            results[label] = headline(list(read_jsonl(path)))
+        given = given_results(args.results)
+        results = {"reference SFT": headline(load_results(source, "heldout-sft")), **given}
         pairs = []
         for folder in trained:
             lever = folder.name
             heldout(source, run, folder / "sft" / "checkpoint", f"heldout-{lever}", args.device)
             results[f"{lever} SFT"] = load_results(run, f"heldout-{lever}")
-            pairs += lever_pairs(lever, args.grpo, [spec.partition("=")[0]
-                                                    for spec in args.results])
+            pairs += lever_pairs(lever, args.grpo, list(given))
             if args.grpo:
                 from vsearcher_lite.reference import REFERENCE_GRPO
                 from vsearcher_lite.rl.config import GRPOConfig
@@ -241,6 +237,18 @@ def main() -> int:
                 results[f"{lever} RL"] = load_results(run, f"heldout-{lever}-rl")
         print_paired(results, pairs)
     return 0
+
+
+def given_results(specs: list[str]) -> dict[str, list[dict]]:
+    """``--results LABEL=FILE`` options as label -> the file's easy, medium and hard records."""
+    from vsearcher_lite.reference import headline
+    from vsearcher_lite.runio import read_jsonl
+
+    given = {}
+    for spec in specs:
+        label, _, path = spec.partition("=")
+        given[label] = headline(list(read_jsonl(path)))
+    return given
 
 
 def lever_pairs(lever: str, grpo: bool, others: list[str]) -> list[tuple[str, str]]:

@@ -94,17 +94,17 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
 
 @dataclass(frozen=True)
 class Screened:
-    """One task's pre-screen: its right answers and the rewards of its episodes."""
+    """One task's pre-screen: its right answers, the rewards of its episodes and whether those
+    differ (``has_signal``, the test a training group passes)."""
 
     correct: int
     rewards: tuple[float, ...]
+    signal: bool
 
     def mixed(self, by_reward: bool) -> bool:
         """Whether a group of this task would carry signal: solved sometimes but not always, or
         (``by_reward``, where wrong answers earn hop credit) rewards that differ."""
-        if by_reward:
-            return len(set(self.rewards)) > 1
-        return 0 < self.correct < len(self.rewards)
+        return self.signal if by_reward else 0 < self.correct < len(self.rewards)
 
 
 def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
@@ -120,7 +120,7 @@ def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSett
             groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
             for task, group in zip(part, groups):
                 out[task.id] = Screened(sum(1 for s in group if s.correct),
-                                        tuple(s.reward for s in group))
+                                        tuple(s.reward for s in group), has_signal(group))
             bar.update(len(part))
     return out
 
