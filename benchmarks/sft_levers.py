@@ -142,13 +142,8 @@ def main() -> int:
     if args.depth_factor < 2:
         p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
-    from vsearcher_lite.agent.task import read_tasks
-    from vsearcher_lite.evaluation.comparison import ComparisonConfig
-    from vsearcher_lite.reference import HEADLINE_LEVELS
     from vsearcher_lite.reference_run import full_length
-    from vsearcher_lite.scoring.passk import evaluate_samples
     from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
-    from vsearcher_lite.training.heldout import balanced_head
     from vsearcher_lite.training.sft import run_sft
 
     source, run = Path(args.source), Path(args.run_dir)
@@ -192,26 +187,8 @@ def main() -> int:
         n, n_tasks, distinct = distinct_per_task(folder)
         print(f"{label}: {n} accepted trajectories of {n_tasks} tasks, {distinct} distinct")
     if args.samples > 0:
-        tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
-                 if t.difficulty in HEADLINE_LEVELS]
-        tasks = balanced_head(tasks, args.max_tasks, key=lambda t: t.difficulty)
-        config = ComparisonConfig.for_profile("cpu", eval_overrides={
-            "device": args.device, "temperature": 1.0}).heldout_eval_config()
-        rows = []
-        for name, checkpoint in models:
-            m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
-                                 samples=args.samples, benchmark="validation",
-                                 name=f"levers-{name}")
-            rows.append((name, m))
-        k = max(int(x) for x in rows[0][1]["pass_at_k"])
-        print(f"{len(tasks)} validation tasks, {args.samples} samples each at T 1.0")
-        print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
-        for name, m in rows:
-            print(f"{name:11} {'all':7} {m['n_tasks']:5d} {m['pass_at_1']:7.3f} "
-                  f"{m['pass_at_k'][str(k)]:7.3f} {sum(m['mixed_by_level'].values()):5d}")
-            for level, g in m["by_level"].items():
-                print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
-                      f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
+        validation_passk(source, run, models, args.samples, args.max_tasks, args.device,
+                         prefix="levers")
     if args.heldout:
         from vsearcher_lite.reference import headline
         from vsearcher_lite.scoring.evaluate import load_results
@@ -237,6 +214,39 @@ def main() -> int:
                 results[f"{lever} RL"] = load_results(run, f"heldout-{lever}-rl")
         print_paired(results, pairs)
     return 0
+
+
+def validation_passk(source: Path, run: Path, models: list[tuple[str, Path]], samples: int,
+                     max_tasks: int | None, device: str, prefix: str) -> None:
+    """Sample each model ``samples`` times at T 1.0 on the source's easy, medium and hard
+    validation tasks (the first ``max_tasks``, round-robin over the levels), as
+    ``RUN/eval/<prefix>-<model>`` (resumable), and print Pass@1, Pass@k and the tasks solved
+    sometimes but not always, per model and level."""
+    from vsearcher_lite.agent.task import read_tasks
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig
+    from vsearcher_lite.reference import HEADLINE_LEVELS
+    from vsearcher_lite.scoring.passk import evaluate_samples
+    from vsearcher_lite.training.heldout import balanced_head
+
+    tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
+             if t.difficulty in HEADLINE_LEVELS]
+    tasks = balanced_head(tasks, max_tasks, key=lambda t: t.difficulty)
+    config = ComparisonConfig.for_profile("cpu", eval_overrides={
+        "device": device, "temperature": 1.0}).heldout_eval_config()
+    rows = []
+    for name, checkpoint in models:
+        m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
+                             samples=samples, benchmark="validation", name=f"{prefix}-{name}")
+        rows.append((name, m))
+    k = max(int(x) for x in rows[0][1]["pass_at_k"])
+    print(f"{len(tasks)} validation tasks, {samples} samples each at T 1.0")
+    print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
+    for name, m in rows:
+        print(f"{name:11} {'all':7} {m['n_tasks']:5d} {m['pass_at_1']:7.3f} "
+              f"{m['pass_at_k'][str(k)]:7.3f} {sum(m['mixed_by_level'].values()):5d}")
+        for level, g in m["by_level"].items():
+            print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
+                  f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
 
 
 def given_results(specs: list[str]) -> dict[str, list[dict]]:

@@ -222,3 +222,36 @@ def test_sft_levers_deep_lever_trains_the_reference_sft_from_a_deeper_shipped_ba
     reference = full_length(SFTConfig.for_profile("cpu", device="cpu"), REFERENCE_SFT).to_dict()
     deep = sft_levers.reference_sft_config("cpu", base=str(base)).to_dict()
     assert {k: v for k, v in deep.items() if reference[k] != v} == {"base": str(base)}
+
+
+def test_world_size_builds_a_run_with_the_cpu_stages_and_counts_its_training_data(tmp_path):
+    """The benchmark's stage commands build a small world's tasks and teacher trajectories through
+    the CLI, with the training warm-up counts it is given; its count of the training data by level
+    is the accepted file's; the SFT it trains takes the shipped reference SFT's steps."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import world_size
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    run = tmp_path / "run"
+    commands = world_size.stage_commands(run, 400, "easy:30:5,medium:30:5,hard:30:5", 5)
+    for command in commands:
+        subprocess.run([sys.executable, "-m", "vsearcher_lite", *command, *(
+            ["--samples", "2"] if command[0] == "trajectories" else [])],
+            check=True, capture_output=True, cwd=ROOT)
+        assert (run / command[0] / "metrics.json").exists(), command
+    from vsearcher_lite.synthesis.inject import InjectConfig
+
+    targets = json.loads((run / "inject-text" / "metrics.json").read_text())["targets"]
+    default = {f"{s}/{d}": n for s, d, n, _ in InjectConfig.for_profile("cpu").targets()}
+    assert targets["train/easy"] - default["train/easy"] == 30 - 480  # the warm-up counts given
+    assert targets["heldout/hard"] - default["heldout/hard"] == 5 - 345
+    assert targets["heldout/onehop"] == 5
+    by_level = world_size.trajectories_by_level(run)
+    records = [json.loads(line) for line in
+               (run / "trajectories" / "accepted.jsonl").read_text().splitlines()]
+    assert sum(n for n, _ in by_level.values()) == len(records) > 0
+    assert sum(t for _, t in by_level.values()) == len({r["task_id"] for r in records})
+    assert all(t <= n <= 2 * t for n, t in by_level.values())  # at most 2 samples a task
+    assert world_size.reference_steps(ROOT / world_size.SHIPPED_SFT / "loss.csv") == sum(
+        1 for _ in (ROOT / "data" / "reference" / "sft" / "loss.csv").open()) - 1
