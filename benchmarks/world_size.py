@@ -35,7 +35,7 @@ from pathlib import Path
 #: (its warm-up pools are about 2.5 times the default world's).
 TRAIN_WARMUP = {"easy": 1300, "medium": 1200, "hard": 1200}
 #: The shipped reference SFT model, and its loss log (one row a step).
-SHIPPED_SFT = Path("data/reference/sft")
+SHIPPED_SFT = Path(__file__).resolve().parent.parent / "data" / "reference" / "sft"
 
 
 def stage_commands(run: Path, entities: int, warmup: str, onehop_heldout: int) -> list[list[str]]:
@@ -97,6 +97,7 @@ def main() -> int:
                         "(default 30, as the reference's Pass@k)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
+
     from vsearcher_lite.synthesis.inject import InjectConfig
 
     # the cpu profile's held-out warm-up counts, so that the held-out set keeps the reference's size
@@ -134,7 +135,7 @@ def main() -> int:
     trained = read_json(run / "sft" / "metrics.json")
     print(f"SFT: {trained['steps']} steps over {trained['n_train_trajectories']} trajectories "
           f"({trained['n_dropped_too_long']} dropped for length; {round(steps / accepted, 4)} "
-          f"epochs), the shipped SFT {steps}")
+          f"epochs); the shipped SFT took {steps} steps")
 
     if not (run / "eval" / "heldout-teacher" / "results.jsonl").exists():
         tasks = [t for t in read_tasks(run / "filter" / "heldout.jsonl")
@@ -142,7 +143,7 @@ def main() -> int:
         config = ComparisonConfig.for_profile("cpu").heldout_eval_config()
         evaluate(run, tasks, "teacher", config=config, benchmark="heldout",
                  name="heldout-teacher")
-    shipped = (SHIPPED_SFT / "checkpoint").resolve()
+    shipped = SHIPPED_SFT / "checkpoint"
     heldout(run, run, shipped, "heldout-shipped-sft", args.device)
     heldout(run, run, checkpoint.resolve(), "heldout-sft", args.device)
     results = {name: headline(load_results(run, f"heldout-{stem}")) for name, stem in (
