@@ -279,6 +279,11 @@ def lever_pairs(lever: str, grpo: bool, others: list[str]) -> list[tuple[str, st
 def heldout(source: Path, run: Path, checkpoint: Path, name: str, device: str) -> None:
     """Evaluate ``checkpoint`` greedily on the source's easy, medium and hard held-out tasks with
     the comparison's settings, as ``RUN/eval/<name>``."""
+    heldout_policy(source, run, f"transformers:{checkpoint}", name, device)
+
+
+def heldout_policy(source: Path, run: Path, policy: str, name: str, device: str) -> None:
+    """``heldout`` for any policy spec (``teacher``, say)."""
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
     from vsearcher_lite.reference import HEADLINE_LEVELS
@@ -287,8 +292,8 @@ def heldout(source: Path, run: Path, checkpoint: Path, name: str, device: str) -
     tasks = [t for t in read_tasks(source / "filter" / "heldout.jsonl")
              if t.difficulty in HEADLINE_LEVELS]
     config = ComparisonConfig.for_profile("cpu", eval_overrides={"device": device})
-    evaluate(run, tasks, f"transformers:{checkpoint}", config=config.heldout_eval_config(),
-             benchmark="heldout", name=name)
+    evaluate(run, tasks, policy, config=config.heldout_eval_config(), benchmark="heldout",
+             name=name)
 
 
 def print_paired(results: dict[str, list[dict]], pairs: list[tuple[str, str]]) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 #: Training warm-up counts for a 5,000-entity world: the default world's counts scaled by 2.5-2.7
 #: (its warm-up pools are about 2.5 times the default world's).
 TRAIN_WARMUP = {"easy": 1300, "medium": 1200, "hard": 1200}
-#: The shipped reference SFT model, and its loss log (one row a step).
+#: The shipped reference SFT model.
 SHIPPED_SFT = Path(__file__).resolve().parent.parent / "data" / "reference" / "sft"
 
 
@@ -57,14 +57,11 @@ def stage_commands(run: Path, entities: int, warmup: str, onehop_heldout: int) -
     ]
 
 
-def reference_steps(loss_csv: Path) -> int:
-    """The shipped SFT's optimizer steps: the last row of its loss log."""
-    from vsearcher_lite.runio import read_number_rows
+def reference_steps() -> int:
+    """The shipped SFT's optimizer steps, as its card records them (from its loss log)."""
+    from vsearcher_lite.reference import read_card
 
-    rows = read_number_rows(loss_csv)
-    if not rows:
-        raise SystemExit(f"{loss_csv}: no training rows")
-    return int(rows[-1]["step"])
+    return int(read_card()["numbers"]["sft"]["last_step"])
 
 
 def trajectories_by_level(run: Path) -> dict[str, tuple[int, int]]:
@@ -107,13 +104,17 @@ def main() -> int:
         p.error(f"--train-warmup takes easy:N,medium:N,hard:N, got {args.train_warmup!r}")
     warmup = ",".join(f"{k}:{train[k]}:{heldout_n}" for k, (_, heldout_n) in profile.items())
 
-    from sft_levers import heldout, print_paired, reference_sft_config, validation_passk
+    from sft_levers import (
+        heldout,
+        heldout_policy,
+        print_paired,
+        reference_sft_config,
+        validation_passk,
+    )
 
-    from vsearcher_lite.agent.task import read_tasks
-    from vsearcher_lite.evaluation.comparison import ComparisonConfig
-    from vsearcher_lite.reference import HEADLINE_LEVELS, headline
+    from vsearcher_lite.reference import headline
     from vsearcher_lite.runio import read_json
-    from vsearcher_lite.scoring.evaluate import evaluate, load_results
+    from vsearcher_lite.scoring.evaluate import load_results
     from vsearcher_lite.training.sft import run_sft
 
     run = Path(args.run_dir)
@@ -129,7 +130,7 @@ def main() -> int:
         f"{level} {n} / {t}" for level, (n, t) in by_level.items()))
 
     checkpoint = run / "sft" / "checkpoint"
-    steps = reference_steps(SHIPPED_SFT / "loss.csv")
+    steps = reference_steps()
     if not (checkpoint / "config.json").exists():
         run_sft(run, reference_sft_config(args.device, epochs=round(steps / accepted, 4)))
     trained = read_json(run / "sft" / "metrics.json")
@@ -137,12 +138,7 @@ def main() -> int:
           f"({trained['n_dropped_too_long']} dropped for length; {round(steps / accepted, 4)} "
           f"epochs); the shipped SFT took {steps} steps")
 
-    if not (run / "eval" / "heldout-teacher" / "results.jsonl").exists():
-        tasks = [t for t in read_tasks(run / "filter" / "heldout.jsonl")
-                 if t.difficulty in HEADLINE_LEVELS]
-        config = ComparisonConfig.for_profile("cpu").heldout_eval_config()
-        evaluate(run, tasks, "teacher", config=config, benchmark="heldout",
-                 name="heldout-teacher")
+    heldout_policy(run, run, "teacher", "heldout-teacher", args.device)
     shipped = SHIPPED_SFT / "checkpoint"
     heldout(run, run, shipped, "heldout-shipped-sft", args.device)
     heldout(run, run, checkpoint.resolve(), "heldout-sft", args.device)
