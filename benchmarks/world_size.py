@@ -16,9 +16,11 @@ the reference compares its models. Prints the tasks kept, the training data by l
 Pass@1, tool calls and format-valid per model and level, with the new SFT model paired with the
 shipped one task by task. With ``--samples`` both SFT models are also sampled on the new world's
 validation tasks (neither held-out nor RL pool): Pass@1 and Pass@k per level, the ceiling of
-what GRPO can reach from each.
+what GRPO can reach from each. With ``--grpo`` the reference's GRPO (its pre-screen of the whole
+RL pool included) continues the new SFT model, and its RL model is paired on the same held-out
+tasks with the new SFT model and with the shipped reference RL model.
 
-    python benchmarks/world_size.py --run-dir runs/w5k --samples 16
+    python benchmarks/world_size.py --run-dir runs/w5k --samples 16 --grpo
 
 Resumable: a rerun skips the stages whose output is there (SFT resumes from its last save).
 """
@@ -34,8 +36,9 @@ from pathlib import Path
 #: Training warm-up counts for a 5,000-entity world: the default world's counts scaled by 2.5-2.7
 #: (its warm-up pools are about 2.5 times the default world's).
 TRAIN_WARMUP = {"easy": 1300, "medium": 1200, "hard": 1200}
-#: The shipped reference SFT model.
-SHIPPED_SFT = Path(__file__).resolve().parent.parent / "data" / "reference" / "sft"
+#: The shipped reference models.
+SHIPPED = Path(__file__).resolve().parent.parent / "data" / "reference"
+SHIPPED_SFT = SHIPPED / "sft"
 
 
 def stage_commands(run: Path, entities: int, warmup: str, onehop_heldout: int) -> list[list[str]]:
@@ -76,6 +79,25 @@ def trajectories_by_level(run: Path) -> dict[str, tuple[int, int]]:
     return {level: (count[level], len(tasks[level])) for level in sorted(count)}
 
 
+def grpo_summary(run: Path) -> list[str]:
+    """Lines on a finished GRPO stage: its pre-screen by level (tasks screened, solved sometimes,
+    pass rate) and its steps, reward and share of groups whose rewards were all equal, computed as
+    the reference card computes them."""
+    from vsearcher_lite.reference import LOGS, PRESCREEN, prescreen_numbers
+    from vsearcher_lite.runio import read_jsonl, read_number_rows
+
+    screened = prescreen_numbers(list(read_jsonl(run / PRESCREEN)))
+    rows = read_number_rows(run / LOGS["grpo"])
+    groups = sum(r.get("groups") or 0 for r in rows)
+    flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
+    rewards = [r["reward"] for r in rows]
+    return ["GRPO pre-screen (screened / solved sometimes / pass rate): " + "; ".join(
+                f"{level} {g['screened']} / {g['mixed']} / {g['pass_rate']}"
+                for level, g in screened.items()),
+            f"GRPO: {len(rows)} steps, reward first {rewards[0]:.3f} last {rewards[-1]:.3f}, "
+            f"groups with all rewards equal {int(flat)} of {int(groups)}"]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run-dir", required=True, help="a run folder of its own (created if missing)")
@@ -92,6 +114,9 @@ def main() -> int:
     p.add_argument("--max-tasks", type=int, default=30,
                    help="with --samples: the first N validation tasks, round-robin over the levels "
                         "(default 30, as the reference's Pass@k)")
+    p.add_argument("--grpo", action="store_true",
+                   help="also run the reference's GRPO from the new SFT model and evaluate its RL "
+                        "model and the shipped one on the held-out tasks")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
 
@@ -142,9 +167,25 @@ def main() -> int:
     shipped = SHIPPED_SFT / "checkpoint"
     heldout(run, run, shipped, "heldout-shipped-sft", args.device)
     heldout(run, run, checkpoint.resolve(), "heldout-sft", args.device)
-    results = {name: headline(load_results(run, f"heldout-{stem}")) for name, stem in (
-        ("teacher", "teacher"), ("shipped SFT", "shipped-sft"), ("bigger SFT", "sft"))}
-    print_paired(results, [("shipped SFT", "bigger SFT")])
+    models = [("teacher", "teacher"), ("shipped SFT", "shipped-sft"), ("bigger SFT", "sft")]
+    pairs = [("shipped SFT", "bigger SFT")]
+    if args.grpo:
+        from vsearcher_lite.reference import REFERENCE_GRPO
+        from vsearcher_lite.reference_run import full_length
+        from vsearcher_lite.rl.config import GRPOConfig
+        from vsearcher_lite.rl.grpo import run_grpo
+
+        rl = run / "grpo" / "checkpoint"
+        if not (rl / "config.json").exists():
+            run_grpo(run, full_length(GRPOConfig.for_profile("cpu", device=args.device),
+                                      REFERENCE_GRPO))
+        print("\n".join(grpo_summary(run)))
+        heldout(run, run, rl.resolve(), "heldout-rl", args.device)
+        heldout(run, run, SHIPPED / "grpo" / "checkpoint", "heldout-shipped-rl", args.device)
+        models += [("shipped RL", "shipped-rl"), ("bigger RL", "rl")]
+        pairs += [("bigger SFT", "bigger RL"), ("shipped RL", "bigger RL")]
+    results = {name: headline(load_results(run, f"heldout-{stem}")) for name, stem in models}
+    print_paired(results, pairs)
     if args.samples > 0:
         validation_passk(run, run, [("shipped", shipped), ("bigger", checkpoint.resolve())],
                          args.samples, args.max_tasks, args.device, prefix="validation")

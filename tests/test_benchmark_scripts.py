@@ -255,3 +255,22 @@ def test_world_size_builds_a_run_with_the_cpu_stages_and_counts_its_training_dat
     assert all(t <= n <= 2 * t for n, t in by_level.values())  # at most 2 samples a task
     assert world_size.reference_steps() == sum(
         1 for _ in (ROOT / "data" / "reference" / "sft" / "loss.csv").open()) - 1
+
+
+def test_world_size_summarizes_a_grpo_stage_as_the_reference_card_does():
+    """The GRPO lines of the bigger-world benchmark, read from the shipped reference's pre-screen
+    and step log, carry the card's pre-screen counts, steps and share of flat groups."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import world_size
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from vsearcher_lite.reference import read_card
+
+    numbers = read_card()["numbers"]
+    screened, trained = world_size.grpo_summary(ROOT / "data" / "reference")
+    for level, g in numbers["prescreen"].items():
+        assert f"{level} {g['screened']} / {g['mixed']} / {g['pass_rate']}" in screened
+    assert trained.startswith(f"GRPO: {numbers['grpo']['steps']} steps")
+    flat, groups = (int(x) for x in trained.split("equal ")[1].split(" of "))
+    assert round(flat / groups, 4) == numbers["grpo"]["zero_variance_group_share"]
