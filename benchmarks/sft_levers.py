@@ -105,6 +105,20 @@ def reference_sft_config(device: str, **changes):
     return full_length(SFTConfig.for_profile("cpu", device=device), {**REFERENCE_SFT, **changes})
 
 
+def reference_grpo(run: Path, device: str) -> Path:
+    """The reference's GRPO from the run's SFT model, unless its checkpoint is there; the RL
+    checkpoint."""
+    from vsearcher_lite.reference import REFERENCE_GRPO
+    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.rl.grpo import run_grpo
+
+    checkpoint = run / "grpo" / "checkpoint"
+    if not (checkpoint / "config.json").exists():
+        run_grpo(run, full_length(GRPOConfig.for_profile("cpu", device=device), REFERENCE_GRPO))
+    return checkpoint
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--source", required=True, help="a finished reference run folder")
@@ -142,7 +156,6 @@ def main() -> int:
     if args.depth_factor < 2:
         p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
-    from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
     from vsearcher_lite.training.sft import run_sft
 
@@ -202,14 +215,7 @@ def main() -> int:
             results[f"{lever} SFT"] = load_results(run, f"heldout-{lever}")
             pairs += lever_pairs(lever, args.grpo, list(given))
             if args.grpo:
-                from vsearcher_lite.reference import REFERENCE_GRPO
-                from vsearcher_lite.rl.config import GRPOConfig
-                from vsearcher_lite.rl.grpo import run_grpo
-
-                rl = folder / "grpo" / "checkpoint"
-                if not (rl / "config.json").exists():
-                    run_grpo(folder, full_length(
-                        GRPOConfig.for_profile("cpu", device=args.device), REFERENCE_GRPO))
+                rl = reference_grpo(folder, args.device)
                 heldout(source, run, rl, f"heldout-{lever}-rl", args.device)
                 results[f"{lever} RL"] = load_results(run, f"heldout-{lever}-rl")
         print_paired(results, pairs)

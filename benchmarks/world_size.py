@@ -133,6 +133,7 @@ def main() -> int:
         heldout,
         heldout_policy,
         print_paired,
+        reference_grpo,
         reference_sft_config,
         validation_passk,
     )
@@ -170,20 +171,13 @@ def main() -> int:
     models = [("teacher", "teacher"), ("shipped SFT", "shipped-sft"), ("bigger SFT", "sft")]
     pairs = [("shipped SFT", "bigger SFT")]
     if args.grpo:
-        from vsearcher_lite.reference import REFERENCE_GRPO
-        from vsearcher_lite.reference_run import full_length
-        from vsearcher_lite.rl.config import GRPOConfig
-        from vsearcher_lite.rl.grpo import run_grpo
-
-        rl = run / "grpo" / "checkpoint"
-        if not (rl / "config.json").exists():
-            run_grpo(run, full_length(GRPOConfig.for_profile("cpu", device=args.device),
-                                      REFERENCE_GRPO))
+        rl = reference_grpo(run, args.device)
         print("\n".join(grpo_summary(run)))
         heldout(run, run, rl.resolve(), "heldout-rl", args.device)
         heldout(run, run, SHIPPED / "grpo" / "checkpoint", "heldout-shipped-rl", args.device)
         models += [("shipped RL", "shipped-rl"), ("bigger RL", "rl")]
-        pairs += [("bigger SFT", "bigger RL"), ("shipped RL", "bigger RL")]
+        pairs += [("shipped SFT", "shipped RL"), ("bigger SFT", "bigger RL"),
+                  ("shipped RL", "bigger RL")]
     results = {name: headline(load_results(run, f"heldout-{stem}")) for name, stem in models}
     print_paired(results, pairs)
     if args.samples > 0:
