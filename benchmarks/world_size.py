@@ -80,22 +80,22 @@ def trajectories_by_level(run: Path) -> dict[str, tuple[int, int]]:
 
 
 def grpo_summary(run: Path) -> list[str]:
-    """Lines on a finished GRPO stage: its pre-screen by level (tasks screened, solved sometimes,
-    pass rate) and its steps, reward and share of groups whose rewards were all equal, computed as
-    the reference card computes them."""
-    from vsearcher_lite.reference import LOGS, PRESCREEN, prescreen_numbers
+    """Lines on a finished GRPO stage, with the numbers the reference card states: its pre-screen
+    by level (tasks screened, solved sometimes, pass rate), its steps, the mean reward and
+    per-token entropy over the first and the last 20% of the steps, and the share of sampled
+    groups whose rewards were all equal."""
+    from vsearcher_lite.reference import LOGS, PRESCREEN, grpo_numbers, prescreen_numbers
     from vsearcher_lite.runio import read_jsonl, read_number_rows
 
     screened = prescreen_numbers(list(read_jsonl(run / PRESCREEN)))
-    rows = read_number_rows(run / LOGS["grpo"])
-    groups = sum(r.get("groups") or 0 for r in rows)
-    flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
-    rewards = [r["reward"] for r in rows]
+    g = grpo_numbers(read_number_rows(run / LOGS["grpo"]))
     return ["GRPO pre-screen (screened / solved sometimes / pass rate): " + "; ".join(
-                f"{level} {g['screened']} / {g['mixed']} / {g['pass_rate']}"
-                for level, g in screened.items()),
-            f"GRPO: {len(rows)} steps, reward first {rewards[0]:.3f} last {rewards[-1]:.3f}, "
-            f"groups with all rewards equal {int(flat)} of {int(groups)}"]
+                f"{level} {n['screened']} / {n['mixed']} / {n['pass_rate']}"
+                for level, n in screened.items()),
+            f"GRPO: {g['steps']} steps; first and last 20% of the steps: reward "
+            f"{g['reward_first_20pct']}, {g['reward_last_20pct']}, entropy "
+            f"{g['entropy_first_20pct']}, {g['entropy_last_20pct']}; share of sampled groups "
+            f"with all rewards equal {g['zero_variance_group_share']}"]
 
 
 def main() -> int:

@@ -259,7 +259,8 @@ def test_world_size_builds_a_run_with_the_cpu_stages_and_counts_its_training_dat
 
 def test_world_size_summarizes_a_grpo_stage_as_the_reference_card_does():
     """The GRPO lines of the bigger-world benchmark, read from the shipped reference's pre-screen
-    and step log, carry the card's pre-screen counts, steps and share of flat groups."""
+    and step log, carry the card's pre-screen counts, steps, rewards, entropies and share of flat
+    groups."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import world_size
@@ -271,6 +272,9 @@ def test_world_size_summarizes_a_grpo_stage_as_the_reference_card_does():
     screened, trained = world_size.grpo_summary(ROOT / "data" / "reference")
     for level, g in numbers["prescreen"].items():
         assert f"{level} {g['screened']} / {g['mixed']} / {g['pass_rate']}" in screened
-    assert trained.startswith(f"GRPO: {numbers['grpo']['steps']} steps")
-    flat, groups = (int(x) for x in trained.split("equal ")[1].split(" of "))
-    assert round(flat / groups, 4) == numbers["grpo"]["zero_variance_group_share"]
+    g = numbers["grpo"]
+    assert trained == (
+        f"GRPO: {g['steps']} steps; first and last 20% of the steps: reward "
+        f"{g['reward_first_20pct']}, {g['reward_last_20pct']}, entropy {g['entropy_first_20pct']}, "
+        f"{g['entropy_last_20pct']}; share of sampled groups with all rewards equal "
+        f"{g['zero_variance_group_share']}")

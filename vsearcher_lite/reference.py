@@ -165,6 +165,22 @@ def prescreen_numbers(rows: list[dict]) -> dict:
     return out
 
 
+def grpo_numbers(rows: list[dict]) -> dict:
+    """GRPO's step log as the card states it: steps, the mean reward and per-token entropy over the
+    first and the last 20% of the steps, and the share of sampled groups whose rewards were all
+    equal (the groups GRPO cannot learn from)."""
+    rewards = [r.get("reward") for r in rows]
+    groups_n = sum(r.get("groups") or 0 for r in rows)
+    flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
+    entropy = [r.get("entropy") for r in rows]
+    return {"steps": len(rows),
+            "reward_first_20pct": _round(share(rewards, first=True)),
+            "reward_last_20pct": _round(share(rewards, first=False)),
+            "entropy_first_20pct": _round(share(entropy, first=True)),
+            "entropy_last_20pct": _round(share(entropy, first=False)),
+            "zero_variance_group_share": _round(flat / groups_n) if groups_n else None}
+
+
 def headline_numbers(ref: str | Path) -> dict:
     """Every number the card states, computed from the reference's own logs and results."""
     ref = Path(ref)
@@ -193,18 +209,7 @@ def headline_numbers(ref: str | Path) -> dict:
                           "loss_first_20pct": _round(share(losses, first=True)),
                           "loss_last_20pct": _round(share(losses, first=False))}
     if (ref / LOGS["grpo"]).exists():
-        rows = read_number_rows(ref / LOGS["grpo"])
-        rewards = [r.get("reward") for r in rows]
-        groups_n = sum(r.get("groups") or 0 for r in rows)
-        flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
-        entropy = [r.get("entropy") for r in rows]
-        numbers["grpo"] = {"steps": len(rows),
-                           "reward_first_20pct": _round(share(rewards, first=True)),
-                           "reward_last_20pct": _round(share(rewards, first=False)),
-                           "entropy_first_20pct": _round(share(entropy, first=True)),
-                           "entropy_last_20pct": _round(share(entropy, first=False)),
-                           "zero_variance_group_share": _round(flat / groups_n) if groups_n
-                           else None}
+        numbers["grpo"] = grpo_numbers(read_number_rows(ref / LOGS["grpo"]))
     if (ref / PRESCREEN).exists():
         numbers["prescreen"] = prescreen_numbers(list(read_jsonl(ref / PRESCREEN)))
     return numbers
