@@ -1,6 +1,6 @@
 """Levers on the SFT policy's Pass@k: fewer epochs, an early and a late model averaged, a
-teacher whose samples of one task take different paths, a teacher that plans its hops, and a
-deeper base.
+teacher whose samples of one task take different paths, a teacher that plans its hops, a deeper
+base, and a loss weighted on what the tool responses brought in.
 
 RL can at best turn the SFT model's Pass@k into Pass@1, so a lever is worth keeping when it
 raises Pass@k without lowering Pass@1. This trains the reference's SFT for one epoch instead of
@@ -14,10 +14,14 @@ search asks for one hop, so the model never rewrites the whole question. The dee
 reference's SFT on the reference's trajectories from a deeper base (in ``RUN_DIR/deep``): the
 shipped base with each text layer followed by ``--depth-factor`` - 1 copies of itself whose output
 projections start at zero, so it starts as the shipped base's function with more layers to learn
-with. Each model is sampled ``--samples`` times at T 1.0 on the validation split's easy, medium
+with. The fresh lever trains the same SFT with ``fresh_weight`` ``--fresh-weight`` (in
+``RUN_DIR/fresh``): the first tokens of each name or URL the agent takes from a tool response
+weigh that much in the loss, where the tiny model tends to copy a name it already wrote instead of
+the one the response gave. The deep and fresh levers train as many epochs as the source's SFT
+did. Each model is sampled ``--samples`` times at T 1.0 on the validation split's easy, medium
 and hard tasks (neither held-out nor RL pool). Prints the distinct trajectories per task of each
 teacher, then Pass@1 and Pass@k per model and level, and the tasks solved sometimes but not always
-(what GRPO learns from). With ``--heldout`` each teacher or deep lever's SFT model is also
+(what GRPO learns from). With ``--heldout`` each teacher, deep or fresh lever's SFT model is also
 evaluated as the reference compares its models (greedy, every easy, medium and hard held-out task),
 paired with the reference's SFT model task by task; with ``--grpo`` GRPO is run on it with the
 reference's settings and its RL model evaluated the same way, paired with the SFT model it started
@@ -27,7 +31,8 @@ validation table.
 
     python benchmarks/sft_levers.py --source runs/reference --run-dir runs/levers
 
-``--source`` is a finished reference run (its trajectories and its two-epoch SFT checkpoint);
+``--source`` is a finished reference run (its trajectories and its two-epoch SFT checkpoint), or a
+run that ``world_size.py`` built (its SFT model and held-out results included);
 ``--run-dir`` gets links to the source's inputs and the new models. Resumable: a rerun skips the
 training and the samples that are done.
 """
@@ -40,11 +45,11 @@ from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
 OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops", "deep",
-       "run_manifest.json"}
+       "fresh", "run_manifest.json"}
 #: The teacher levers: each writes its own trajectories of the same tasks, in ``RUN_DIR/<lever>``.
 TEACHER_LEVERS = ("plans", "hops")
 #: The levers whose SFT model is compared with the reference's on the held-out tasks.
-HELDOUT_LEVERS = (*TEACHER_LEVERS, "deep")
+HELDOUT_LEVERS = (*TEACHER_LEVERS, "deep", "fresh")
 
 
 def link_inputs(source: Path, run: Path, own: set[str] = OWN) -> None:
@@ -105,6 +110,19 @@ def reference_sft_config(device: str, **changes):
     return full_length(SFTConfig.for_profile("cpu", device=device), {**REFERENCE_SFT, **changes})
 
 
+def source_epochs(source: Path) -> float:
+    """The epochs the source run's SFT was trained for, so that a lever trains as many steps: the
+    reference's when the source holds the shipped checkpoint without its metrics; a bigger world's
+    run takes the shipped SFT's steps, so fewer epochs."""
+    from vsearcher_lite.reference import REFERENCE_SFT
+    from vsearcher_lite.runio import read_json
+
+    metrics = source / "sft" / "metrics.json"
+    if not metrics.exists():
+        return float(REFERENCE_SFT["epochs"])
+    return float(read_json(metrics)["settings"]["epochs"])
+
+
 def reference_grpo(run: Path, device: str) -> Path:
     """The reference's GRPO from the run's SFT model, unless its checkpoint is there; the RL
     checkpoint."""
@@ -131,12 +149,15 @@ def main() -> int:
     p.add_argument("--levers", default="epochs,plans",
                    help="which levers to train and sample beside the reference's model: epochs "
                         "(one epoch, and its average with two), plans (several plans per task), "
-                        "hops (a teacher that plans its hops), deep (a deeper base); "
+                        "hops (a teacher that plans its hops), deep (a deeper base), fresh "
+                        "(the loss weighted on what tool responses brought in); "
                         "comma-separated (default: epochs,plans)")
     p.add_argument("--plan-variety", type=float, default=0.5,
                    help="the varied teacher's plan_variety (default 0.5)")
     p.add_argument("--depth-factor", type=int, default=2,
                    help="the deep lever's text layers per layer of the shipped base (default 2)")
+    p.add_argument("--fresh-weight", type=float, default=5.0,
+                   help="the fresh lever's SFT fresh_weight (default 5)")
     p.add_argument("--heldout", action="store_true",
                    help="also evaluate each teacher or deep lever's SFT model on the held-out "
                         "tasks")
@@ -149,10 +170,10 @@ def main() -> int:
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
     if not levers or levers - {"epochs", *HELDOUT_LEVERS}:
-        p.error(f"--levers takes epochs, plans, hops and deep, got {args.levers!r}")
+        p.error(f"--levers takes epochs, plans, hops, deep and fresh, got {args.levers!r}")
     if args.heldout and not levers & set(HELDOUT_LEVERS):
-        p.error("--heldout evaluates the teacher and deep levers' models: add plans, hops or deep "
-                "to --levers")
+        p.error("--heldout evaluates the teacher, deep and fresh levers' models: add plans, hops, "
+                "deep or fresh to --levers")
     if args.depth_factor < 2:
         p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
@@ -192,8 +213,18 @@ def main() -> int:
         checkpoint = folder / "sft" / "checkpoint"
         if not (checkpoint / "config.json").exists():
             base = deeper_base(folder / "base", args.depth_factor)
-            run_sft(folder, reference_sft_config(args.device, base=str(base)))
+            run_sft(folder, reference_sft_config(args.device, base=str(base),
+                                                 epochs=source_epochs(source)))
         models.append(("deep", checkpoint))
+        trained.append(folder)
+    if "fresh" in levers:
+        folder = run / "fresh"
+        link_inputs(source, folder)
+        checkpoint = folder / "sft" / "checkpoint"
+        if not (checkpoint / "config.json").exists():
+            run_sft(folder, reference_sft_config(args.device, fresh_weight=args.fresh_weight,
+                                                 epochs=source_epochs(source)))
+        models.append(("fresh", checkpoint))
         trained.append(folder)
 
     for label, folder in teachers:

@@ -224,6 +224,28 @@ def test_sft_levers_deep_lever_trains_the_reference_sft_from_a_deeper_shipped_ba
     assert {k: v for k, v in deep.items() if reference[k] != v} == {"base": str(base)}
 
 
+def test_sft_levers_trains_a_lever_for_as_many_epochs_as_the_source_sft(tmp_path):
+    """A lever's SFT takes the epochs the source's SFT recorded (a bigger world's run trains fewer
+    than the reference's two), the reference's when the source holds only the shipped checkpoint;
+    the fresh lever differs from the source's SFT in its loss weight alone."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import sft_levers
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from vsearcher_lite.reference import REFERENCE_SFT
+
+    shipped_only, bigger = tmp_path / "shipped", tmp_path / "bigger"
+    (shipped_only / "sft" / "checkpoint").mkdir(parents=True)
+    (bigger / "sft").mkdir(parents=True)
+    (bigger / "sft" / "metrics.json").write_text(json.dumps({"settings": {"epochs": 0.5707}}))
+    assert sft_levers.source_epochs(shipped_only) == REFERENCE_SFT["epochs"] == 2.0
+    assert sft_levers.source_epochs(bigger) == 0.5707
+    source = sft_levers.reference_sft_config("cpu", epochs=0.5707).to_dict()
+    fresh = sft_levers.reference_sft_config("cpu", fresh_weight=5.0, epochs=0.5707).to_dict()
+    assert {k: v for k, v in fresh.items() if source[k] != v} == {"fresh_weight": 5.0}
+
+
 def test_world_size_builds_a_run_with_the_cpu_stages_and_counts_its_training_data(tmp_path):
     """The benchmark's stage commands build a small world's tasks and teacher trajectories through
     the CLI, with the training warm-up counts it is given; its count of the training data by level

@@ -238,7 +238,8 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
         callbacks=[callback], answer_weight=config.answer_weight,
         answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
-        copy_weight=config.copy_weight, time_budget_s=budget_s, min_steps=min_steps,
+        copy_weight=config.copy_weight, fresh_weight=config.fresh_weight,
+        time_budget_s=budget_s, min_steps=min_steps,
         min_lr_ratio=config.min_lr_ratio)
     trainer_box.append(trainer)
     one_progress_bar(trainer)

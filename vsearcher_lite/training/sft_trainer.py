@@ -12,7 +12,12 @@ from typing import Any, Callable
 
 from vsearcher_lite.runio import JsonlLog, csv_text
 from vsearcher_lite.training.config import SFTConfig
-from vsearcher_lite.training.data import IGNORE_INDEX, answer_token_weights, copy_token_weights
+from vsearcher_lite.training.data import (
+    IGNORE_INDEX,
+    answer_token_weights,
+    copy_token_weights,
+    fresh_token_weights,
+)
 
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce",
                "mean_token_accuracy", "grad_norm")
@@ -92,11 +97,13 @@ def sft_trainer_classes():
         """
 
         def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
-                     copy_weight: float = 1.0, time_budget_s: float | None = None,
+                     copy_weight: float = 1.0, fresh_weight: float = 1.0,
+                     time_budget_s: float | None = None,
                      min_steps: int = 0, min_lr_ratio: float = 0.0, **kwargs):
             super().__init__(*args, **kwargs)
             self.answer_weight = float(answer_weight)
             self.copy_weight = float(copy_weight)
+            self.fresh_weight = float(fresh_weight)
             self.answer_open, self.answer_close = answer_tags
             self.time_budget_s = time_budget_s
             self.min_steps = int(min_steps)
@@ -128,6 +135,13 @@ def sft_trainer_classes():
                           for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
                 copies_t = torch.tensor(copies, dtype=ce.dtype, device=ce.device)[:, 1:]
                 weights = torch.where(answer, weights, copies_t)
+            # the first tokens of what a tool response brought in; answers keep theirs
+            if self.fresh_weight != 1.0:
+                fresh = [fresh_token_weights(ids, row, 2.0)
+                         for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
+                fresh_t = torch.tensor(fresh, dtype=ce.dtype, device=ce.device)[:, 1:] > 1
+                weights = torch.where(fresh_t & ~answer,
+                                      torch.full_like(weights, self.fresh_weight), weights)
             mask = targets != IGNORE_INDEX
             n_tokens = (mask.sum() if num_items_in_batch is None
                         else torch.as_tensor(num_items_in_batch))
