@@ -185,7 +185,7 @@ def main() -> int:
     if not (late / "config.json").exists():
         raise SystemExit(f"{late}: no SFT checkpoint; run `vsearcher-lite reference run` first")
     link_inputs(source, run)
-    models, teachers = [("two-epochs", late)], [("default", source)]
+    models, teachers = [("source", late)], [("default", source)]
     if "epochs" in levers:
         early = run / "sft" / "checkpoint"
         if not (early / "config.json").exists():
