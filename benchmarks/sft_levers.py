@@ -159,8 +159,8 @@ def main() -> int:
     p.add_argument("--fresh-weight", type=float, default=5.0,
                    help="the fresh lever's SFT fresh_weight (default 5)")
     p.add_argument("--heldout", action="store_true",
-                   help="also evaluate each teacher or deep lever's SFT model on the held-out "
-                        "tasks")
+                   help="also evaluate each teacher, deep or fresh lever's SFT model on the "
+                        "held-out tasks")
     p.add_argument("--grpo", action="store_true",
                    help="with --heldout: also run the reference's GRPO on those models")
     p.add_argument("--results", action="append", default=[], metavar="LABEL=FILE",
@@ -207,24 +207,19 @@ def main() -> int:
         models.append((lever, checkpoint))
         teachers.append((label, folder))
         trained.append(folder)
-    if "deep" in levers:
-        folder = run / "deep"
+    # the levers that train the source's SFT on its own trajectories with one change: a deeper
+    # base, or the fresh-token loss weight
+    model_changes = {"deep": lambda folder: {"base": str(deeper_base(folder / "base",
+                                                                     args.depth_factor))},
+                     "fresh": lambda folder: {"fresh_weight": args.fresh_weight}}
+    for lever in (x for x in model_changes if x in levers):
+        folder = run / lever
         link_inputs(source, folder)
         checkpoint = folder / "sft" / "checkpoint"
         if not (checkpoint / "config.json").exists():
-            base = deeper_base(folder / "base", args.depth_factor)
-            run_sft(folder, reference_sft_config(args.device, base=str(base),
-                                                 epochs=source_epochs(source)))
-        models.append(("deep", checkpoint))
-        trained.append(folder)
-    if "fresh" in levers:
-        folder = run / "fresh"
-        link_inputs(source, folder)
-        checkpoint = folder / "sft" / "checkpoint"
-        if not (checkpoint / "config.json").exists():
-            run_sft(folder, reference_sft_config(args.device, fresh_weight=args.fresh_weight,
-                                                 epochs=source_epochs(source)))
-        models.append(("fresh", checkpoint))
+            run_sft(folder, reference_sft_config(args.device, epochs=source_epochs(source),
+                                                 **model_changes[lever](folder)))
+        models.append((lever, checkpoint))
         trained.append(folder)
 
     for label, folder in teachers:

@@ -122,23 +122,24 @@ def sft_trainer_classes():
             targets = labels[:, 1:]
             ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
                                  ignore_index=IGNORE_INDEX, reduction="none").view_as(targets)
+            id_rows, label_rows = inputs["input_ids"].tolist(), labels.tolist()
             # Answer positions are found with a marker weight of 2 so answer_ce is logged at any
             # answer_weight.
             marks = [answer_token_weights(row, self.answer_open, self.answer_close, 2.0)
-                     for row in labels.tolist()]
+                     for row in label_rows]
             marks_t = torch.tensor(marks, dtype=ce.dtype, device=ce.device)[:, 1:]
             answer = marks_t > 1
             weights = torch.where(answer, torch.full_like(marks_t, self.answer_weight), marks_t)
             # copied tokens (names, URLs, the restated question); answers keep theirs
             if self.copy_weight != 1.0:
                 copies = [copy_token_weights(ids, row, self.copy_weight)
-                          for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
+                          for ids, row in zip(id_rows, label_rows)]
                 copies_t = torch.tensor(copies, dtype=ce.dtype, device=ce.device)[:, 1:]
                 weights = torch.where(answer, weights, copies_t)
             # the first tokens of what a tool response brought in; answers keep theirs
             if self.fresh_weight != 1.0:
                 fresh = [fresh_token_weights(ids, row, 2.0)
-                         for ids, row in zip(inputs["input_ids"].tolist(), labels.tolist())]
+                         for ids, row in zip(id_rows, label_rows)]
                 fresh_t = torch.tensor(fresh, dtype=ce.dtype, device=ce.device)[:, 1:] > 1
                 weights = torch.where(fresh_t & ~answer,
                                       torch.full_like(weights, self.fresh_weight), weights)
