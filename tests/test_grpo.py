@@ -445,7 +445,7 @@ def test_zero_variance_groups_are_dropped_and_an_update_moves_the_policy(tmp_pat
     enc = TrajectoryEncoder(processor)
     ref = copy.deepcopy(model).eval()
     samples = [good, bad, other_a, other_b]
-    score = rl_update.score_samples(model, samples, enc, 2, ref_model=ref)
+    score = rl_update.score_samples(model, samples, enc, cfg, ref_model=ref)
     assert score["entropy"] > 0
     # the reference is scored for trained rows only
     assert good.ref_logp is not None and other_a.ref_logp is None
@@ -467,8 +467,39 @@ def test_zero_variance_groups_are_dropped_and_an_update_moves_the_policy(tmp_pat
     assert any(
         not torch.equal(before[n], p) for n, p in model.named_parameters() if p.requires_grad
     )
-    rl_update.score_samples(model, [good, bad], enc, 2)
+    rl_update.score_samples(model, [good, bad], enc, cfg)
     assert margin() > margin_before  # the rewarded trajectory gained on the unrewarded one
+
+
+def test_log_probs_and_entropy_are_those_of_the_sampling_temperature(tmp_path, tiny):
+    model, processor = tiny
+    good, bad = two_samples(tmp_path, processor)
+    enc = TrajectoryEncoder(processor)
+    batch = enc.collate([good.example])
+    mask = rl_update.padded_masks([good], batch["input_ids"].shape[1], "policy_mask")
+    with torch.no_grad():
+        logits = model(**{k: batch[k] for k in ("input_ids", "attention_mask", "pixel_values",
+                                                "image_grid_thw", "mm_token_type_ids")
+                          if k in batch}).logits[0].float()
+        at_one, _ = rl_update.token_logps(model, batch, mask)
+        at_two, ent_two = rl_update.token_logps(model, batch, mask, temperature=2.0,
+                                                with_entropy=True)
+    t = int(mask[0].nonzero()[0])  # the first policy token, predicted from position t - 1
+    token = int(batch["input_ids"][0, t])
+    by_hand = torch.log_softmax(logits[t - 1] / 2.0, dim=-1)
+    assert at_two[0, t].item() == pytest.approx(by_hand[token].item(), abs=1e-5)
+    assert at_one[0, t].item() == pytest.approx(
+        torch.log_softmax(logits[t - 1], dim=-1)[token].item(), abs=1e-5)
+    assert ent_two[0, t].item() == pytest.approx(-(by_hand.exp() * by_hand).sum().item(), abs=1e-5)
+    # scoring a step takes the config's temperature, so old and new log-probs compare like for like
+    cfg = GRPOConfig.for_profile("cpu", temperature=2.0, micro_batch_size=2)
+    score = rl_update.score_samples(model, [good], enc, cfg)
+    assert good.old_logp[t] == pytest.approx(at_two[0, t].item(), abs=1e-5)
+    hot = score["entropy"]
+    rl_update.score_samples(model, [good], enc, GRPOConfig.for_profile("cpu", temperature=1.0))
+    assert good.old_logp[t] == pytest.approx(at_one[0, t].item(), abs=1e-5)
+    assert hot > rl_update.score_samples(
+        model, [good], enc, GRPOConfig.for_profile("cpu", temperature=1.0))["entropy"]
 
 
 # ---------------------------------------------------------------------------------------------

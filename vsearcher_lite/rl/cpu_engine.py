@@ -356,7 +356,7 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
         samples = [s for g in groups for s in g]
         assign_advantages(groups, config)
         t1 = time.perf_counter()
-        score = score_samples(model, samples, encoder, config.micro_batch_size, ref_model)
+        score = score_samples(model, samples, encoder, config, ref_model)
         update = update_policy(model, optimizer, samples, encoder, config)
         t2 = time.perf_counter()
         last_step_s = t2 - t0

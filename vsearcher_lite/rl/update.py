@@ -46,10 +46,13 @@ def padded_masks(samples: list[RolloutSample], length: int, attr: str = "loss_ma
     return padded_values(masks, length, torch.long)
 
 
-def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = False):
+def token_logps(model, batch: dict, positions_mask, *, temperature: float = 1.0,
+                with_entropy: bool = False):
     """``log p(ids[b, t] | ids[b, :t])`` where ``positions_mask`` is 1, ``(B, T)`` (0 elsewhere),
-    and with ``with_entropy`` those distributions' entropies. Only those positions go through the
-    output layer: policy tokens are a small share of a trajectory.
+    and with ``with_entropy`` those distributions' entropies. ``p`` is the policy at the sampling
+    ``temperature`` (logits divided by it, as TRL's GRPO does), so the ratio and the clip act on
+    the distribution the rollouts were drawn from. Only the masked positions go through the output
+    layer: policy tokens are a small share of a trajectory.
     """
     import torch
 
@@ -66,6 +69,8 @@ def token_logps(model, batch: dict, positions_mask, *, with_entropy: bool = Fals
         logits = model.lm_head(hidden[source])
     else:
         logits = model(**inputs, use_cache=False).logits[source]
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits.float(), dim=-1)
     taken = ids[want]
     picked = logp_all.gather(-1, taken.unsqueeze(-1)).squeeze(-1)
@@ -87,10 +92,11 @@ def chunks(items: list, size: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncoder, micro_batch: int,
-                  ref_model=None) -> dict:
-    """No-grad pass: the mean entropy over the policy tokens; each sample's old (and reference)
-    log-probs stored on it as ``old_logp`` / ``ref_logp``, aligned with its ids."""
+def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncoder,
+                  config: GRPOConfig, ref_model=None) -> dict:
+    """No-grad pass at the config's sampling temperature, in its micro-batches: the mean entropy
+    over the policy tokens; each sample's old (and reference) log-probs stored on it as
+    ``old_logp`` / ``ref_logp``, aligned with its ids."""
     import torch
 
     ent_sum, ent_n = 0.0, 0
@@ -98,17 +104,19 @@ def score_samples(model, samples: list[RolloutSample], encoder: TrajectoryEncode
     model.eval()
     try:
         with torch.no_grad():
-            for part in chunks(samples, micro_batch):
+            for part in chunks(samples, config.micro_batch_size):
                 batch = encoder.collate([s.example for s in part])
                 length = batch["input_ids"].shape[1]
                 policy = padded_masks(part, length,
                                       "policy_mask").to(next(model.parameters()).device)
-                logp, ent = token_logps(model, batch, policy, with_entropy=True)
+                logp, ent = token_logps(model, batch, policy, temperature=config.temperature,
+                                        with_entropy=True)
                 ent_sum += float((ent * policy).sum())
                 ent_n += int(policy.sum())
                 ref = None
                 if ref_model is not None and any(s.in_loss for s in part):
-                    ref, _ = token_logps(ref_model, batch, policy)
+                    ref, _ = token_logps(ref_model, batch, policy,
+                                         temperature=config.temperature)
                 for i, s in enumerate(part):
                     n = len(s.encoded.input_ids)
                     s.old_logp = logp[i, :n].tolist()
@@ -146,7 +154,7 @@ def update_policy(model, optimizer, samples: list[RolloutSample], encoder: Traje
             batch = encoder.collate([s.example for s in part])
             length = batch["input_ids"].shape[1]
             mask = padded_masks(part, length).to(next(model.parameters()).device)
-            logp, _ = token_logps(model, batch, mask)
+            logp, _ = token_logps(model, batch, mask, temperature=config.temperature)
             old = padded_values([s.old_logp for s in part], length).to(logp.device)
             ref = None
             if config.beta and part[0].ref_logp is not None:
