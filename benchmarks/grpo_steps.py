@@ -13,6 +13,9 @@ table. ``--results LABEL=FILE`` adds evaluated results to the table (the shipped
 often as the reference does: more samples find more tasks that the SFT model solves only now and
 then. ``--hop-reward X`` gives a wrong answer X times the share of its chain's hops it resolved
 (``GRPOConfig.hop_reward``), so that groups of tasks the SFT model never solves carry signal too.
+``--temperature T`` samples the pre-screen and the rollouts at T instead of the reference's 1.0:
+the SFT policy's per-token entropy is a few hundredths of a nat, so its samples at 1.0 rarely
+leave its greedy path.
 
     python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
         --results rl-10=data/reference/results/heldout-rl.jsonl
@@ -46,6 +49,8 @@ def main() -> int:
                    help="episodes per RL-pool task in the pre-screen (default: the reference's)")
     p.add_argument("--hop-reward", type=float, default=None,
                    help="GRPO's hop credit for wrong answers (default: the reference's, none)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="the pre-screen's and the rollouts' temperature (default: the reference's)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
 
@@ -58,7 +63,7 @@ def main() -> int:
     out = run / args.name
     if not (out / "checkpoint" / "config.json").exists():
         run_grpo(run, stage_config(args.name, args.steps, args.every, args.prescreen_samples,
-                                   args.device, args.hop_reward))
+                                   args.device, args.hop_reward, args.temperature))
     steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
              else list(range(args.every, args.steps + 1, args.every)))
 
@@ -84,10 +89,10 @@ def main() -> int:
 
 
 def stage_config(name: str, steps: int, every: int, prescreen_samples: int | None, device: str,
-                 hop_reward: float | None = None):
+                 hop_reward: float | None = None, temperature: float | None = None):
     """The reference's GRPO settings for a ``steps``-step stage named ``name`` that keeps its model
-    every ``every`` steps, with ``prescreen_samples`` episodes per pre-screened task and
-    ``hop_reward`` (None: the reference's), checked."""
+    every ``every`` steps, with ``prescreen_samples`` episodes per pre-screened task,
+    ``hop_reward`` and ``temperature`` (None: the reference's), checked."""
     from vsearcher_lite.reference import REFERENCE_GRPO
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.rl.config import GRPOConfig
@@ -98,6 +103,8 @@ def stage_config(name: str, steps: int, every: int, prescreen_samples: int | Non
         settings["prescreen_samples"] = prescreen_samples
     if hop_reward is not None:
         settings["hop_reward"] = hop_reward
+    if temperature is not None:
+        settings["temperature"] = temperature
     return full_length(GRPOConfig.for_profile("cpu", device=device), settings)
 
 

@@ -10,7 +10,10 @@ of the same tasks written with ``--plan-variety`` (in ``RUN_DIR/plans``). The te
 repeats one path per task, so most of a task's accepted samples are copies; with variety they
 differ in wording, visits and checks. The hops lever trains the same SFT on trajectories written
 with ``--hop-plan`` (in ``RUN_DIR/hops``): the first thought lists the question's hops and each
-search asks for one hop, so the model never rewrites the whole question. The deep lever trains the
+search asks for one hop, so the model never rewrites the whole question; the reading lever does the
+same with the plan in the question's own order (``--hop-plan-order reading``, in
+``RUN_DIR/reading``), so that writing the plan copies the question from left to right instead of
+taking it apart from its end. The deep lever trains the
 reference's SFT on the reference's trajectories from a deeper base (in ``RUN_DIR/deep``): the
 shipped base with each text layer followed by ``--depth-factor`` - 1 copies of itself whose output
 projections start at zero, so it starts as the shipped base's function with more layers to learn
@@ -44,10 +47,10 @@ import shutil
 from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
-OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops", "deep",
-       "fresh", "run_manifest.json"}
+OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops", "reading",
+       "deep", "fresh", "run_manifest.json"}
 #: The teacher levers: each writes its own trajectories of the same tasks, in ``RUN_DIR/<lever>``.
-TEACHER_LEVERS = ("plans", "hops")
+TEACHER_LEVERS = ("plans", "hops", "reading")
 #: The levers whose SFT model is compared with the reference's on the held-out tasks.
 HELDOUT_LEVERS = (*TEACHER_LEVERS, "deep", "fresh")
 
@@ -170,10 +173,10 @@ def main() -> int:
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
     if not levers or levers - {"epochs", *HELDOUT_LEVERS}:
-        p.error(f"--levers takes epochs, plans, hops, deep and fresh, got {args.levers!r}")
+        p.error(f"--levers takes epochs, plans, hops, reading, deep and fresh, got {args.levers!r}")
     if args.heldout and not levers & set(HELDOUT_LEVERS):
         p.error("--heldout evaluates the teacher, deep and fresh levers' models: add plans, hops, "
-                "deep or fresh to --levers")
+                "reading, deep or fresh to --levers")
     if args.depth_factor < 2:
         p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
@@ -194,11 +197,14 @@ def main() -> int:
         models += [("one-epoch", early), ("average", averaged)]
 
     trained = []  # the run folders of the levers compared on the held-out tasks
+    teacher_settings = {  # each teacher lever's label and trajectory settings
+        "plans": (f"plan variety {args.plan_variety}", {"plan_variety": args.plan_variety}),
+        "hops": ("hop plan", {"hop_plan": True}),
+        "reading": ("hop plan, reading order", {"hop_plan": True, "hop_plan_order": "reading"})}
     for lever in (x for x in TEACHER_LEVERS if x in levers):
         folder = run / lever
         link_inputs(source, folder, OWN | {"trajectories"})
-        settings = {"plan_variety": args.plan_variety} if lever == "plans" else {"hop_plan": True}
-        label = f"plan variety {args.plan_variety}" if lever == "plans" else "hop plan"
+        label, settings = teacher_settings[lever]
         generate_trajectories(folder, TrajectoryConfig.for_profile(
             "cpu", progress=False, **settings))  # stored rollouts are reused
         checkpoint = folder / "sft" / "checkpoint"
@@ -249,36 +255,43 @@ def main() -> int:
 
 
 def validation_passk(source: Path, run: Path, models: list[tuple[str, Path]], samples: int,
-                     max_tasks: int | None, device: str, prefix: str) -> None:
-    """Sample each model ``samples`` times at T 1.0 on the source's easy, medium and hard
-    validation tasks (the first ``max_tasks``, round-robin over the levels), as
-    ``RUN/eval/<prefix>-<model>`` (resumable), and print Pass@1, Pass@k and the tasks solved
-    sometimes but not always, per model and level."""
+                     max_tasks: int | None, device: str, prefix: str,
+                     temperature: float = 1.0) -> None:
+    """Sample each model ``samples`` times at ``temperature`` on the source's easy, medium and
+    hard validation tasks (the first ``max_tasks``, round-robin over the levels), as
+    ``RUN/eval/<prefix>-<model>`` (resumable), and print Pass@1, Pass@k, the tasks solved
+    sometimes but not always, and the share of well-formed episodes, per model and level."""
     from vsearcher_lite.agent.task import read_tasks
     from vsearcher_lite.evaluation.comparison import ComparisonConfig
     from vsearcher_lite.reference import HEADLINE_LEVELS
-    from vsearcher_lite.scoring.passk import evaluate_samples
+    from vsearcher_lite.scoring.evaluate import load_results
+    from vsearcher_lite.scoring.passk import evaluate_samples, sample_names
     from vsearcher_lite.training.heldout import balanced_head
 
     tasks = [t for t in read_tasks(source / "filter" / "validation.jsonl")
              if t.difficulty in HEADLINE_LEVELS]
     tasks = balanced_head(tasks, max_tasks, key=lambda t: t.difficulty)
     config = ComparisonConfig.for_profile("cpu", eval_overrides={
-        "device": device, "temperature": 1.0}).heldout_eval_config()
+        "device": device, "temperature": temperature}).heldout_eval_config()
     rows = []
     for name, checkpoint in models:
         m = evaluate_samples(run, tasks, f"transformers:{checkpoint}", config=config,
                              samples=samples, benchmark="validation", name=f"{prefix}-{name}")
-        rows.append((name, m))
+        episodes = [r for sample in sample_names(f"{prefix}-{name}", samples)
+                    for r in load_results(run, sample)]
+        rows.append((name, m, episodes))
     k = max(int(x) for x in rows[0][1]["pass_at_k"])
-    print(f"{len(tasks)} validation tasks, {samples} samples each at T 1.0")
-    print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5}")
-    for name, m in rows:
-        print(f"{name:11} {'all':7} {m['n_tasks']:5d} {m['pass_at_1']:7.3f} "
-              f"{m['pass_at_k'][str(k)]:7.3f} {sum(m['mixed_by_level'].values()):5d}")
-        for level, g in m["by_level"].items():
-            print(f"{'':11} {level:7} {g['n_tasks']:5d} {g['pass_at_k']['1']:7.3f} "
-                  f"{g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d}")
+    print(f"{len(tasks)} validation tasks, {samples} samples each at T {temperature:g}")
+    print(f"{'model':11} {'level':7} {'tasks':>5} {'Pass@1':>7} {f'Pass@{k}':>7} {'mixed':>5} "
+          f"{'format':>7}")
+    for name, m, episodes in rows:
+        for level in ("all", *m["by_level"]):
+            g = m if level == "all" else m["by_level"][level]
+            mixed = sum(m["mixed_by_level"].values()) if level == "all" else g["mixed"]
+            at = [r for r in episodes if level == "all" or r["difficulty"] == level]
+            print(f"{name if level == 'all' else '':11} {level:7} {g['n_tasks']:5d} "
+                  f"{g['pass_at_k']['1']:7.3f} {g['pass_at_k'][str(k)]:7.3f} {mixed:5d} "
+                  f"{sum(r['format_ok'] for r in at) / max(len(at), 1):7.3f}")
 
 
 def given_results(specs: list[str]) -> dict[str, list[dict]]:

@@ -184,6 +184,8 @@ def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     assert reference["prescreen_samples"] != 8
     hops = grpo_steps.stage_config("g", 20, 2, None, "cpu", 0.5).to_dict()
     assert {k: v for k, v in hops.items() if reference[k] != v} == {**changed, "hop_reward": 0.5}
+    hot = grpo_steps.stage_config("g", 20, 2, None, "cpu", temperature=1.5).to_dict()
+    assert {k: v for k, v in hot.items() if reference[k] != v} == {**changed, "temperature": 1.5}
 
 
 def test_sft_levers_pairs_each_levers_rl_model_with_its_sft_model_and_the_models_given():
