@@ -8,8 +8,8 @@ evaluation (``results.jsonl`` with trajectories) and walks the task's chain with
 hops the agent resolved before its first wrong claim, and what was wrong there: the image, a
 reading, off chain, stopped, or chain done (``vsearcher_lite.scoring.hops`` says what each means).
 
-Where an agent writes a plan of the hops first (the ``--hop-plan`` teacher's format), the last
-column counts the plans equal to the teacher's plan of the task.
+Where an agent writes a plan of the hops first (the ``--hop-plan`` teacher's format, in either
+``--hop-plan-order``), the last column counts the plans equal to the teacher's plan of the task.
 
     python benchmarks/hop_reach.py --run-dir RUN --evaluate sft=data/reference/sft/checkpoint \\
         --evaluate rl=data/reference/grpo/checkpoint --evaluate teacher=teacher
@@ -43,7 +43,8 @@ def reach(task: dict, trajectory: dict) -> tuple[int, str]:
 
 def written_plan(trajectory: dict) -> list[str]:
     """The plan an agent wrote at the start of its first thought ("[1] ..." lines and the
-    question asked of the last hop), or [] when it wrote none."""
+    question asked of the outermost hop, after them or, in reading order, before them), or []
+    when it wrote none."""
     first = next((m.get("content") for m in trajectory.get("messages") or []
                   if m.get("role") == "assistant"), None)
     if not isinstance(first, str):
@@ -54,15 +55,18 @@ def written_plan(trajectory: dict) -> list[str]:
         if not re.match(r"\[\d+\] |Q: |Asked: ", line):
             break
         plan.append(line)
-    return plan if plan and plan[0].startswith("[1] ") else []
+    hops = [line for line in plan if line.startswith("[")]
+    return plan if hops and hops[0].startswith("[1] ") else []
 
 
 def plan_right(task: dict, plan: list[str]) -> bool:
-    """Whether ``plan`` is the planning teacher's plan of ``task``, line for line."""
-    from vsearcher_lite.agent.brief import TeacherBrief, hop_plan
+    """Whether ``plan`` is the planning teacher's plan of ``task`` in either order, line for
+    line."""
+    from vsearcher_lite.agent.brief import PLAN_ORDERS, TeacherBrief, hop_plan
     from vsearcher_lite.agent.task import Task
 
-    return plan == hop_plan(TeacherBrief.from_task(Task.from_dict(task))).splitlines()
+    brief = TeacherBrief.from_task(Task.from_dict(task))
+    return any(plan == hop_plan(brief, order).splitlines() for order in PLAN_ORDERS)
 
 
 def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[str]) -> None:

@@ -510,11 +510,13 @@ def test_a_varied_teacher_checks_its_hasty_picks_and_recovers(tasks, run):
 # -- a plan of the hops: the question taken apart once, each hop then named by its number --------
 
 
-def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn_tokens):
-    """With ``plan_hops`` the first thought lists the question's hops innermost first
-    (``hop_plan``); each name found is said after its hop's number, in that order; no search asks
-    the whole question rewritten; every turn passes the strict format, fits the cpu evaluation's
-    cut and copies its arguments; and about as many tasks are solved as without the plan."""
+@pytest.mark.parametrize("order", ["inner", "reading"])
+def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn_tokens, order):
+    """With ``plan_hops`` the first thought lists the question's hops (``hop_plan``): innermost
+    first, or in the question's reading order with the question's line first; each name found is
+    said after its hop's number, in the order of solving; no search asks the whole question
+    rewritten; every turn passes the strict format, fits the cpu evaluation's cut and copies its
+    arguments; and about as many tasks are solved as without the plan."""
     from vsearcher_lite.agent.brief import hop_plan
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -526,8 +528,8 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
     solved = {True: 0, False: 0}
     for task in tasks[:12]:
         for plan in solved:
-            traj = run_episode(HeuristicTeacher(task, seed=2, style="compact", plan_hops=plan),
-                               box, task)
+            traj = run_episode(HeuristicTeacher(task, seed=2, style="compact", plan_hops=plan,
+                                                plan_order=order), box, task)
             ok = judge.judge(task.question, task.answer, traj.prediction, task.aliases).correct
             solved[plan] += ok
             replies = [m["content"] for m in traj.messages if m["role"] == "assistant"]
@@ -535,10 +537,16 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
             if not plan:
                 assert not numbers and "[1]" not in replies[0]
                 continue
-            lines = hop_plan(TeacherBrief.from_task(task)).splitlines()
+            lines = hop_plan(TeacherBrief.from_task(task), order).splitlines()
             assert replies[0].startswith("<think>\n" + "\n".join(lines) + "\n")
-            assert lines[0].startswith("[1] ") and lines[-1].startswith(("Q: ", "Asked: "))
-            assert numbers and numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
+            asked, hops = (lines[0], lines[1:]) if order == "reading" else (lines[-1], lines[:-1])
+            assert asked.startswith(("Q: ", "Asked: ")) and hops[0].startswith("[1] ")
+            solving = sorted(set(numbers), reverse=order == "reading")
+            first = len(hops) if order == "reading" else 1  # the pictured entity's number
+            assert numbers and numbers == solving and numbers[0] == first, numbers
+            if order == "reading" and asked.startswith("Q: "):
+                # each line is the next piece of the question: put back, they spell it whole
+                assert expanded(asked[3:], hops).lower() == task.question.lower()
             assert all(strict_format_check(r).ok for r in replies), task.id
             assert max(tokens(r) for r in replies) <= limit
             assert not uncopied_arguments(task, traj), task.id
@@ -553,6 +561,13 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
             if ok:  # a right answer came down the whole chain
                 assert (hops, end) == (len(hop_reach.chain(record)), "chain done")
     assert solved[True] >= solved[False] - 2, solved
+
+
+def expanded(text: str, hops: list[str]) -> str:
+    """``text`` with each "[k]" replaced by hop k's line of ``hops``, recursively: "What is [1]?"
+    with "[1] the town near [2]" and "[2] the river" is "What is the town near the river?"."""
+    lines = {int(h[1:h.index("]")]): h[h.index("]") + 2:] for h in hops}
+    return re.sub(r"\[(\d+)\]", lambda m: expanded(lines[int(m.group(1))], hops), text)
 
 
 def test_the_planning_teacher_walks_ten_round_exam_chains(exam_tasks):

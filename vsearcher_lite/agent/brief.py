@@ -129,16 +129,30 @@ def identified(description: str, name: str) -> str:
     return f"{description[:1].upper()}{description[1:]} is {name}."
 
 
-def hop_numbers(brief: TeacherBrief) -> dict[str, int]:
-    """Hidden entity id -> its number in the order of solving: the pictured one is 1."""
+#: The orders a hop plan lists its hops in: innermost first (the order of solving), or the
+#: question's reading order (the outermost hop first, so writing the plan copies the question from
+#: left to right, one segment a line).
+PLAN_ORDERS = ("inner", "reading")
+
+
+def hop_numbers(brief: TeacherBrief, order: str = "inner") -> dict[str, int]:
+    """Hidden entity id -> its number in the plan: in the order of solving (the pictured one is 1),
+    or with ``order`` "reading" in the question's order (the outermost hop is 1, the pictured one
+    last)."""
+    if order not in PLAN_ORDERS:
+        raise ValueError(f"unknown plan order {order!r}: use one of {', '.join(PLAN_ORDERS)}")
     ids = [brief.image_entity_id] if brief.has_image and brief.image_entity_id else []
-    return {entity_id: n for n, entity_id in enumerate(ids + [s.entity_id for s in brief.steps], 1)}
+    ids += [s.entity_id for s in brief.steps]
+    if order == "reading":
+        ids = ids[::-1]
+    return {entity_id: n for n, entity_id in enumerate(ids, 1)}
 
 
-def hop_plan(brief: TeacherBrief) -> str:
-    """The question taken apart into its hops, innermost first, each naming the one before by
-    number, then what is asked of the last: a plan the agent copies one line from at each step,
-    instead of rewriting the whole question.
+def hop_plan(brief: TeacherBrief, order: str = "inner") -> str:
+    """The question taken apart into its hops, each naming the hop it describes through by
+    number, and what is asked of the outermost: a plan the agent copies one line from at each
+    step, instead of rewriting the whole question. Innermost first, or with ``order`` "reading"
+    in the question's own order, the question's line first.
 
     >>> step = Step("E2", "town", "the town twinned with {E1}")
     >>> b = TeacherBrief("t", "What is the area of the town twinned with the city shown in the "
@@ -149,20 +163,25 @@ def hop_plan(brief: TeacherBrief) -> str:
     [1] the city shown in the image
     [2] the town twinned with [1]
     Q: What is the area of [2]?
+    >>> print(hop_plan(b, "reading"))
+    Q: What is the area of [1]?
+    [1] the town twinned with [2]
+    [2] the city shown in the image
     """
-    numbers = hop_numbers(brief)
+    numbers = hop_numbers(brief, order)
     pictured = brief.has_image and brief.image_entity_id
-    lines = [f"[1] {brief.image_description}"] if pictured else []
+    lines = [f"[{numbers[brief.image_entity_id]}] {brief.image_description}"] if pictured else []
     for step in brief.steps:
         template = re.sub(r"\{([A-Za-z0-9_:-]+)\}",
                           lambda m: f"[{numbers[m.group(1)]}]" if m.group(1) in numbers else "",
                           step.template)
         lines.append(f"[{numbers[step.entity_id]}] {template}")
-    last = f"[{len(numbers)}]" if numbers else (brief.seed_name or "")
+    outermost = brief.steps[-1].entity_id if brief.steps else brief.image_entity_id
+    last = f"[{numbers[outermost]}]" if outermost in numbers else (brief.seed_name or "")
     seed_question = re.sub(r"\b[Tt]he \{seed\}", "{seed}", brief.seed_question)  # "the [2]"
     asked = (f"Q: {restated_question(seed_question, last)}" if seed_question
              else f"Asked: {answer_goal(brief.answer_label, last)}")
-    return "\n".join(lines + [asked])
+    return "\n".join([asked, *lines[::-1]] if order == "reading" else [*lines, asked])
 
 
 def restated_question(template: str, seed: str) -> str:

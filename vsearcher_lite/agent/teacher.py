@@ -146,24 +146,24 @@ RESTATED_MAX_CHARS = 140
 
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
           style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
-          variety: float = 0.0, plan_hops: bool = False) -> Program:
+          variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner") -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
     for every later step and three for the answer, so a ten-round exam chain fits the episode.
     Each optional choice departs from the default plan with probability ``variety`` (at 0 the
     random stream is untouched, so a task's search is the same as without the setting).
-    ``plan_hops`` (compact): the first thought lists the question's hops (``hop_plan``), each
-    found name is said with its hop's number, and searches ask for one hop's description, never
-    the whole question rewritten."""
+    ``plan_hops`` (compact): the first thought lists the question's hops (``hop_plan``, in
+    ``plan_order``), each found name is said with its hop's number, and searches ask for one hop's
+    description, never the whole question rewritten."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")
     if not 0.0 <= variety <= 1.0:
         raise ValueError(f"variety must be between 0 and 1, got {variety}")
     short = style == "compact"
-    plan = hop_plan(brief) if short and plan_hops else ""  # said once, in the first thought
-    numbers = hop_numbers(brief)
+    plan = hop_plan(brief, plan_order) if short and plan_hops else ""  # once, in the first thought
+    numbers = hop_numbers(brief, plan_order)
 
     def say(full: str, compact: str) -> str:
         return compact if short else full
@@ -520,7 +520,7 @@ class HeuristicTeacher(ChatBackend):
 
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
                  style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
-                 variety: float = 0.0, plan_hops: bool = False):
+                 variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner"):
         if style not in THOUGHT_STYLES:
             known = ", ".join(THOUGHT_STYLES)
             raise ValueError(f"unknown thought style {style!r}: use one of {known}")
@@ -534,11 +534,12 @@ class HeuristicTeacher(ChatBackend):
         self.max_tool_calls = max_tool_calls  # the episode's limit: checks are spent within it
         self.variety = variety  # how often an optional choice leaves the default plan
         self.plan_hops = plan_hops  # (compact) the question's hops listed first
+        self.plan_order = plan_order  # innermost first, or in the question's reading order
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
         program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style,
-                        self.max_tool_calls, self.variety, self.plan_hops)
+                        self.max_tool_calls, self.variety, self.plan_hops, self.plan_order)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from vsearcher_lite.agent.brief import PLAN_ORDERS
 from vsearcher_lite.agent.export import export_trajectories
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import Judge, make_judge
@@ -92,6 +93,10 @@ class TrajectoryConfig:
                             "hop's number, and searches ask for one hop, not the whole question "
                             "rewritten (a ten-hop exam plan is longer than the cpu evaluation's "
                             "200-token turn)")
+    hop_plan_order: str = option("inner", "with --hop-plan: the plan's hops innermost first (the "
+                                 "order of solving) or in the question's reading order, so that "
+                                 "writing it copies the question left to right",
+                                 choices=PLAN_ORDERS)
     max_tool_calls: int = 30  # paper A.3
     wall_clock_s: float | None = 2.5 * 3600  # paper A.3
     max_context_chars: int | None = 800_000  # about the paper's 200K tokens
@@ -126,6 +131,12 @@ class TrajectoryConfig:
         if not 0.0 <= self.plan_variety <= 1.0:
             raise InputError(f"plan_variety (--plan-variety) must be between 0 and 1, "
                              f"got {self.plan_variety!r}")
+        if self.hop_plan_order not in PLAN_ORDERS:
+            raise InputError(f"hop_plan_order (--hop-plan-order) must be one of "
+                             f"{', '.join(PLAN_ORDERS)}, got {self.hop_plan_order!r}")
+        if self.hop_plan_order != "inner" and not self.hop_plan:
+            raise InputError(f"hop_plan_order (--hop-plan-order) {self.hop_plan_order} orders a "
+                             "hop plan: add --hop-plan")
         if self.hop_plan and self.prompt_variant != "compact":
             raise InputError("hop_plan (--hop-plan) needs the compact prompt: add "
                              f"--prompt compact (the prompt is {self.prompt_variant!r})")
@@ -196,7 +207,8 @@ def make_teacher_factory(config: TrajectoryConfig,
         return lambda task, i: HeuristicTeacher(
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
             style=config.prompt_variant, max_tool_calls=config.max_tool_calls,
-            variety=config.plan_variety, plan_hops=config.hop_plan)
+            variety=config.plan_variety, plan_hops=config.hop_plan,
+            plan_order=config.hop_plan_order)
     from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -250,6 +262,8 @@ def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict
         names += ("plan_variety",)  # at 0 the teacher searches as it did before the setting
     if teacher == "heuristic" and config.hop_plan:
         names += ("hop_plan",)
+        if config.hop_plan_order != "inner":  # plans of the default order keep their rollouts
+            names += ("hop_plan_order",)
     return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
 
 
@@ -469,7 +483,7 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 #: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
-               "prompt_variant", "plan_variety", "hop_plan")
+               "prompt_variant", "plan_variety", "hop_plan", "hop_plan_order")
 
 
 def run_trajectories_command(args) -> int:
