@@ -302,3 +302,15 @@ def test_world_size_summarizes_a_grpo_stage_as_the_reference_card_does():
         f"{g['reward_first_20pct']}, {g['reward_last_20pct']}, entropy {g['entropy_first_20pct']}, "
         f"{g['entropy_last_20pct']}; share of sampled groups with all rewards equal "
         f"{g['zero_variance_group_share']}")
+
+
+def test_sampling_temperature_refuses_a_bad_list_in_one_line_before_loading_anything(tmp_path):
+    script = str(ROOT / "benchmarks" / "sampling_temperature.py")
+    for given, said in (("1.0,hot", "not a comma-separated list of numbers: '1.0,hot'"),
+                        ("1.0,0", "every temperature must be > 0, got '1.0,0'")):
+        done = subprocess.run([sys.executable, script, "--run-dir", str(tmp_path),
+                               "--temperatures", given], capture_output=True, text=True)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, script, "--run-dir", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "no model checkpoint there" in done.stderr, done.stderr
