@@ -286,11 +286,10 @@ def validation_passk(source: Path, run: Path, models: list[tuple[str, Path]], sa
           f"{'format':>7}")
     for name, m, episodes in rows:
         for level in ("all", *m["by_level"]):
-            g = m if level == "all" else m["by_level"][level]
-            mixed = sum(m["mixed_by_level"].values()) if level == "all" else g["mixed"]
+            g = m if level == "all" else m["by_level"][level]  # the same fields, all tasks
             at = [r for r in episodes if level == "all" or r["difficulty"] == level]
             print(f"{name if level == 'all' else '':11} {level:7} {g['n_tasks']:5d} "
-                  f"{g['pass_at_k']['1']:7.3f} {g['pass_at_k'][str(k)]:7.3f} {mixed:5d} "
+                  f"{g['pass_at_k']['1']:7.3f} {g['pass_at_k'][str(k)]:7.3f} {g['mixed']:5d} "
                   f"{sum(r['format_ok'] for r in at) / max(len(at), 1):7.3f}")
 
 
