@@ -13,7 +13,9 @@ with ``--hop-plan`` (in ``RUN_DIR/hops``): the first thought lists the question'
 search asks for one hop, so the model never rewrites the whole question; the reading lever does the
 same with the plan in the question's own order (``--hop-plan-order reading``, in
 ``RUN_DIR/reading``), so that writing the plan copies the question from left to right instead of
-taking it apart from its end. The deep lever trains the
+taking it apart from its end; the next lever adds ``--hop-plan-next`` to the reading order (in
+``RUN_DIR/next``): before each search the thought writes the plan line it searches for, with the
+name just found filled in, so the search copies that line. The deep lever trains the
 reference's SFT on the reference's trajectories from a deeper base (in ``RUN_DIR/deep``): the
 shipped base with each text layer followed by ``--depth-factor`` - 1 copies of itself whose output
 projections start at zero, so it starts as the shipped base's function with more layers to learn
@@ -48,9 +50,9 @@ from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
 OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops", "reading",
-       "deep", "fresh", "run_manifest.json"}
+       "next", "deep", "fresh", "run_manifest.json"}
 #: The teacher levers: each writes its own trajectories of the same tasks, in ``RUN_DIR/<lever>``.
-TEACHER_LEVERS = ("plans", "hops", "reading")
+TEACHER_LEVERS = ("plans", "hops", "reading", "next")
 #: The levers whose SFT model is compared with the reference's on the held-out tasks.
 HELDOUT_LEVERS = (*TEACHER_LEVERS, "deep", "fresh")
 
@@ -152,7 +154,9 @@ def main() -> int:
     p.add_argument("--levers", default="epochs,plans",
                    help="which levers to train and sample beside the reference's model: epochs "
                         "(one epoch, and its average with two), plans (several plans per task), "
-                        "hops (a teacher that plans its hops), deep (a deeper base), fresh "
+                        "hops (a teacher that plans its hops), reading (its plan in the "
+                        "question's order), next (reading, and each search's line written "
+                        "first), deep (a deeper base), fresh "
                         "(the loss weighted on what tool responses brought in); "
                         "comma-separated (default: epochs,plans)")
     p.add_argument("--plan-variety", type=float, default=0.5,
@@ -173,10 +177,11 @@ def main() -> int:
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
     if not levers or levers - {"epochs", *HELDOUT_LEVERS}:
-        p.error(f"--levers takes epochs, plans, hops, reading, deep and fresh, got {args.levers!r}")
+        p.error(f"--levers takes epochs, plans, hops, reading, next, deep and fresh, "
+                f"got {args.levers!r}")
     if args.heldout and not levers & set(HELDOUT_LEVERS):
         p.error("--heldout evaluates the teacher, deep and fresh levers' models: add plans, hops, "
-                "reading, deep or fresh to --levers")
+                "reading, next, deep or fresh to --levers")
     if args.depth_factor < 2:
         p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
@@ -200,7 +205,9 @@ def main() -> int:
     teacher_settings = {  # each teacher lever's label and trajectory settings
         "plans": (f"plan variety {args.plan_variety}", {"plan_variety": args.plan_variety}),
         "hops": ("hop plan", {"hop_plan": True}),
-        "reading": ("hop plan, reading order", {"hop_plan": True, "hop_plan_order": "reading"})}
+        "reading": ("hop plan, reading order", {"hop_plan": True, "hop_plan_order": "reading"}),
+        "next": ("hop plan, reading order, next line", {
+            "hop_plan": True, "hop_plan_order": "reading", "hop_plan_next": True})}
     for lever in (x for x in TEACHER_LEVERS if x in levers):
         folder = run / lever
         link_inputs(source, folder, OWN | {"trajectories"})

@@ -510,14 +510,17 @@ def test_a_varied_teacher_checks_its_hasty_picks_and_recovers(tasks, run):
 # -- a plan of the hops: the question taken apart once, each hop then named by its number --------
 
 
-@pytest.mark.parametrize("order", ["inner", "reading"])
-def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn_tokens, order):
+@pytest.mark.parametrize("order,next_line", [("inner", False), ("reading", False),
+                                              ("reading", True)])
+def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn_tokens, order,
+                                                                 next_line):
     """With ``plan_hops`` the first thought lists the question's hops (``hop_plan``): innermost
     first, or in the question's reading order with the question's line first; each name found is
     said after its hop's number, in the order of solving; no search asks the whole question
     rewritten; every turn passes the strict format, fits the cpu evaluation's cut and copies its
-    arguments; and about as many tasks are solved as without the plan."""
-    from vsearcher_lite.agent.brief import hop_plan
+    arguments; and about as many tasks are solved as without the plan. With ``plan_next`` each
+    hop's search, and the answer's page, is announced by a "Next: ..." line that it copies."""
+    from vsearcher_lite.agent.brief import hop_numbers, hop_plan
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import hop_reach
@@ -529,13 +532,15 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
     for task in tasks[:12]:
         for plan in solved:
             traj = run_episode(HeuristicTeacher(task, seed=2, style="compact", plan_hops=plan,
-                                                plan_order=order), box, task)
+                                                plan_order=order, plan_next=next_line), box, task)
             ok = judge.judge(task.question, task.answer, traj.prediction, task.aliases).correct
             solved[plan] += ok
             replies = [m["content"] for m in traj.messages if m["role"] == "assistant"]
             numbers = [int(n) for n in re.findall(r"^\[(\d+)\] The ", "\n".join(replies), re.M)]
+            cues = [(line, call) for line, call in zip(last_lines(replies), tool_calls(traj))
+                    if line.startswith("Next: ")]
             if not plan:
-                assert not numbers and "[1]" not in replies[0]
+                assert not numbers and "[1]" not in replies[0] and not cues
                 continue
             lines = hop_plan(TeacherBrief.from_task(task), order).splitlines()
             assert replies[0].startswith("<think>\n" + "\n".join(lines) + "\n")
@@ -553,6 +558,17 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
             searched = [c["arguments"]["query"] for c in tool_calls(traj)
                         if c["name"] == "text_search"]
             assert not any("?" in q and "image" in q for q in searched), searched
+            if not next_line:
+                assert not cues
+            else:  # each hop's search in solving order, then (if read) the answer's page
+                hop_cues = [(line, c) for line, c in cues if line.startswith("Next: [")]
+                brief = TeacherBrief.from_task(task)
+                steps = [hop_numbers(brief, order)[step.entity_id] for step in brief.steps]
+                assert [int(line[7:line.index("]")]) for line, _ in hop_cues] == steps, cues
+                assert all(line == f"Next: [{line[7:line.index(']')]}] {c['arguments']['query']}"
+                           and c["name"] == "text_search" for line, c in hop_cues), hop_cues
+                assert all(line == f"Next: {c['arguments']['goal']}" and c["name"] == "visit"
+                           for line, c in cues[len(hop_cues):]), cues
             # the hop benchmark reads the plan back and walks the chain with the numbered names
             record, episode = task.to_dict(), traj.to_dict()
             assert hop_reach.plan_right(record, hop_reach.written_plan(episode))
@@ -561,6 +577,11 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
             if ok:  # a right answer came down the whole chain
                 assert (hops, end) == (len(hop_reach.chain(record)), "chain done")
     assert solved[True] >= solved[False] - 2, solved
+
+
+def last_lines(replies: list[str]) -> list[str]:
+    """The last line of each reply's thought."""
+    return [r.split("</think>")[0].strip().splitlines()[-1] for r in replies]
 
 
 def expanded(text: str, hops: list[str]) -> str:

@@ -146,7 +146,8 @@ RESTATED_MAX_CHARS = 140
 
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
           style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
-          variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner") -> Program:
+          variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner",
+          plan_next: bool = False) -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
@@ -155,7 +156,10 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     random stream is untouched, so a task's search is the same as without the setting).
     ``plan_hops`` (compact): the first thought lists the question's hops (``hop_plan``, in
     ``plan_order``), each found name is said with its hop's number, and searches ask for one hop's
-    description, never the whole question rewritten."""
+    description, never the whole question rewritten. ``plan_next`` (with ``plan_hops``): the
+    thought before each hop's search, and before the answer's page is read, ends with the line
+    searched for, "Next: [n] ..." with the names found so far filled in, so the search copies the
+    line just written instead of finding the next line in the plan."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")
@@ -164,6 +168,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     short = style == "compact"
     plan = hop_plan(brief, plan_order) if short and plan_hops else ""  # once, in the first thought
     numbers = hop_numbers(brief, plan_order)
+    cue = short and plan_hops and plan_next  # each search's line written before it is searched
 
     def say(full: str, compact: str) -> str:
         return compact if short else full
@@ -251,9 +256,11 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         if query != description and varied():
             query = description  # the same search, worded as the description alone
         calls += 1
+        line = f"[{numbers[step.entity_id]}] {query}" if step.entity_id in numbers else query
         obs = yield act("text_search", {"query": query},
                         say(f"{note} Next I need {description}; I will search for it.",
-                            note or "Search.").strip())
+                            f"{note}\nNext: {line}".strip() if cue else note or "Search."
+                            ).strip())
         candidates = [h for h in state.learn(obs) if h.is_article and h.title not in known]
         found, how = None, ""
 
@@ -473,7 +480,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     if url and not values:
         obs = yield act("visit", {"url": url, "goal": goal},
                         say(f"{note} The question asks for {goal}; the page of {seed} "
-                            "should say.", note or f"Read {seed}.").strip())
+                            "should say.", f"{note}\nNext: {goal}" if cue
+                            else note or f"Read {seed}.").strip())
         title, _, content = parse_visit(obs)
         values = read_values(content, brief.answer_relation, [seed, title])
     if not values and not searched:
@@ -520,7 +528,8 @@ class HeuristicTeacher(ChatBackend):
 
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
                  style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
-                 variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner"):
+                 variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner",
+                 plan_next: bool = False):
         if style not in THOUGHT_STYLES:
             known = ", ".join(THOUGHT_STYLES)
             raise ValueError(f"unknown thought style {style!r}: use one of {known}")
@@ -535,11 +544,13 @@ class HeuristicTeacher(ChatBackend):
         self.variety = variety  # how often an optional choice leaves the default plan
         self.plan_hops = plan_hops  # (compact) the question's hops listed first
         self.plan_order = plan_order  # innermost first, or in the question's reading order
+        self.plan_next = plan_next  # each search's line written before it is searched
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
         program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style,
-                        self.max_tool_calls, self.variety, self.plan_hops, self.plan_order)
+                        self.max_tool_calls, self.variety, self.plan_hops, self.plan_order,
+                        self.plan_next)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

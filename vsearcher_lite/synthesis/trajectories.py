@@ -97,6 +97,9 @@ class TrajectoryConfig:
                                  "order of solving) or in the question's reading order, so that "
                                  "writing it copies the question left to right",
                                  choices=PLAN_ORDERS)
+    hop_plan_next: bool = option(False, "with --hop-plan: the thought before each search ends "
+                                 "with the line searched for (\"Next: [n] ...\", the names found "
+                                 "so far filled in), so the search copies the line just written")
     max_tool_calls: int = 30  # paper A.3
     wall_clock_s: float | None = 2.5 * 3600  # paper A.3
     max_context_chars: int | None = 800_000  # about the paper's 200K tokens
@@ -137,6 +140,9 @@ class TrajectoryConfig:
         if self.hop_plan_order != "inner" and not self.hop_plan:
             raise InputError(f"hop_plan_order (--hop-plan-order) {self.hop_plan_order} orders a "
                              "hop plan: add --hop-plan")
+        if self.hop_plan_next and not self.hop_plan:
+            raise InputError("hop_plan_next (--hop-plan-next) writes a hop plan's next line: add "
+                             "--hop-plan")
         if self.hop_plan and self.prompt_variant != "compact":
             raise InputError("hop_plan (--hop-plan) needs the compact prompt: add "
                              f"--prompt compact (the prompt is {self.prompt_variant!r})")
@@ -208,7 +214,7 @@ def make_teacher_factory(config: TrajectoryConfig,
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
             style=config.prompt_variant, max_tool_calls=config.max_tool_calls,
             variety=config.plan_variety, plan_hops=config.hop_plan,
-            plan_order=config.hop_plan_order)
+            plan_order=config.hop_plan_order, plan_next=config.hop_plan_next)
     from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -264,6 +270,8 @@ def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict
         names += ("hop_plan",)
         if config.hop_plan_order != "inner":  # plans of the default order keep their rollouts
             names += ("hop_plan_order",)
+        if config.hop_plan_next:
+            names += ("hop_plan_next",)
     return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
 
 
@@ -483,7 +491,7 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 #: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
-               "prompt_variant", "plan_variety", "hop_plan", "hop_plan_order")
+               "prompt_variant", "plan_variety", "hop_plan", "hop_plan_order", "hop_plan_next")
 
 
 def run_trajectories_command(args) -> int:
