@@ -9,7 +9,9 @@ hops the agent resolved before its first wrong claim, and what was wrong there: 
 reading, off chain, stopped, or chain done (``vsearcher_lite.scoring.hops`` says what each means).
 
 Where an agent writes a plan of the hops first (the ``--hop-plan`` teacher's format, in either
-``--hop-plan-order``), the last column counts the plans equal to the teacher's plan of the task.
+``--hop-plan-order``), a column counts the plans equal to the teacher's plan of the task; where it
+writes the line it searches for before each search (``--hop-plan-next``), the last column counts
+those lines that name the hop next on the chain, written while the walk was still on it.
 
     python benchmarks/hop_reach.py --run-dir RUN --evaluate sft=data/reference/sft/checkpoint \\
         --evaluate rl=data/reference/grpo/checkpoint --evaluate teacher=teacher
@@ -59,6 +61,27 @@ def written_plan(trajectory: dict) -> list[str]:
     return plan if hops and hops[0].startswith("[1] ") else []
 
 
+def next_lines(task: dict, trajectory: dict) -> tuple[int, int]:
+    """The "Next: [n] <description>" lines an agent wrote while its walk along ``task``'s chain
+    was still right, and how many of them describe the hop next on the chain."""
+    steps, done, written, right = chain(task), 0, 0, 0
+    for message in trajectory.get("messages") or []:
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), str):
+            continue
+        for line in message["content"].split("</think>")[0].splitlines():
+            claim, cue = hops.CLAIM.match(line.strip()), re.match(r"Next: \[\d+\] (.+)", line)
+            if claim and done < len(steps):
+                entity = hops.norm(claim["entity"])
+                if entity == hops.norm(steps[done][1]):
+                    done += 1
+                elif not done or entity != hops.norm(steps[done - 1][1]):  # not said again
+                    return written, right  # the walk left the chain
+            elif cue and done < len(steps):
+                written += 1
+                right += hops.norm(cue[1]) == hops.norm(steps[done][0])
+    return written, right
+
+
 def plan_right(task: dict, plan: list[str]) -> bool:
     """Whether ``plan`` is the planning teacher's plan of ``task`` in either order, line for
     line."""
@@ -86,11 +109,14 @@ def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[
         hops = sum(lengths) / n
         plans = [(r, written_plan(r.get("trajectory") or {})) for r in rows]
         plans = [plan_right(tasks[r["id"]], plan) for r, plan in plans if plan]
+        cues = [next_lines(tasks[r["id"]], r.get("trajectory") or {}) for r in rows]
+        cues_written, cues_right = sum(w for w, _ in cues), sum(x for _, x in cues)
         print(f"{label:8} {level:6} {n:4d} {solved:6.3f}  {resolved:4.2f}/{hops:4.2f}"
               f"  {' '.join(f'{x:.2f}' for x in at_least):24}"
               f"  {' '.join(f'{ends[k] / n:.2f}' for k in KINDS)}"
               f"  {done_right}/{ends['chain done']}"
-              f"  {f'{sum(plans)}/{len(plans)}' if plans else '-'}")
+              f"  {f'{sum(plans)}/{len(plans)}' if plans else '-':>9}"
+              f"  {f'{cues_right}/{cues_written}' if cues_written else '-'}")
 
 
 def evaluate(run: Path, label: str, policy: str, tasks: list) -> list[dict]:
@@ -140,10 +166,14 @@ def main() -> int:
         named.append((label, evaluate(run, label, policy, to_run)))
     for spec in args.results:
         label, _, path = spec.partition("=")
-        named.append((label, list(read_jsonl(path))))
+        records = list(read_jsonl(path))
+        if not any((r.get("trajectory") or {}).get("messages") for r in records):
+            raise SystemExit(f"{path}: no record holds its episode's messages, so no walk can be "
+                             "read (shipped results leave them out: evaluate with --evaluate)")
+        named.append((label, records))
     print(f"{'policy':8} {'level':6} {'n':>4} {'pass@1':>6}  {'hops':>9}  "
           f"{'resolved >= 1, 2, ...':24}  {' / '.join(KINDS)}  right/chains done"
-          "  plans right/written")
+          "  plans right/written  next right/written")
     for label, results in named:
         table(label, results, tasks, levels)
     return 0

@@ -70,7 +70,8 @@ def test_notebook_modules_counts_what_a_notebooks_imports_load(tmp_path):
 
 def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
     """One medium task (the image, then three rounds) and five episodes of it: one per way a walk
-    along the chain ends."""
+    along the chain ends; the "Next:" lines written while a walk is on the chain are counted,
+    right when they describe the hop next on it."""
     rounds = [{"entity": "Kraron", "description": "the village that is home to the Jas Theatre"},
               {"entity": "Jas Theatre", "description": "the theatre commissioned by the Ensemble"},
               {"entity": "Ensemble", "description": "the orchestra based in Theith"}]
@@ -88,10 +89,15 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
     image = "The village shown in the image is Theith."
     orchestra = "[2] The orchestra based in Theith is Ensemble."  # a planning teacher's numbers
     episodes = [
-        episode(False, "The village shown in the image is Orsk."),  # image
-        episode(False, image, "The orchestra based in Theith is Kraron."),  # reading
-        episode(False, image, image, "The theatre commissioned by Theith is Jas Theatre."),  # off
-        episode(False, image, orchestra),  # stopped after two hops
+        episode(False, "The village shown in the image is Orsk.\n"
+                "Next: [3] the orchestra based in Orsk"),  # image (a line off the chain: uncounted)
+        episode(False, image + "\nNext: [3] the orchestra based in Theith",  # right
+                orchestra, "The theatre commissioned by Ensemble is Kraron."),  # reading ("the"
+        # left out of the description as the teacher writes it)
+        episode(False, image + "\nNext: [2] the theatre commissioned by Theith",  # wrong
+                image, "The theatre commissioned by Theith is Jas Theatre."),  # off
+        episode(False, image, orchestra + "\nNext: [1] the theatre commissioned by the Ensemble"),
+        # stopped after two hops, its next line right
         episode(True, image, orchestra, "The theatre commissioned by the Ensemble is Jas Theatre.",
                 "The village that is home to the Jas Theatre is Kraron. Read Kraron."),  # done
     ]
@@ -102,9 +108,17 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
          "--results", f"sft={results}"],
         capture_output=True, text=True, check=True,
     ).stdout.splitlines()
-    # hops resolved 0, 1, 1, 2, 4: at least one 4 of 5, two 2, three and four 1
-    assert out[1].split() == ["sft", "medium", "5", "0.200", "1.60/4.00", "0.80", "0.40", "0.20",
-                              "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1", "-"]
+    # hops resolved 0, 2, 1, 2, 4: at least one 4 of 5, two 3, three and four 1
+    assert out[1].split() == ["sft", "medium", "5", "0.200", "1.80/4.00", "0.80", "0.60", "0.20",
+                              "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1", "-",
+                              "2/3"]
+    # results without the episodes' messages (as shipped) cannot be walked: one line says so
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({k: v for k, v in episodes[0].items() if k != "trajectory"}) + "\n")
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "hop_reach.py"), "--run-dir", str(tmp_path),
+         "--results", f"sft={bare}"], capture_output=True, text=True)
+    assert refused.returncode == 1 and refused.stderr.startswith(f"{bare}: no record holds")
 
 
 def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):

@@ -558,10 +558,10 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
             searched = [c["arguments"]["query"] for c in tool_calls(traj)
                         if c["name"] == "text_search"]
             assert not any("?" in q and "image" in q for q in searched), searched
+            hop_cues = [(line, c) for line, c in cues if line.startswith("Next: [")]
             if not next_line:
                 assert not cues
             else:  # each hop's search in solving order, then (if read) the answer's page
-                hop_cues = [(line, c) for line, c in cues if line.startswith("Next: [")]
                 brief = TeacherBrief.from_task(task)
                 steps = [hop_numbers(brief, order)[step.entity_id] for step in brief.steps]
                 assert [int(line[7:line.index("]")]) for line, _ in hop_cues] == steps, cues
@@ -574,8 +574,10 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
             assert hop_reach.plan_right(record, hop_reach.written_plan(episode))
             hops, end = hop_reach.reach(record, episode)
             assert hops <= len(numbers) and end != "off chain", (hops, end, numbers)
-            if ok:  # a right answer came down the whole chain
+            written, right = hop_reach.next_lines(record, episode)
+            if ok:  # a right answer came down the whole chain, each next line on it
                 assert (hops, end) == (len(hop_reach.chain(record)), "chain done")
+                assert written == right == (len(hop_cues) if next_line else 0), (written, right)
     assert solved[True] >= solved[False] - 2, solved
 
 

@@ -29,9 +29,14 @@ KINDS = ("image", "reading", "off chain", "stopped", "chain done")
 
 
 def norm(text: str) -> str:
-    """Case, spacing and a leading "the" do not make two names differ."""
-    text = " ".join(text.casefold().split())
-    return text[4:] if text.startswith("the ") else text
+    """Case, spacing and "the" do not make two names or descriptions differ: the question says
+    "the painting kept in the Zothar Library" where the teacher, filling the name in, writes
+    "the painting kept in Zothar Library".
+
+    >>> norm("The painting kept in the Zothar Library") == norm("painting kept in Zothar Library")
+    True
+    """
+    return " ".join(w for w in text.casefold().split() if w != "the")
 
 
 def chain(task: dict) -> list[tuple[str, str]]:
