@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from vsearcher_lite.agent.brief import NEXT_LINE_CUE
 from vsearcher_lite.runio import read_jsonl
 from vsearcher_lite.scoring import hops
 from vsearcher_lite.scoring.hops import KINDS, chain
@@ -64,22 +65,11 @@ def written_plan(trajectory: dict) -> list[str]:
 def next_lines(task: dict, trajectory: dict) -> tuple[int, int]:
     """The "Next: [n] <description>" lines an agent wrote while its walk along ``task``'s chain
     was still right, and how many of them describe the hop next on the chain."""
-    steps, done, written, right = chain(task), 0, 0, 0
-    for message in trajectory.get("messages") or []:
-        if message.get("role") != "assistant" or not isinstance(message.get("content"), str):
-            continue
-        for line in message["content"].split("</think>")[0].splitlines():
-            claim, cue = hops.CLAIM.match(line.strip()), re.match(r"Next: \[\d+\] (.+)", line)
-            if claim and done < len(steps):
-                entity = hops.norm(claim["entity"])
-                if entity == hops.norm(steps[done][1]):
-                    done += 1
-                elif not done or entity != hops.norm(steps[done - 1][1]):  # not said again
-                    return written, right  # the walk left the chain
-            elif cue and done < len(steps):
-                written += 1
-                right += hops.norm(cue[1]) == hops.norm(steps[done][0])
-    return written, right
+    steps = chain(task)
+    _, _, read = hops.walk(steps, trajectory.get("messages") or [])
+    cue = re.compile(rf"{re.escape(NEXT_LINE_CUE)}\[\d+\] (.+)")
+    cues = [(m[1], done) for line, done in read if done < len(steps) and (m := cue.match(line))]
+    return len(cues), sum(hops.norm(text) == hops.norm(steps[done][0]) for text, done in cues)
 
 
 def plan_right(task: dict, plan: list[str]) -> bool:

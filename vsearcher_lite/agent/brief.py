@@ -133,6 +133,9 @@ def identified(description: str, name: str) -> str:
 #: question's reading order (the outermost hop first, so writing the plan copies the question from
 #: left to right, one segment a line).
 PLAN_ORDERS = ("inner", "reading")
+#: What opens the line a planning teacher writes before a search (``--hop-plan-next``): the plan
+#: line searched for, or the question about the seed, with the names found so far filled in.
+NEXT_LINE_CUE = "Next: "
 
 
 def hop_numbers(brief: TeacherBrief, order: str = "inner") -> dict[str, int]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 from vsearcher_lite.agent.brief import (
+    NEXT_LINE_CUE,
     Clue,
     TeacherBrief,
     answer_goal,
@@ -259,7 +260,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
         line = f"[{numbers[step.entity_id]}] {query}" if step.entity_id in numbers else query
         obs = yield act("text_search", {"query": query},
                         say(f"{note} Next I need {description}; I will search for it.",
-                            f"{note}\nNext: {line}".strip() if cue else note or "Search."
+                            f"{note}\n{NEXT_LINE_CUE}{line}".strip() if cue else note or "Search."
                             ).strip())
         candidates = [h for h in state.learn(obs) if h.is_article and h.title not in known]
         found, how = None, ""
@@ -480,7 +481,7 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     if url and not values:
         obs = yield act("visit", {"url": url, "goal": goal},
                         say(f"{note} The question asks for {goal}; the page of {seed} "
-                            "should say.", f"{note}\nNext: {goal}" if cue
+                            "should say.", f"{note}\n{NEXT_LINE_CUE}{goal}" if cue
                             else note or f"Read {seed}.").strip())
         title, _, content = parse_visit(obs)
         values = read_values(content, brief.answer_relation, [seed, title])

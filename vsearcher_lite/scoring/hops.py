@@ -46,18 +46,39 @@ def chain(task: dict) -> list[tuple[str, str]]:
     return hops + [(r["description"], r["entity"]) for r in reversed(task.get("rounds") or [])]
 
 
-def claims(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The "The <description> is <entity>." lines of the assistant's thinking, in order."""
-    found = []
-    for message in messages:
-        if message.get("role") != "assistant" or not isinstance(message.get("content"), str):
-            continue
-        think = message["content"].split("</think>")[0]
-        for line in think.splitlines():
-            match = CLAIM.match(line.strip())
-            if match:
-                found.append((match["description"], match["entity"]))
-    return found
+def thought_lines(messages: list[dict[str, Any]]) -> list[str]:
+    """The lines of the assistant's thinking, in order, stripped."""
+    return [line.strip() for message in messages
+            if message.get("role") == "assistant" and isinstance(message.get("content"), str)
+            for line in message["content"].split("</think>")[0].splitlines()]
+
+
+def walk(hops: list[tuple[str, str]],
+         messages: list[dict[str, Any]]) -> tuple[int, str, list[tuple[str, int]]]:
+    """``reach``, and each line of thinking read while the walk was on the chain, with the hops
+    resolved by then (what a line naming the next hop is checked against).
+
+    >>> hops = [("the tower in the image", "Orm Tower"), ("the town of Orm Tower", "Ulby")]
+    >>> say = lambda *lines: [{"role": "assistant", "content": "\\n".join(lines) + "</think>"}]
+    >>> walk(hops, say("The tower in the image is Orm Tower.", "Next: the town of Orm Tower",
+    ...                "The town of Orm Tower is Vey.", "Next: the river of Vey"))[1:]
+    ('reading', [('The tower in the image is Orm Tower.', 1), ('Next: the town of Orm Tower', 1)])
+    """
+    done, read = 0, []
+    for line in thought_lines(messages):
+        match = CLAIM.match(line)
+        if match and done < len(hops):
+            description, entity = match["description"], match["entity"]
+            if norm(entity) == norm(hops[done][1]):
+                done += 1
+            elif done == 0 and "image" in description.casefold():
+                return done, "image", read
+            elif done and norm(description) == norm(hops[done][0]):
+                return done, "reading", read
+            elif not done or norm(entity) != norm(hops[done - 1][1]):  # not the last hop again
+                return done, "off chain", read
+        read.append((line, done))
+    return done, "chain done" if done == len(hops) else "stopped", read
 
 
 def reach(hops: list[tuple[str, str]], messages: list[dict[str, Any]]) -> tuple[int, str]:
@@ -75,21 +96,8 @@ def reach(hops: list[tuple[str, str]], messages: list[dict[str, Any]]) -> tuple[
     >>> reach(hops, say("The tower in the image is Kell Tower."))
     (0, 'image')
     """
-    done = 0
-    for description, entity in claims(messages):
-        if done == len(hops):
-            break
-        if norm(entity) == norm(hops[done][1]):
-            done += 1
-        elif done == 0 and "image" in description.casefold():
-            return done, "image"
-        elif done and norm(description) == norm(hops[done][0]):
-            return done, "reading"
-        elif done and norm(entity) == norm(hops[done - 1][1]):
-            continue  # the hop just resolved, said again
-        else:
-            return done, "off chain"
-    return done, "chain done" if done == len(hops) else "stopped"
+    done, kind, _ = walk(hops, messages)
+    return done, kind
 
 
 def hop_progress(task: dict, messages: list[dict[str, Any]]) -> float:
