@@ -64,11 +64,19 @@ def written_plan(trajectory: dict) -> list[str]:
 
 def next_lines(task: dict, trajectory: dict) -> tuple[int, int]:
     """The "Next: [n] <description>" lines an agent wrote while its walk along ``task``'s chain
-    was still right, and how many of them describe the hop next on the chain."""
+    was still right, and how many of them describe the hop next on the chain. A line written as
+    the plan has it ("Next: [3] the town twinned with [4]") is read with the names the agent
+    gave each number so far ("[4] The port town shown in the image is Pritarkere.")."""
     steps = chain(task)
     _, _, read = hops.walk(steps, trajectory.get("messages") or [])
     cue = re.compile(rf"{re.escape(NEXT_LINE_CUE)}\[\d+\] (.+)")
-    cues = [(m[1], done) for line, done in read if done < len(steps) and (m := cue.match(line))]
+    names, cues = {}, []  # number -> the name the agent gave it; (line read, hops done)
+    for line, done in read:
+        claim = hops.CLAIM.match(line)
+        if claim and line.startswith("["):
+            names[line[1:line.index("]")]] = claim["entity"]
+        elif done < len(steps) and (m := cue.match(line)):
+            cues.append((re.sub(r"\[(\d+)\]", lambda n: names.get(n[1], n[0]), m[1]), done))
     return len(cues), sum(hops.norm(text) == hops.norm(steps[done][0]) for text, done in cues)
 
 

@@ -15,7 +15,9 @@ same with the plan in the question's own order (``--hop-plan-order reading``, in
 ``RUN_DIR/reading``), so that writing the plan copies the question from left to right instead of
 taking it apart from its end; the next lever adds ``--hop-plan-next`` to the reading order (in
 ``RUN_DIR/next``): before each search the thought writes the plan line it searches for, with the
-name just found filled in, so the search copies that line. The deep lever trains the
+name just found filled in, so the search copies that line; the copy lever writes that line as the
+plan has it (``--hop-plan-next-form plan``, in ``RUN_DIR/copy``), so the line is copied whole from
+the plan and the search fills in the name found on the line before. The deep lever trains the
 reference's SFT on the reference's trajectories from a deeper base (in ``RUN_DIR/deep``): the
 shipped base with each text layer followed by ``--depth-factor`` - 1 copies of itself whose output
 projections start at zero, so it starts as the shipped base's function with more layers to learn
@@ -50,9 +52,9 @@ from pathlib import Path
 
 #: A run's stage folders that the lever models do not share with the source run.
 OWN = {"sft", "grpo", "eval", "comparison", "passk", "sft-average", "plans", "hops", "reading",
-       "next", "deep", "fresh", "run_manifest.json"}
+       "next", "copy", "deep", "fresh", "run_manifest.json"}
 #: The teacher levers: each writes its own trajectories of the same tasks, in ``RUN_DIR/<lever>``.
-TEACHER_LEVERS = ("plans", "hops", "reading", "next")
+TEACHER_LEVERS = ("plans", "hops", "reading", "next", "copy")
 #: The levers whose SFT model is compared with the reference's on the held-out tasks.
 HELDOUT_LEVERS = (*TEACHER_LEVERS, "deep", "fresh")
 
@@ -156,8 +158,8 @@ def main() -> int:
                         "(one epoch, and its average with two), plans (several plans per task), "
                         "hops (a teacher that plans its hops), reading (its plan in the "
                         "question's order), next (reading, and each search's line written "
-                        "first), deep (a deeper base), fresh "
-                        "(the loss weighted on what tool responses brought in); "
+                        "first), copy (next, the line as the plan writes it), deep (a deeper "
+                        "base), fresh (the loss weighted on what tool responses brought in); "
                         "comma-separated (default: epochs,plans)")
     p.add_argument("--plan-variety", type=float, default=0.5,
                    help="the varied teacher's plan_variety (default 0.5)")
@@ -177,11 +179,11 @@ def main() -> int:
     args = p.parse_args()
     levers = {x.strip() for x in args.levers.split(",") if x.strip()}
     if not levers or levers - {"epochs", *HELDOUT_LEVERS}:
-        p.error(f"--levers takes epochs, plans, hops, reading, next, deep and fresh, "
+        p.error(f"--levers takes epochs, plans, hops, reading, next, copy, deep and fresh, "
                 f"got {args.levers!r}")
     if args.heldout and not levers & set(HELDOUT_LEVERS):
         p.error("--heldout evaluates the teacher, deep and fresh levers' models: add plans, hops, "
-                "reading, next, deep or fresh to --levers")
+                "reading, next, copy, deep or fresh to --levers")
     if args.depth_factor < 2:
         p.error(f"--depth-factor must be at least 2, got {args.depth_factor}")
 
@@ -207,7 +209,10 @@ def main() -> int:
         "hops": ("hop plan", {"hop_plan": True}),
         "reading": ("hop plan, reading order", {"hop_plan": True, "hop_plan_order": "reading"}),
         "next": ("hop plan, reading order, next line", {
-            "hop_plan": True, "hop_plan_order": "reading", "hop_plan_next": True})}
+            "hop_plan": True, "hop_plan_order": "reading", "hop_plan_next": True}),
+        "copy": ("hop plan, reading order, next line as planned", {
+            "hop_plan": True, "hop_plan_order": "reading", "hop_plan_next": True,
+            "hop_plan_next_form": "plan"})}
     for lever in (x for x in TEACHER_LEVERS if x in levers):
         folder = run / lever
         link_inputs(source, folder, OWN | {"trajectories"})

@@ -71,7 +71,8 @@ def test_notebook_modules_counts_what_a_notebooks_imports_load(tmp_path):
 def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
     """One medium task (the image, then three rounds) and five episodes of it: one per way a walk
     along the chain ends; the "Next:" lines written while a walk is on the chain are counted,
-    right when they describe the hop next on it."""
+    right when they describe the hop next on it, as the plan writes them too ("[2]" read as the
+    name the episode gave hop 2)."""
     rounds = [{"entity": "Kraron", "description": "the village that is home to the Jas Theatre"},
               {"entity": "Jas Theatre", "description": "the theatre commissioned by the Ensemble"},
               {"entity": "Ensemble", "description": "the orchestra based in Theith"}]
@@ -95,9 +96,11 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
                 orchestra, "The theatre commissioned by Ensemble is Kraron."),  # reading ("the"
         # left out of the description as the teacher writes it)
         episode(False, image + "\nNext: [2] the theatre commissioned by Theith",  # wrong
-                image, "The theatre commissioned by Theith is Jas Theatre."),  # off
-        episode(False, image, orchestra + "\nNext: [1] the theatre commissioned by the Ensemble"),
-        # stopped after two hops, its next line right
+                image + "\nNext: [3] the orchestra based in [9]",  # wrong: no name for 9
+                "The theatre commissioned by Theith is Jas Theatre."),  # off
+        episode(False, image, orchestra + "\nNext: [1] the theatre commissioned by the Ensemble",
+                "Next: [1] the theatre commissioned by [2]"),
+        # stopped after two hops, its next lines right
         episode(True, image, orchestra, "The theatre commissioned by the Ensemble is Jas Theatre.",
                 "The village that is home to the Jas Theatre is Kraron. Read Kraron."),  # done
     ]
@@ -111,7 +114,7 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
     # hops resolved 0, 2, 1, 2, 4: at least one 4 of 5, two 3, three and four 1
     assert out[1].split() == ["sft", "medium", "5", "0.200", "1.80/4.00", "0.80", "0.60", "0.20",
                               "0.20", "0.20", "0.20", "0.20", "0.20", "0.20", "1/1", "-",
-                              "2/3"]
+                              "3/5"]
     # results without the episodes' messages (as shipped) cannot be walked: one line says so
     bare = tmp_path / "bare.jsonl"
     bare.write_text(json.dumps({k: v for k, v in episodes[0].items() if k != "trajectory"}) + "\n")

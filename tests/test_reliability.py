@@ -206,7 +206,9 @@ def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
     with pytest.raises(InputError, match=r"hop_plan \(--hop-plan\) needs the compact prompt"):
         traj_config(run, hop_plan=True, prompt_variant="full")
     # and each form of the plan: the question's order, the next line written before a search
-    for form in ({"hop_plan_order": "reading"}, {"hop_plan_next": True}):
+    # (the names filled in, or as the plan writes it)
+    for form in ({"hop_plan_order": "reading"}, {"hop_plan_next": True},
+                 {"hop_plan_next": True, "hop_plan_next_form": "plan"}):
         own = generate_trajectories(
             run, traj_config(run, max_tasks=2, samples_per_task=1, hop_plan=True, **form))
         assert own["generated_this_run"] == 2, form
@@ -214,6 +216,9 @@ def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
         with pytest.raises(InputError, match=rf"{name} \(--{name.replace('_', '-')}\) .*: add "
                                              r"--hop-plan$"):
             traj_config(run, **form)
+    with pytest.raises(InputError, match=r"hop_plan_next_form \(--hop-plan-next-form\) plan .*: "
+                                         r"add --hop-plan-next$"):
+        traj_config(run, hop_plan=True, hop_plan_next_form="plan")
     default = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1))
     assert default["generated_this_run"] == 0  # the first run's rollouts, found again
 

@@ -24,6 +24,7 @@ from vsearcher_lite.agent.reading import parse_hits, parse_visit, read_values, s
 from vsearcher_lite.agent.task import Task
 from vsearcher_lite.agent.teacher import HeuristicTeacher
 from vsearcher_lite.chat import message_text
+from vsearcher_lite.scoring.hops import CLAIM
 
 
 @pytest.fixture(scope="module")
@@ -510,8 +511,8 @@ def test_a_varied_teacher_checks_its_hasty_picks_and_recovers(tasks, run):
 # -- a plan of the hops: the question taken apart once, each hop then named by its number --------
 
 
-@pytest.mark.parametrize("order,next_line", [("inner", False), ("reading", False),
-                                              ("reading", True)])
+@pytest.mark.parametrize("order,next_line", [("inner", ""), ("reading", ""),
+                                              ("reading", "filled"), ("reading", "plan")])
 def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn_tokens, order,
                                                                  next_line):
     """With ``plan_hops`` the first thought lists the question's hops (``hop_plan``): innermost
@@ -519,7 +520,9 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
     said after its hop's number, in the order of solving; no search asks the whole question
     rewritten; every turn passes the strict format, fits the cpu evaluation's cut and copies its
     arguments; and about as many tasks are solved as without the plan. With ``plan_next`` each
-    hop's search, and the answer's page, is announced by a "Next: ..." line that it copies."""
+    hop's search, and the answer's page, is announced by a "Next: ..." line that it copies: the
+    line with the names found so far filled in, or the plan's line as written, its numbers filled
+    in by the search."""
     from vsearcher_lite.agent.brief import hop_numbers, hop_plan
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -532,7 +535,8 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
     for task in tasks[:12]:
         for plan in solved:
             traj = run_episode(HeuristicTeacher(task, seed=2, style="compact", plan_hops=plan,
-                                                plan_order=order, plan_next=next_line), box, task)
+                                                plan_order=order, plan_next=bool(next_line),
+                                                next_form=next_line or "filled"), box, task)
             ok = judge.judge(task.question, task.answer, traj.prediction, task.aliases).correct
             solved[plan] += ok
             replies = [m["content"] for m in traj.messages if m["role"] == "assistant"]
@@ -565,10 +569,19 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
                 brief = TeacherBrief.from_task(task)
                 steps = [hop_numbers(brief, order)[step.entity_id] for step in brief.steps]
                 assert [int(line[7:line.index("]")]) for line, _ in hop_cues] == steps, cues
-                assert all(line == f"Next: [{line[7:line.index(']')]}] {c['arguments']['query']}"
-                           and c["name"] == "text_search" for line, c in hop_cues), hop_cues
-                assert all(line == f"Next: {c['arguments']['goal']}" and c["name"] == "visit"
-                           for line, c in cues[len(hop_cues):]), cues
+                assert all(c["name"] == "text_search" for _, c in hop_cues), hop_cues
+                assert all(c["name"] == "visit" for _, c in cues[len(hop_cues):]), cues
+                names = {line[1:line.index("]")]: claim["entity"]  # [n] -> the name found
+                         for line in "\n".join(replies).splitlines()
+                         if (claim := CLAIM.match(line)) and line.startswith("[")}
+                for line, c in cues:
+                    asks = c["arguments"]["query" if c["name"] == "text_search" else "goal"]
+                    if next_line == "filled":
+                        assert re.sub(r"^Next: (\[\d+\] )?", "", line) == asks, (line, asks)
+                    else:  # a line of the plan, its numbers the names found
+                        assert line[6:] in lines, (line, lines)
+                        text = line[6:].split(" ", 1)[1]
+                        assert re.sub(r"\[(\d+)\]", lambda m: names[m[1]], text) == asks, line
             # the hop benchmark reads the plan back and walks the chain with the numbered names
             record, episode = task.to_dict(), traj.to_dict()
             assert hop_reach.plan_right(record, hop_reach.written_plan(episode))

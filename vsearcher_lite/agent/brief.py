@@ -136,6 +136,10 @@ PLAN_ORDERS = ("inner", "reading")
 #: What opens the line a planning teacher writes before a search (``--hop-plan-next``): the plan
 #: line searched for, or the question about the seed, with the names found so far filled in.
 NEXT_LINE_CUE = "Next: "
+#: The forms of that line: "filled", the names found so far in place of the hops' numbers (the
+#: search copies the line); "plan", the plan's line as written (the line is copied, and the search
+#: fills in the number of the hop just found, its name written on the line before).
+NEXT_LINE_FORMS = ("filled", "plan")
 
 
 def hop_numbers(brief: TeacherBrief, order: str = "inner") -> dict[str, int]:
@@ -171,20 +175,30 @@ def hop_plan(brief: TeacherBrief, order: str = "inner") -> str:
     [1] the town twinned with [2]
     [2] the city shown in the image
     """
+    lines, asked = hop_plan_lines(brief, order)
+    lines = list(lines.values())
+    return "\n".join([asked, *lines[::-1]] if order == "reading" else [*lines, asked])
+
+
+def hop_plan_lines(brief: TeacherBrief, order: str = "inner") -> tuple[dict[str, str], str]:
+    """The lines of ``hop_plan``: hidden entity id -> its line, innermost first, and the line of
+    what is asked of the outermost hop."""
     numbers = hop_numbers(brief, order)
-    pictured = brief.has_image and brief.image_entity_id
-    lines = [f"[{numbers[brief.image_entity_id]}] {brief.image_description}"] if pictured else []
+    lines = {}
+    if brief.has_image and brief.image_entity_id:
+        lines[brief.image_entity_id] = (f"[{numbers[brief.image_entity_id]}] "
+                                        f"{brief.image_description}")
     for step in brief.steps:
         template = re.sub(r"\{([A-Za-z0-9_:-]+)\}",
                           lambda m: f"[{numbers[m.group(1)]}]" if m.group(1) in numbers else "",
                           step.template)
-        lines.append(f"[{numbers[step.entity_id]}] {template}")
+        lines[step.entity_id] = f"[{numbers[step.entity_id]}] {template}"
     outermost = brief.steps[-1].entity_id if brief.steps else brief.image_entity_id
     last = f"[{numbers[outermost]}]" if outermost in numbers else (brief.seed_name or "")
     seed_question = re.sub(r"\b[Tt]he \{seed\}", "{seed}", brief.seed_question)  # "the [2]"
     asked = (f"Q: {restated_question(seed_question, last)}" if seed_question
              else f"Asked: {answer_goal(brief.answer_label, last)}")
-    return "\n".join([asked, *lines[::-1]] if order == "reading" else [*lines, asked])
+    return lines, asked
 
 
 def restated_question(template: str, seed: str) -> str:

@@ -24,11 +24,13 @@ from typing import Any, Generator
 
 from vsearcher_lite.agent.brief import (
     NEXT_LINE_CUE,
+    NEXT_LINE_FORMS,
     Clue,
     TeacherBrief,
     answer_goal,
     hop_numbers,
     hop_plan,
+    hop_plan_lines,
     identified,
     restated_question,
 )
@@ -148,7 +150,7 @@ RESTATED_MAX_CHARS = 140
 def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visits: int = 2,
           style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
           variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner",
-          plan_next: bool = False) -> Program:
+          plan_next: bool = False, next_form: str = "filled") -> Program:
     """The heuristic teacher's search, as a generator: it yields tool calls, receives observations.
 
     Checks beyond a step's first search are spent only while ``max_tool_calls`` leaves one search
@@ -159,15 +161,21 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     ``plan_order``), each found name is said with its hop's number, and searches ask for one hop's
     description, never the whole question rewritten. ``plan_next`` (with ``plan_hops``): the
     thought before each hop's search, and before the answer's page is read, ends with the line
-    searched for, "Next: [n] ..." with the names found so far filled in, so the search copies the
-    line just written instead of finding the next line in the plan."""
+    searched for, "Next: [n] ...", so the search copies the line just written instead of finding
+    the next line in the plan: with ``next_form`` "filled" the names found so far are filled in,
+    with "plan" the plan's line is copied as written and the search fills in the name."""
     if style not in THOUGHT_STYLES:
         known = ", ".join(THOUGHT_STYLES)
         raise ValueError(f"unknown thought style {style!r}: use one of {known}")
     if not 0.0 <= variety <= 1.0:
         raise ValueError(f"variety must be between 0 and 1, got {variety}")
     short = style == "compact"
+    if next_form not in NEXT_LINE_FORMS:
+        known = ", ".join(NEXT_LINE_FORMS)
+        raise ValueError(f"unknown next line form {next_form!r}: use one of {known}")
     plan = hop_plan(brief, plan_order) if short and plan_hops else ""  # once, in the first thought
+    plan_lines, asked = hop_plan_lines(brief, plan_order)
+    as_planned = next_form == "plan"  # the next line copied from the plan as written
     numbers = hop_numbers(brief, plan_order)
     cue = short and plan_hops and plan_next  # each search's line written before it is searched
 
@@ -258,6 +266,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
             query = description  # the same search, worded as the description alone
         calls += 1
         line = f"[{numbers[step.entity_id]}] {query}" if step.entity_id in numbers else query
+        if as_planned and step.entity_id in plan_lines:
+            line = plan_lines[step.entity_id]
         obs = yield act("text_search", {"query": query},
                         say(f"{note} Next I need {description}; I will search for it.",
                             f"{note}\n{NEXT_LINE_CUE}{line}".strip() if cue else note or "Search."
@@ -481,7 +491,8 @@ def solve(brief: TeacherBrief, rng: random.Random, mistake_rate: float, max_visi
     if url and not values:
         obs = yield act("visit", {"url": url, "goal": goal},
                         say(f"{note} The question asks for {goal}; the page of {seed} "
-                            "should say.", f"{note}\n{NEXT_LINE_CUE}{goal}" if cue
+                            "should say.",
+                            f"{note}\n{NEXT_LINE_CUE}{asked if as_planned else goal}" if cue
                             else note or f"Read {seed}.").strip())
         title, _, content = parse_visit(obs)
         values = read_values(content, brief.answer_relation, [seed, title])
@@ -530,7 +541,7 @@ class HeuristicTeacher(ChatBackend):
     def __init__(self, task: Task, *, seed: int = 0, mistake_rate: float = 0.1, max_visits: int = 2,
                  style: str = "full", max_tool_calls: int = PAPER_MAX_TOOL_CALLS,
                  variety: float = 0.0, plan_hops: bool = False, plan_order: str = "inner",
-                 plan_next: bool = False):
+                 plan_next: bool = False, next_form: str = "filled"):
         if style not in THOUGHT_STYLES:
             known = ", ".join(THOUGHT_STYLES)
             raise ValueError(f"unknown thought style {style!r}: use one of {known}")
@@ -546,12 +557,13 @@ class HeuristicTeacher(ChatBackend):
         self.plan_hops = plan_hops  # (compact) the question's hops listed first
         self.plan_order = plan_order  # innermost first, or in the question's reading order
         self.plan_next = plan_next  # each search's line written before it is searched
+        self.next_form = next_form  # that line with the names filled in, or as the plan has it
 
     def chat(self, messages: list[dict], **sampling: Any) -> str:
         rng = random.Random(_seed_int("heuristic-teacher", self.seed, self.brief.task_id))
         program = solve(self.brief, rng, self.mistake_rate, self.max_visits, self.style,
                         self.max_tool_calls, self.variety, self.plan_hops, self.plan_order,
-                        self.plan_next)
+                        self.plan_next, self.next_form)
         try:
             step = next(program)
             for observation in conversation_observations(messages):

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from vsearcher_lite.agent.brief import PLAN_ORDERS
+from vsearcher_lite.agent.brief import NEXT_LINE_FORMS, PLAN_ORDERS
 from vsearcher_lite.agent.export import export_trajectories
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import Judge, make_judge
@@ -100,6 +100,10 @@ class TrajectoryConfig:
     hop_plan_next: bool = option(False, "with --hop-plan: the thought before each search ends "
                                  "with the line searched for (\"Next: [n] ...\", the names found "
                                  "so far filled in), so the search copies the line just written")
+    hop_plan_next_form: str = option("filled", "with --hop-plan-next: that line with the names "
+                                     "found so far in place of the hops' numbers, or as the plan "
+                                     "writes it, the search filling in the name just found",
+                                     choices=NEXT_LINE_FORMS)
     max_tool_calls: int = 30  # paper A.3
     wall_clock_s: float | None = 2.5 * 3600  # paper A.3
     max_context_chars: int | None = 800_000  # about the paper's 200K tokens
@@ -140,6 +144,13 @@ class TrajectoryConfig:
         if self.hop_plan_order != "inner" and not self.hop_plan:
             raise InputError(f"hop_plan_order (--hop-plan-order) {self.hop_plan_order} orders a "
                              "hop plan: add --hop-plan")
+        if self.hop_plan_next_form not in NEXT_LINE_FORMS:
+            raise InputError(f"hop_plan_next_form (--hop-plan-next-form) must be one of "
+                             f"{', '.join(NEXT_LINE_FORMS)}, got {self.hop_plan_next_form!r}")
+        if self.hop_plan_next_form != "filled" and not self.hop_plan_next:
+            raise InputError(f"hop_plan_next_form (--hop-plan-next-form) "
+                             f"{self.hop_plan_next_form} is the form of a hop plan's next line: "
+                             "add --hop-plan-next")
         if self.hop_plan_next and not self.hop_plan:
             raise InputError("hop_plan_next (--hop-plan-next) writes a hop plan's next line: add "
                              "--hop-plan")
@@ -214,7 +225,8 @@ def make_teacher_factory(config: TrajectoryConfig,
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
             style=config.prompt_variant, max_tool_calls=config.max_tool_calls,
             variety=config.plan_variety, plan_hops=config.hop_plan,
-            plan_order=config.hop_plan_order, plan_next=config.hop_plan_next)
+            plan_order=config.hop_plan_order, plan_next=config.hop_plan_next,
+            next_form=config.hop_plan_next_form)
     from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -272,6 +284,8 @@ def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict
             names += ("hop_plan_order",)
         if config.hop_plan_next:
             names += ("hop_plan_next",)
+            if config.hop_plan_next_form != "filled":  # filled lines keep their rollouts
+                names += ("hop_plan_next_form",)
     return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
 
 
@@ -491,7 +505,8 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 #: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
-               "prompt_variant", "plan_variety", "hop_plan", "hop_plan_order", "hop_plan_next")
+               "prompt_variant", "plan_variety", "hop_plan", "hop_plan_order", "hop_plan_next",
+               "hop_plan_next_form")
 
 
 def run_trajectories_command(args) -> int:
