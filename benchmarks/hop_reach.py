@@ -73,8 +73,8 @@ def next_lines(task: dict, trajectory: dict) -> tuple[int, int]:
     names, cues = {}, []  # number -> the name the agent gave it; (line read, hops done)
     for line, done in read:
         claim = hops.CLAIM.match(line)
-        if claim and line.startswith("["):
-            names[line[1:line.index("]")]] = claim["entity"]
+        if claim and claim["number"]:
+            names[claim["number"]] = claim["entity"]
         elif done < len(steps) and (m := cue.match(line)):
             cues.append((re.sub(r"\[(\d+)\]", lambda n: names.get(n[1], n[0]), m[1]), done))
     return len(cues), sum(hops.norm(text) == hops.norm(steps[done][0]) for text, done in cues)

@@ -571,9 +571,9 @@ def test_a_hop_plan_lists_the_chain_and_numbers_each_name_found(tasks, run, turn
                 assert [int(line[7:line.index("]")]) for line, _ in hop_cues] == steps, cues
                 assert all(c["name"] == "text_search" for _, c in hop_cues), hop_cues
                 assert all(c["name"] == "visit" for _, c in cues[len(hop_cues):]), cues
-                names = {line[1:line.index("]")]: claim["entity"]  # [n] -> the name found
+                names = {claim["number"]: claim["entity"]  # [n] -> the name found
                          for line in "\n".join(replies).splitlines()
-                         if (claim := CLAIM.match(line)) and line.startswith("[")}
+                         if (claim := CLAIM.match(line)) and claim["number"]}
                 for line, c in cues:
                     asks = c["arguments"]["query" if c["name"] == "text_search" else "goal"]
                     if next_line == "filled":

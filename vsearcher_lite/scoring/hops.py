@@ -24,7 +24,7 @@ from typing import Any
 
 # "The <description> is <entity>.", after the hop's number where the teacher plans its hops
 # (a note may go on after it on the same line: "... is Wedril River. Find Wedril River.")
-CLAIM = re.compile(r"^(?:\[\d+\] )?The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
+CLAIM = re.compile(r"^(?:\[(?P<number>\d+)\] )?The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
 KINDS = ("image", "reading", "off chain", "stopped", "chain done")
 
 
