@@ -15,13 +15,17 @@ then. ``--hop-reward X`` gives a wrong answer X times the share of its chain's h
 (``GRPOConfig.hop_reward``), so that groups of tasks the SFT model never solves carry signal too.
 ``--temperature T`` samples the pre-screen and the rollouts at T instead of the reference's 1.0:
 the SFT policy's per-token entropy is a few hundredths of a nat, so its samples at 1.0 rarely
-leave its greedy path.
+leave its greedy path. ``--prescreen-unmixed drop`` trains only on the tasks with mixed outcomes,
+leaving out a level that has none (the reference keeps such a level's tasks, whose groups are all
+equal), and ``--prescreen-from DIR`` reads the pre-screen of an earlier GRPO run from the same SFT
+model (``RUN_DIR/grpo``, say) instead of sampling the pool again.
 
     python benchmarks/grpo_steps.py --run-dir runs/reference --steps 20 --every 10 --evaluate 20 \\
         --results rl-10=data/reference/results/heldout-rl.jsonl
 
 ``--run-dir`` is a reference run with its SFT stage and that model's held-out results
-(``eval/heldout-sft``): a finished reference run, or the source that ``sft_levers.py`` describes.
+(``eval/heldout-sft``): a finished reference run, or the source that ``sft_levers.py`` describes;
+for a lever's run folder of ``sft_levers.py``, give its SFT model's results with ``--sft-results``.
 """
 
 from __future__ import annotations
@@ -51,23 +55,34 @@ def main() -> int:
                    help="GRPO's hop credit for wrong answers (default: the reference's, none)")
     p.add_argument("--temperature", type=float, default=None,
                    help="the pre-screen's and the rollouts' temperature (default: the reference's)")
+    p.add_argument("--prescreen-unmixed", choices=("keep", "drop"), default=None,
+                   help="a level without mixed tasks: kept whole (the reference's) or left out")
+    p.add_argument("--prescreen-from", default=None,
+                   help="an earlier GRPO folder (or its prescreen.jsonl) of the same SFT model")
+    p.add_argument("--sft-results", default=None,
+                   help="the SFT model's held-out results (default RUN_DIR/eval/heldout-sft)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     args = p.parse_args()
 
     from vsearcher_lite.reference import headline
     from vsearcher_lite.rl.cpu_engine import kept_checkpoint
     from vsearcher_lite.rl.grpo import run_grpo
+    from vsearcher_lite.runio import read_jsonl
     from vsearcher_lite.scoring.evaluate import load_results
 
     run = Path(args.run_dir)
     out = run / args.name
     if not (out / "checkpoint" / "config.json").exists():
+        screen = {"prescreen_unmixed": args.prescreen_unmixed,
+                  "prescreen_from": args.prescreen_from}
         run_grpo(run, stage_config(args.name, args.steps, args.every, args.prescreen_samples,
-                                   args.device, args.hop_reward, args.temperature))
+                                   args.device, args.hop_reward, args.temperature, **screen))
     steps = ([int(s) for s in args.evaluate.split(",")] if args.evaluate
              else list(range(args.every, args.steps + 1, args.every)))
 
-    results = {"SFT": headline(load_results(run, "heldout-sft")), **given_results(args.results)}
+    sft = (list(read_jsonl(args.sft_results)) if args.sft_results
+           else load_results(run, "heldout-sft"))
+    results = {"SFT": headline(sft), **given_results(args.results)}
     exams: dict[str, list[dict]] = {}
     for step in steps:
         kept = kept_checkpoint(out, step)
@@ -89,10 +104,12 @@ def main() -> int:
 
 
 def stage_config(name: str, steps: int, every: int, prescreen_samples: int | None, device: str,
-                 hop_reward: float | None = None, temperature: float | None = None):
+                 hop_reward: float | None = None, temperature: float | None = None,
+                 **prescreen):
     """The reference's GRPO settings for a ``steps``-step stage named ``name`` that keeps its model
     every ``every`` steps, with ``prescreen_samples`` episodes per pre-screened task,
-    ``hop_reward`` and ``temperature`` (None: the reference's), checked."""
+    ``hop_reward``, ``temperature`` and other pre-screen settings (``prescreen_unmixed``,
+    ``prescreen_from``; None: the reference's), checked."""
     from vsearcher_lite.reference import REFERENCE_GRPO
     from vsearcher_lite.reference_run import full_length
     from vsearcher_lite.rl.config import GRPOConfig
@@ -105,6 +122,7 @@ def stage_config(name: str, steps: int, every: int, prescreen_samples: int | Non
         settings["hop_reward"] = hop_reward
     if temperature is not None:
         settings["temperature"] = temperature
+    settings.update({k: v for k, v in prescreen.items() if v is not None})
     return full_length(GRPOConfig.for_profile("cpu", device=device), settings)
 
 

@@ -156,14 +156,14 @@ def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return path
 
-    results("heldout-sft", [True, False, False])
+    sft = results("lever-sft", [True, False, False])  # a lever's SFT model, evaluated elsewhere
     results("heldout-grpo-steps-step2", [True, True, False])
     earlier = results("elsewhere", [False, True, False])
     results("exam-grpo-steps-step2", [False, True], tasks=exam)
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "grpo_steps.py"), "--run-dir", str(run),
          "--steps", "2", "--every", "1", "--evaluate", "2", "--results", f"rl-1={earlier}",
-         "--exam"],
+         "--exam", "--sft-results", str(sft)],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -181,7 +181,7 @@ def test_grpo_steps_tables_each_kept_model_against_sft(tmp_path):
 
 def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     """The stage the benchmark trains is the reference's GRPO: the same settings but for its name,
-    length, kept models and, when given, the pre-screen's samples per task."""
+    length, kept models and, when given, the pre-screen's settings."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import grpo_steps
@@ -203,6 +203,10 @@ def test_grpo_steps_trains_the_reference_grpo_with_only_its_options_changed():
     assert {k: v for k, v in hops.items() if reference[k] != v} == {**changed, "hop_reward": 0.5}
     hot = grpo_steps.stage_config("g", 20, 2, None, "cpu", temperature=1.5).to_dict()
     assert {k: v for k, v in hot.items() if reference[k] != v} == {**changed, "temperature": 1.5}
+    mixed = grpo_steps.stage_config("g", 20, 2, None, "cpu", prescreen_unmixed="drop",
+                                    prescreen_from="runs/x/grpo").to_dict()
+    assert {k: v for k, v in mixed.items() if reference[k] != v} == {
+        **changed, "prescreen_unmixed": "drop", "prescreen_from": "runs/x/grpo"}
 
 
 def test_sft_levers_pairs_each_levers_rl_model_with_its_sft_model_and_the_models_given():

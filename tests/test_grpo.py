@@ -21,10 +21,11 @@ from vsearcher_lite.chat import ScriptedChat
 from vsearcher_lite.chat import batched as batched_chat
 from vsearcher_lite.rl import commands, cpu_engine, inputs
 from vsearcher_lite.rl import objective as obj
+from vsearcher_lite.rl import prescreen as screen
 from vsearcher_lite.rl import update as rl_update
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings, TrajectoryEncoder, build_sample
-from vsearcher_lite.runio import InputError, read_jsonl
+from vsearcher_lite.runio import InputError, atomic_write_json, read_jsonl
 
 torch.set_num_threads(1)
 
@@ -268,9 +269,9 @@ def test_with_hop_credit_the_prescreen_keeps_tasks_whose_rewards_differ(tmp_path
                                         hop_reward=hop_reward)
         out = tmp_path / f"out-{hop_reward}"
         out.mkdir()
-        got = cpu_engine.run_prescreen([task], ScriptedChat(list(replies)), make_toolbox(hits),
-                                       settings(hop_reward=hop_reward), MatchJudge(), config, out,
-                                       logged.append)
+        got = screen.run_prescreen([task], ScriptedChat(list(replies)), make_toolbox(hits),
+                                   settings(hop_reward=hop_reward), MatchJudge(), config, out,
+                                   logged.append, fake_model(tmp_path))
         assert got["by_difficulty"]["easy"]["mixed"] == mixed
         [row] = read_jsonl(out / "prescreen.jsonl")
         assert row["correct"] == 0 and row.get("rewards") == rewards
@@ -668,11 +669,16 @@ def test_cli_options_become_the_config(tmp_path):
             "prescreen",
             "--prescreen-samples",
             "3",
+            "--prescreen-unmixed",
+            "drop",
+            "--prescreen-from",
+            "elsewhere/grpo",
         ]
     )
     cfg = commands.config_from_args(args)
     assert cfg.task_source == "sft" and not cfg.dynamic_sampling and cfg.max_draw_rounds == 3
     assert cfg.curriculum == "prescreen" and cfg.prescreen_samples == 3
+    assert cfg.prescreen_unmixed == "drop" and cfg.prescreen_from == "elsewhere/grpo"
     with pytest.raises(InputError):
         commands.parse_mix("easy:four")
 
@@ -842,7 +848,7 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path, ca
         answer("1900"),
         answer("1911"),
     ]
-    got = cpu_engine.prescreen(
+    got = screen.prescreen(
         ScriptedChat(replies),
         make_toolbox(hits),
         tasks,
@@ -858,7 +864,9 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path, ca
     mixed = {i for i, s in got.items() if s.mixed(by_reward=False)}
     assert mixed == {"sometimes"}
     # easy keeps its mixed task only; medium has none, so it keeps all its tasks
-    assert [t.id for t in cpu_engine.prescreened_tasks(tasks, mixed)] == ["sometimes", "never"]
+    assert [t.id for t in screen.prescreened_tasks(tasks, mixed)] == ["sometimes", "never"]
+    # or, leaving out a level without mixed tasks, the mixed task alone
+    assert [t.id for t in screen.prescreened_tasks(tasks, mixed, "drop")] == ["sometimes"]
 
 
 def test_the_prescreen_samples_the_whole_pool_or_a_draw_by_the_mix():
@@ -868,14 +876,98 @@ def test_the_prescreen_samples_the_whole_pool_or_a_draw_by_the_mix():
     config = GRPOConfig.for_profile("cpu", curriculum="prescreen",
                                     difficulty_mix={"easy": 4, "medium": 3, "hard": 3})
     config.prescreen_tasks = None  # the reference's setting: every task of the pool
-    assert cpu_engine.prescreen_candidates(tasks, config) == tasks
+    assert screen.prescreen_candidates(tasks, config) == tasks
     config.check()
     config.prescreen_tasks = 10
-    drawn = cpu_engine.prescreen_candidates(tasks, config)
+    drawn = screen.prescreen_candidates(tasks, config)
     assert [t.difficulty for t in drawn].count("easy") == 4 and len({t.id for t in drawn}) == 10
     config.prescreen_tasks = 0
     with pytest.raises(ValueError, match="prescreen_tasks at least 1"):
         config.check()
+
+
+def fake_model(folder, weights=b"weights"):
+    """A checkpoint folder as the pre-screen identifies a model: by its weight files' bytes."""
+    model = folder / "model"
+    model.mkdir(exist_ok=True)
+    (model / "model.safetensors").write_bytes(weights)
+    return model
+
+
+def level_tasks(image_path):
+    """Two easy tasks and a medium one; ``level_replies`` solves the first easy one once in two."""
+    question = "In which year was the town shown in the image founded?"
+    return [Task(id=i, question=question, answer="1874", image_path=image_path, difficulty=d)
+            for i, d in (("sometimes", "easy"), ("never", "easy"), ("hard-never", "medium"))]
+
+
+def level_replies():
+    return [answer("1874"), answer("1900"), answer("1900"), answer("1900"), answer("1911"),
+            answer("1911")]
+
+
+def test_a_prescreen_is_read_by_a_run_from_the_same_model_and_settings(tmp_path):
+    q, hits = make_images(tmp_path, 2)
+    tasks, model = level_tasks(q), fake_model(tmp_path)
+    config = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2)
+    first = tmp_path / "run" / "grpo"
+    first.mkdir(parents=True)
+    sampled = screen.run_prescreen(tasks, ScriptedChat(level_replies()), make_toolbox(hits),
+                                   settings(), MatchJudge(), config, first, print, model)
+    assert [t.id for t in sampled["tasks"]] == ["sometimes", "hard-never"]  # medium kept whole
+
+    def read_again(config, tasks=tasks, model=model, log=print):
+        """The earlier pre-screen, checked and run as the cpu engine does (a backend with no
+        replies would fail if asked for an episode)."""
+        earlier = screen.earlier_prescreen(tasks, config, model)
+        return screen.run_prescreen(tasks, ScriptedChat([]), make_toolbox(hits), settings(),
+                                    MatchJudge(), config, second, log, model, earlier)
+
+    # another run reads it, here leaving out the level without mixed tasks
+    again = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
+                                   prescreen_from=str(first), prescreen_unmixed="drop")
+    second = tmp_path / "second"
+    second.mkdir()
+    logged = []
+    read = read_again(again, log=logged.append)
+    assert [t.id for t in read["tasks"]] == ["sometimes"]
+    assert read["by_difficulty"] == sampled["by_difficulty"]
+    assert read["read_from"] == str(first / "prescreen.jsonl") and "read from" in logged[0]
+    for name in ("prescreen.jsonl", "prescreen.json"):
+        assert (second / name).read_text() == (first / name).read_text()
+
+    # a run that finished before prescreen.json was written: its metrics.json says the same
+    (first / "prescreen.json").unlink()
+    atomic_write_json(first / "metrics.json", {"init": "../model", "config": config.to_dict()})
+    assert [t.id for t in read_again(again)["tasks"]] == ["sometimes"]
+
+    # another model, other sampling settings or another pool are refused in one line
+    with pytest.raises(InputError, match="sampled with init="):
+        read_again(again, model=fake_model(tmp_path / "run", b"other"))
+    hotter = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
+                                    prescreen_from=str(first), temperature=1.3)
+    with pytest.raises(InputError, match=f"with temperature={config.temperature}, this run "):
+        read_again(hotter)
+    with pytest.raises(InputError, match=r"prescreen.jsonl:3: task 'hard-never' is not a cand"):
+        read_again(again, tasks=tasks[:2])
+    (first / "metrics.json").unlink()
+    with pytest.raises(InputError, match="start model and settings are unknown"):
+        read_again(again)
+    with pytest.raises(ValueError, match="need curriculum 'prescreen'"):
+        GRPOConfig.for_profile("cpu", prescreen_unmixed="drop")
+
+
+def test_a_prescreen_with_nothing_mixed_left_to_train_on_says_so(tmp_path):
+    q, hits = make_images(tmp_path, 2)
+    tasks = level_tasks(q)[1:]  # never solved
+    config = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
+                                    prescreen_unmixed="drop")
+    with pytest.raises(InputError, match="prescreen.jsonl: no screened task has mixed outcomes"):
+        screen.run_prescreen(tasks, ScriptedChat(level_replies()[2:]), make_toolbox(hits),
+                             settings(), MatchJudge(), config, tmp_path, print,
+                             fake_model(tmp_path))
+    # what was sampled is kept, to be read by a run that keeps such levels
+    assert [r["correct"] for r in read_jsonl(tmp_path / "prescreen.jsonl")] == [0, 0]
 
 
 def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):

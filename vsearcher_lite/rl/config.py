@@ -30,6 +30,7 @@ from vsearcher_lite.training.config import DTYPES, LORA_TARGET_REGEX, METHODS, P
 
 ENGINES = ("cpu", "trl")
 CURRICULA = ("mix", "variance", "prescreen")
+UNMIXED = ("keep", "drop")
 TASK_SOURCES = ("rl", "sft")
 #: Paper A.4: easy : medium : hard = 4 : 3 : 3 in the RL data.
 PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
@@ -37,6 +38,7 @@ PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
 CLI_OPTIONS = ("init", "engine", "method", "max_steps", "minutes", "total_minutes",
                "prompts_per_step", "generations", "learning_rate", "mu", "beta", "temperature",
                "max_tokens", "aggregation", "curriculum", "prescreen_samples", "prescreen_tasks",
+               "prescreen_unmixed", "prescreen_from",
                "difficulty_mix", "dynamic_sampling", "max_draw_rounds", "save_every",
                "checkpoint_every", "fatal_aware", "search_penalty", "hop_reward", "threads")
 CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", "eval_batch",
@@ -125,6 +127,14 @@ class GRPOConfig(TrainingSettings):
     prescreen_samples: int = option(4, "with --curriculum prescreen: episodes per task")
     prescreen_tasks: int | None = option(64, "with --curriculum prescreen: tasks screened "
                                                 "(none: the whole pool)")
+    prescreen_unmixed: str = option("keep", "with --curriculum prescreen: a level none of whose "
+                                    "screened tasks had mixed outcomes keeps all its tasks (keep) "
+                                    "or is left out, its share going to the other levels (drop)",
+                                    choices=UNMIXED)
+    prescreen_from: str | None = option(None, "with --curriculum prescreen: read the pre-screen "
+                                        "from this prescreen.jsonl (or the GRPO folder holding "
+                                        "it) of a run from the same model with the same settings, "
+                                        "instead of sampling it again")
     max_train_tasks: int | None = None
     # evaluation (SFT and RL on the same held-out tasks, same greedy settings)
     evaluate: bool = True
@@ -178,6 +188,9 @@ class GRPOConfig(TrainingSettings):
         if self.prescreen_samples < 2 or (self.prescreen_tasks is not None
                                           and self.prescreen_tasks < 1):
             raise ValueError("prescreen_samples must be at least 2 and prescreen_tasks at least 1")
+        if self.curriculum != "prescreen" and (self.prescreen_from
+                                               or self.prescreen_unmixed != "keep"):
+            raise ValueError("prescreen_from and prescreen_unmixed need curriculum 'prescreen'")
         if self.generations < 2:
             raise ValueError(f"generations must be at least 2 (a group needs a baseline), "
                              f"got {self.generations}")

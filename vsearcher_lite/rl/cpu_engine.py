@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,15 +33,15 @@ from vsearcher_lite.rl.inputs import (
     train_tasks,
 )
 from vsearcher_lite.rl.paired_eval import eval_summary, evaluate_rl, evaluate_start
+from vsearcher_lite.rl.prescreen import earlier_prescreen, run_prescreen
 from vsearcher_lite.rl.rollout import (
     RolloutSample,
-    RolloutSettings,
     RolloutTiming,
     TrajectoryEncoder,
     rollout_groups,
 )
 from vsearcher_lite.rl.steps import has_signal, step_row, steps_csv, training_summary
-from vsearcher_lite.rl.update import assign_advantages, chunks, score_samples, update_policy
+from vsearcher_lite.rl.update import assign_advantages, score_samples, update_policy
 from vsearcher_lite.runio import (
     JsonlLog,
     RunDir,
@@ -90,97 +89,6 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
     stats["zero_variance_share"] = round(stats["zero_variance_groups"] / stats["groups"],
                                          4) if stats["groups"] else None
     return batch, drawn, stats
-
-
-@dataclass(frozen=True)
-class Screened:
-    """One task's pre-screen: its right answers, the rewards of its episodes and whether those
-    differ (``has_signal``, the test a training group passes)."""
-
-    correct: int
-    rewards: tuple[float, ...]
-    signal: bool
-
-    def mixed(self, by_reward: bool) -> bool:
-        """Whether a group of this task would carry signal: solved sometimes but not always, or
-        (``by_reward``, where wrong answers earn hop credit) rewards that differ."""
-        return self.signal if by_reward else 0 < self.correct < len(self.rewards)
-
-
-def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSettings, judge, *,
-              tasks_per_call: int = 4, progress: bool = False) -> dict[str, Screened]:
-    """Task id -> its right answers and rewards in ``samples`` episodes of the current policy,
-    seeded apart from training's (step -1). ``progress`` shows a bar over the tasks: the whole RL
-    pool takes minutes even on a GPU."""
-    from tqdm.auto import tqdm
-
-    out: dict[str, Screened] = {}
-    with tqdm(total=len(tasks), desc="pre-screen", disable=not progress, leave=False) as bar:
-        for part in chunks(tasks, max(1, tasks_per_call)):
-            groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
-            for task, group in zip(part, groups):
-                out[task.id] = Screened(sum(1 for s in group if s.correct),
-                                        tuple(s.reward for s in group), has_signal(group))
-            bar.update(len(part))
-    return out
-
-
-def prescreen_candidates(tasks: list, config: GRPOConfig) -> list:
-    """The tasks the pre-screen samples: every one (``prescreen_tasks`` None or at least the pool),
-    else ``prescreen_tasks`` drawn by the difficulty mix, each once."""
-    if config.prescreen_tasks is None or config.prescreen_tasks >= len(tasks):
-        return list(tasks)
-    drawn = TaskSampler(tasks, config.difficulty_mix, seed=config.seed).draw(config.prescreen_tasks)
-    return list({t.id: t for t in drawn}.values())
-
-
-def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge,
-                  config: GRPOConfig, out: Path, log: Callable[[str], None]) -> dict:
-    """The ``prescreen`` curriculum: ``prescreen_samples`` episodes of each candidate
-    (``prescreen_candidates``), written to ``prescreen.jsonl`` (with each episode's reward where
-    wrong answers earn hop credit); the kept tasks and counts."""
-    t0 = time.perf_counter()
-    candidates = prescreen_candidates(tasks, config)
-    k = config.prescreen_samples
-    per_call = max(1, (config.rollout_batch or config.batch_trajectories) // k)
-    screened = prescreen(backend, toolbox, candidates, k, settings, judge, tasks_per_call=per_call,
-                         progress=config.progress)
-    by_reward = bool(settings.hop_reward)
-    rows = []
-    for t in candidates:
-        row = {"id": t.id, "difficulty": t.difficulty, "correct": screened[t.id].correct,
-               "samples": k}
-        if by_reward:
-            row["rewards"] = [round(r, 4) for r in screened[t.id].rewards]
-        rows.append(row)
-    write_jsonl(out / "prescreen.jsonl", rows)
-    mixed = {t.id for t in candidates if screened[t.id].mixed(by_reward)}
-    kept = prescreened_tasks(candidates, mixed)
-    counts = {}
-    for lvl in sorted({t.difficulty for t in candidates}):
-        level = [t for t in candidates if t.difficulty == lvl]
-        counts[lvl] = {"screened": len(level), "mixed": sum(t.id in mixed for t in level),
-                       "all_correct": sum(screened[t.id].correct == k for t in level)}
-    seconds = round(time.perf_counter() - t0, 2)
-    signal = "rewards that differ" if by_reward else "solved sometimes but not always"
-    log(f"[grpo] pre-screen: {len(candidates)} tasks x {k} episodes in {seconds} s; {signal}: "
-        f"{len(mixed)}; training on {len(kept)} tasks")
-    return {"tasks": kept, "samples": k, "by_difficulty": counts, "n_kept": len(kept),
-            "seconds": seconds}
-
-
-def prescreened_tasks(tasks: list, mixed: set[str]) -> list:
-    """Per difficulty, the tasks whose ids are in ``mixed`` (their groups carry signal); a
-    difficulty with none keeps all its tasks. File order.
-
-    >>> from types import SimpleNamespace as T
-    >>> tasks = [T(id="a", difficulty="easy"), T(id="b", difficulty="easy"),
-    ...          T(id="c", difficulty="medium")]
-    >>> [t.id for t in prescreened_tasks(tasks, {"b"})]
-    ['b', 'c']
-    """
-    levels_with_mixed = {t.difficulty for t in tasks if t.id in mixed}
-    return [t for t in tasks if t.id in mixed or t.difficulty not in levels_with_mixed]
 
 
 def load_policy(init_path: Path, config: GRPOConfig):
@@ -265,7 +173,10 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
     tasks = train_tasks(run_dir, config)
     pool_seen = check_pool_unseen(run_dir, tasks, config, log)
     model, processor = load_policy(init_path, config)
-    # made once the tasks and the model have loaded: a bad input leaves no folder
+    fresh = not (rd.stage(config.name, create=False) / RESUME_FILE).exists()
+    earlier = earlier_prescreen(tasks, config, init_path) if fresh else None
+    # made once the tasks, the model and an earlier pre-screen have loaded: a bad input leaves no
+    # folder
     out = rd.stage(config.name)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.beta > 0 else None
     params = [p for p in model.parameters() if p.requires_grad]
@@ -286,7 +197,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
         by_id = {t.id: t for t in tasks}
         tasks = [by_id[i] for i in resumed["task_ids"]]
     elif config.curriculum == "prescreen":
-        screened = run_prescreen(tasks, backend, toolbox, settings, judge, config, out, log)
+        screened = run_prescreen(tasks, backend, toolbox, settings, judge, config, out, log,
+                                 init_path, earlier)
         tasks = screened.pop("tasks")
     sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed,
                           curriculum="mix" if config.curriculum == "prescreen"
