@@ -173,8 +173,10 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
     tasks = train_tasks(run_dir, config)
     pool_seen = check_pool_unseen(run_dir, tasks, config, log)
     model, processor = load_policy(init_path, config)
-    fresh = not (rd.stage(config.name, create=False) / RESUME_FILE).exists()
-    earlier = earlier_prescreen(tasks, config, init_path) if fresh else None
+    # a run that will resume has its screened tasks saved (without save_every it starts over)
+    resuming = bool(config.save_every) and (rd.stage(config.name, create=False)
+                                            / RESUME_FILE).exists()
+    earlier = None if resuming else earlier_prescreen(tasks, config, init_path)
     # made once the tasks, the model and an earlier pre-screen have loaded: a bad input leaves no
     # folder
     out = rd.stage(config.name)
