@@ -19,6 +19,7 @@ from typing import Callable
 
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.inputs import TaskSampler
+from vsearcher_lite.rl.objective import group_advantages
 from vsearcher_lite.rl.rollout import RolloutSettings, rollout_groups
 from vsearcher_lite.rl.steps import has_signal
 from vsearcher_lite.rl.update import chunks
@@ -155,7 +156,8 @@ def read_prescreen(rows_path: Path, candidates: list, samples: int,
             if by_reward:
                 raise InputError(f"{where}: no 'rewards' (a pre-screen without hop credit)")
             rewards = [1.0] * row["correct"] + [0.0] * (samples - row["correct"])
-        out[row["id"]] = Screened(row["correct"], tuple(rewards), len(set(rewards)) > 1)
+        signal = not group_advantages(rewards).zero_variance  # as ``has_signal`` tests a group
+        out[row["id"]] = Screened(row["correct"], tuple(rewards), signal)
     missing = wanted - set(out)
     if missing:
         raise InputError(f"{rows_path}: {len(missing)} candidate task(s) not screened, e.g. "
@@ -163,10 +165,11 @@ def read_prescreen(rows_path: Path, candidates: list, samples: int,
     return out
 
 
-def earlier_prescreen(tasks: list, config: GRPOConfig,
-                      init_path: str | os.PathLike) -> tuple[Path, dict[str, Screened]] | None:
-    """The pre-screen that ``prescreen_from`` names, as ``(its rows file, Screened by task id)``,
-    once its start model and settings are this run's (None without ``prescreen_from``)."""
+def earlier_prescreen(tasks: list, config: GRPOConfig, init_path: str | os.PathLike
+                      ) -> tuple[Path, dict[str, Screened], dict] | None:
+    """The pre-screen that ``prescreen_from`` names, as ``(its rows file, Screened by task id,
+    what it was sampled with)``, once its start model and settings are this run's (None without
+    ``prescreen_from``)."""
     if not config.prescreen_from:
         return None
     source = Path(config.prescreen_from)
@@ -183,7 +186,7 @@ def earlier_prescreen(tasks: list, config: GRPOConfig,
                               bool(config.hop_reward))
     mixed = {i for i, s in screened.items() if s.mixed(bool(config.hop_reward))}
     check_kept(prescreened_tasks(candidates, mixed, config.prescreen_unmixed), source)
-    return source, screened
+    return source, screened, identity
 
 
 def check_kept(kept: list, rows_path: Path) -> None:
@@ -196,7 +199,7 @@ def check_kept(kept: list, rows_path: Path) -> None:
 def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judge,
                   config: GRPOConfig, out: Path, log: Callable[[str], None],
                   init_path: str | os.PathLike,
-                  earlier: tuple[Path, dict[str, Screened]] | None = None) -> dict:
+                  earlier: tuple[Path, dict[str, Screened], dict] | None = None) -> dict:
     """The ``prescreen`` curriculum: ``prescreen_samples`` episodes of each candidate
     (``prescreen_candidates``) from the model at ``init_path``, unless ``earlier`` holds them
     (``earlier_prescreen``); written to ``out/prescreen.jsonl`` (with each episode's reward where
@@ -206,10 +209,10 @@ def run_prescreen(tasks: list, backend, toolbox, settings: RolloutSettings, judg
     candidates = prescreen_candidates(tasks, config)
     k = config.prescreen_samples
     by_reward = bool(settings.hop_reward)
-    identity = sampled_with(config.to_dict(), checkpoint_digest(init_path))
     if earlier is not None:
-        source, screened = earlier
+        source, screened, identity = earlier
     else:
+        identity = sampled_with(config.to_dict(), checkpoint_digest(init_path))
         per_call = max(1, (config.rollout_batch or config.batch_trajectories) // k)
         screened = prescreen(backend, toolbox, candidates, k, settings, judge,
                              tasks_per_call=per_call, progress=config.progress)
