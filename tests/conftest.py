@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 SMALL_WORLD_ENTITIES = 300
+
+# `make test` runs two worker processes on two cores: each torch process (and each notebook kernel
+# it starts, which inherits the environment) takes one thread, where two threads each would spin
+# against the other worker's.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("VSEARCHER_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if "torch" in sys.modules:  # loaded by a plugin before this file: too late for the variable
+        sys.modules["torch"].set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

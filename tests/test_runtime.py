@@ -50,7 +50,9 @@ print(json.dumps({"applied": applied, "grown_mb": peak - before, "kept_mb": rss_
 
 def run_python(code: str, **env_extra: str) -> dict:
     # this process imported the package, which set OpenMP's variables: a child starts without them
-    dropped = ("MALLOC_", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    # and without the thread settings the test suite gives its workers
+    dropped = ("MALLOC_", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
+               "VSEARCHER_THREADS")
     env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(env_extra)
     out = subprocess.run(
@@ -99,6 +101,21 @@ def test_set_threads_sets_torch_threads_and_none_keeps_the_default():
     assert got["untouched"] is None  # limit_heap=False (pretraining) leaves malloc alone
     if platform.libc_ver()[0] == "glibc":
         assert got["applied"] is True
+
+
+def test_the_threads_variable_replaces_every_stages_setting(monkeypatch):
+    from vsearcher_lite.runtime import set_threads
+
+    code = (
+        "import json, torch; from vsearcher_lite import runtime; "
+        "got = [runtime.set_threads(t, limit_heap=False) for t in (2, None)]; "
+        "print(json.dumps({'got': got, 'now': torch.get_num_threads()}))"
+    )
+    assert run_python(code, VSEARCHER_THREADS="1") == {"got": [1, 1], "now": 1}
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("VSEARCHER_THREADS", bad)
+        with pytest.raises(ValueError, match=r"\$VSEARCHER_THREADS must be a whole number"):
+            set_threads(2, limit_heap=False)
 
 
 SPIN_PROBE = (
