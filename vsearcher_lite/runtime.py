@@ -22,7 +22,7 @@ M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameter numbers (mal
 MMAP_THRESHOLD = 1 << 20  # blocks of 1 MB and up are mapped and unmapped one by one
 ARENA_MAX = 2
 _applied: bool | None = None
-THREADS_VAR = "VSEARCHER_THREADS"  # replaces every stage's ``threads`` setting (set_threads)
+THREADS_VAR = "VSEARCHER_THREADS"  # replaces the ``threads`` setting of a stage (set_threads)
 DEVICES = ("auto", "cpu", "cuda")  # what --device accepts; resolve_device also takes cuda:N
 
 
@@ -95,20 +95,20 @@ def set_threads(threads: int | None, *, limit_heap: bool = True) -> int:
     count. Pretraining passes ``limit_heap=False``: its fixed-shape batches do not grow the heap,
     and mapping its activations afresh each step slows it down (``docs/results.md``).
 
-    ``$VSEARCHER_THREADS``, when set, replaces ``threads`` in every stage: two torch processes on
-    one machine (two test workers, a notebook beside a training run) each take their share of
-    the cores instead of each spinning on all of them.
+    ``$VSEARCHER_THREADS``, when set, replaces ``threads`` wherever a stage sets it: two torch
+    processes on one machine (two test workers, a notebook beside a training run) each take their
+    share of the cores instead of each spinning on all of them.
     """
     import torch
 
+    if threads is not None and int(threads) < 1:
+        raise ValueError(f"threads must be at least 1 (or unset), got {threads}")
     override = os.environ.get(THREADS_VAR, "").strip()
     if override:
         if not override.isdigit() or int(override) < 1:
             raise ValueError(f"${THREADS_VAR} must be a whole number of at least 1, "
                              f"got {override!r}")
         threads = int(override)
-    if threads is not None and int(threads) < 1:
-        raise ValueError(f"threads must be at least 1 (or unset), got {threads}")
     if limit_heap:
         limit_heap_growth()
     if threads:
