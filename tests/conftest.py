@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -15,8 +14,6 @@ SMALL_WORLD_ENTITIES = 300
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("VSEARCHER_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if "torch" in sys.modules:  # loaded by a plugin before this file: too late for the variable
-        sys.modules["torch"].set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -126,16 +126,20 @@ def save_training_state(out: Path, step: int, model, optimizer, sampler: TaskSam
     return out / RESUME_FILE
 
 
+def will_resume(out: Path, config: GRPOConfig) -> bool:
+    """Whether this run continues an interrupted one: its resume file is there and it saves
+    (``save_every``); a run without ``save_every`` starts over."""
+    return bool(config.save_every) and (out / RESUME_FILE).exists()
+
+
 def load_training_state(out: Path, config: GRPOConfig) -> dict | None:
-    """The state an interrupted run of the same settings saved, or None (a run without
-    ``save_every`` starts over and removes it); other settings are refused, naming the first."""
+    """The state an interrupted run of the same settings saved, or None (a run that does not
+    resume, ``will_resume``, removes it); other settings are refused, naming the first."""
     import torch
 
     path = out / RESUME_FILE
-    if not path.exists():
-        return None
-    if not config.save_every:
-        path.unlink()
+    if not will_resume(out, config):
+        path.unlink(missing_ok=True)
         return None
     state = torch.load(path, weights_only=False)
     now = resume_identity(config.to_dict(), RESUME_FREE)
@@ -173,9 +177,8 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
     tasks = train_tasks(run_dir, config)
     pool_seen = check_pool_unseen(run_dir, tasks, config, log)
     model, processor = load_policy(init_path, config)
-    # a run that will resume has its screened tasks saved (without save_every it starts over)
-    resuming = bool(config.save_every) and (rd.stage(config.name, create=False)
-                                            / RESUME_FILE).exists()
+    # a run that will resume has its screened tasks saved
+    resuming = will_resume(rd.stage(config.name, create=False), config)
     earlier = None if resuming else earlier_prescreen(tasks, config, init_path)
     # made once the tasks, the model and an earlier pre-screen have loaded: a bad input leaves no
     # folder
