@@ -152,6 +152,10 @@ def main() -> int:
                    help="samples per validation task (default 4; 0: no Pass@k table)")
     p.add_argument("--max-tasks", type=int, default=None,
                    help="the first N validation tasks, round-robin over the levels (default: all)")
+    p.add_argument("--without-source", action="store_true",
+                   help="sample only the levers' models, not the source's SFT model (a reference "
+                        "run has its samples: results/validation-sft-s*.jsonl, the same tasks and "
+                        "settings when --max-tasks and --samples are the reference's)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     p.add_argument("--levers", default="epochs,plans",
                    help="which levers to train and sample beside the reference's model: epochs "
@@ -243,8 +247,9 @@ def main() -> int:
     for label, folder in teachers:
         n, n_tasks, distinct = distinct_per_task(folder)
         print(f"{label}: {n} accepted trajectories of {n_tasks} tasks, {distinct} distinct")
-    if args.samples > 0:
-        validation_passk(source, run, models, args.samples, args.max_tasks, args.device,
+    sampled = models[1:] if args.without_source else models
+    if args.samples > 0 and sampled:
+        validation_passk(source, run, sampled, args.samples, args.max_tasks, args.device,
                          prefix="levers")
     if args.heldout:
         from vsearcher_lite.reference import headline

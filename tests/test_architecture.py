@@ -141,6 +141,7 @@ LAYERS = (
     "rl",  # GRPO, from the SFT checkpoint
     "evaluation",  # the eval stage: benchmarks, the comparison
     "reference sandbox_bench",  # the shipped full-length run's card; the sandbox benchmarks
+    "reference_ship",  # shipping a finished run as the reference, its card
     "reference_run",  # making the reference run
     "report",  # report.html
     "notebooks",  # reproduce

@@ -21,8 +21,8 @@ from vsearcher_lite.reference import (
     read_examples,
     reference_comparison,
     reference_summary,
-    ship_reference,
 )
+from vsearcher_lite.reference_ship import card_markdown, ship_reference, targets_markdown
 from vsearcher_lite.runio import InputError, write_jsonl
 
 
@@ -78,10 +78,10 @@ def run(tmp_path):
                         [_record(f"v{j}", policy, bool(c), "onehop" if j < 2 else "medium")
                          for j, c in enumerate(row)])
     (root / "sft").mkdir(parents=True)
-    lengths = {"easy": {"trajectories": 9, "kept": 9, "dropped": 0, "median": 900, "p90": 1200,
-                        "max": 1500},
-               "hard": {"trajectories": 3, "kept": 2, "dropped": 1, "median": 4000, "p90": 7000,
-                        "max": 7000}}
+    lengths = {"hard": {"trajectories": 3, "kept": 2, "dropped": 1, "median": 4000, "p90": 7000,
+                        "max": 7000},
+               "easy": {"trajectories": 9, "kept": 9, "dropped": 0, "median": 900, "p90": 1200,
+                        "max": 1500}}
     (root / "sft" / "metrics.json").write_text(json.dumps({"lengths": lengths}))
     (root / "sft" / "loss.csv").write_text(
         "step,loss\n" + "".join(f"{s},{3.0 / s:.4f}\n" for s in range(1, 11))
@@ -175,6 +175,33 @@ def test_ship_writes_trimmed_results_and_a_card_that_checks(run, tmp_path):
     assert n["grpo"]["zero_variance_group_share"] == pytest.approx(10 / 40)
     assert card["acceptance"]["heldout_tasks"] is False  # 10 tasks, not 600
     assert "vsearcher-lite sft --profile cpu" in (out / "CARD.md").read_text()
+    # CARD.md is card.json rendered: read back (its keys sorted), the card reads the same
+    assert card_md == card_markdown(read_card(out))
+    assert "| held-out easy, medium and hard tasks | >= 600 | 5 | missed |" in card_md
+    assert "| RL - SFT, headline Pass@1, paired | >= 0.05 with SE <= 0.015 | +0.0000 (SE " \
+        "0.3162) | missed |" in card_md
+    assert card_md.index("- easy: 9 / 0") < card_md.index("- hard: 2 / 1")  # in level order
+
+
+def test_a_card_with_a_missed_target_says_what_limits_it():
+    numbers = {
+        "policies": {"heldout": {}, "exam": {"teacher": {"n_tasks": 120, "pass_at_1": 0.4}}},
+        "paired_heldout": {"sft_minus_base": {"mean": 0.1, "se": 0.01}},
+        "passk": {"sft": {"n_samples": 4, "by_level": {
+            "hard": {"pass_at_k": {"4": 0.0}}, "easy": {"pass_at_k": {"4": 0.5}}}}},
+        "prescreen": {"medium": {"screened": 9, "mixed": 1}, "easy": {"screened": 8, "mixed": 3}},
+    }
+    lines = targets_markdown(numbers)
+    assert "| SFT - base, headline Pass@1, paired | >= 0.25 | 0.1 | missed |" in lines
+    assert "| RL - SFT, headline Pass@1, paired | >= 0.05 with SE <= 0.015 | - | not measured |" \
+        in lines
+    assert "| teacher Pass@1 on the exam | >= 0.3 | 0.4 | met |" in lines
+    text = "\n".join(lines)
+    assert "(Pass@4): easy 0.5, hard 0.0." in text
+    assert "carry signal: easy 3 of 8, medium 1 of 9." in text
+    # every target met or not measured: nothing to explain
+    numbers["paired_heldout"]["sft_minus_base"]["mean"] = 0.3
+    assert not any(line.startswith("What limits it") for line in targets_markdown(numbers))
 
 
 def test_check_names_each_number_that_disagrees_with_the_files(run, tmp_path):
@@ -327,6 +354,7 @@ def test_the_shipped_reference_matches_its_card():
     trajectories, the logs, the checkpoints within the size limit)."""
     assert check_reference(REFERENCE_DIR) == []
     card = read_card(REFERENCE_DIR)
+    assert (REFERENCE_DIR / "CARD.md").read_text() == card_markdown(card)
     numbers = headline_numbers(REFERENCE_DIR)
     heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
     for policy in ("base", "sft", "rl", "teacher", "direct"):

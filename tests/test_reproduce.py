@@ -308,7 +308,7 @@ def test_reproduce_hands_the_reference_to_the_notebooks_and_carries_it_in_summar
 ):
     from test_reference import _record as result_record
 
-    from vsearcher_lite.reference import ship_reference
+    from vsearcher_lite.reference_ship import ship_reference
     from vsearcher_lite.runio import write_jsonl
 
     run_files = tmp_path / "finished"

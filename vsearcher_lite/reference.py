@@ -1,41 +1,32 @@
-"""The reference run: a full-length run's logs, per-task results and small checkpoints, shipped.
+"""The reference run: a full-length run's logs, per-task results and small checkpoints, read.
 
 A 2-core laptop holds minutes of training: enough to watch the mechanics, not the result. So the
 training notebooks run a short version live, then study a full-length run of the same commands
-shipped in ``data/reference/``: its card (how it was made, headline numbers), training logs,
-one trimmed line per task evaluated, and the checkpoints that fit ``MAX_CHECKPOINT_MB``.
-``check_reference`` lists where the card disagrees with numbers recomputed from the files.
+shipped in ``data/reference/`` (``reference_ship``): its card (how it was made, headline numbers,
+targets), training logs, one trimmed line per task evaluated, and the checkpoints that fit
+``MAX_CHECKPOINT_MB``. Every number of the card is recomputed here from those files, and
+``check_reference`` lists where the card disagrees with them.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 from vsearcher_lite.agent.task import in_level_order
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
-from vsearcher_lite.manifest import git_state
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import paired_difference, share
 from vsearcher_lite.runio import (
     InputError,
-    atomic_write_json,
-    atomic_write_text,
     read_json,
     read_jsonl,
     read_number_rows,
-    replace_dir,
-    write_jsonl,
 )
 from vsearcher_lite.scoring.passk import sample_number
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
 MAX_CHECKPOINT_MB = 25.0
-#: What a shipped result line keeps of an evaluation record (the trajectory is left out).
-RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", "format_error",
-                 "termination", "n_turns", "n_tool_calls", "tool_counts", "prediction", "answer",
-                 "seconds")
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "grpo": Path("grpo") / "checkpoint"}
 LOGS = {"sft": Path("sft") / "loss.csv", "grpo": Path("grpo") / "steps.csv"}
 #: The SFT stage's trajectories by level: kept, dropped for length, token lengths.
@@ -44,7 +35,6 @@ LENGTHS = Path("sft") / "lengths.json"
 PRESCREEN = Path("grpo") / "prescreen.jsonl"
 #: A few headline tasks that RL answers and SFT does not, both episodes turn by turn.
 GAINED = Path("examples") / "rl_gained.jsonl"
-MAX_GAINED = 3
 #: The targets a full-length run is held to (paired on the same held-out tasks; the headline's
 #: tasks are the paper's levels, easy, medium and hard: one-hop is a warm-up, reported apart).
 TARGETS = {
@@ -215,8 +205,9 @@ def headline_numbers(ref: str | Path) -> dict:
     return numbers
 
 
-def acceptance(numbers: dict) -> dict[str, bool | None]:
-    """Each target of ``TARGETS`` met (True), missed (False) or not measurable (None)."""
+def target_checks(numbers: dict) -> dict[str, dict]:
+    """Each target of ``TARGETS``: what it requires, what the run measured (None where it was not
+    measured) and whether that is met (True, False, or None when not measurable)."""
     top, exam = numbers.get("headline") or {}, numbers["policies"]["exam"]
     heldout = numbers["policies"]["heldout"]
     pairs = numbers["paired_heldout"]
@@ -224,39 +215,97 @@ def acceptance(numbers: dict) -> dict[str, bool | None]:
     grpo = numbers.get("grpo") or {}
     first, last = grpo.get("reward_first_20pct"), grpo.get("reward_last_20pct")
     lengths = numbers.get("sft_lengths")
-
-    def at_least(value, target):
-        return None if value is None else value >= target
+    t = TARGETS
 
     def medium(policy: str, key: str):
         found = ((heldout.get(policy) or {}).get("by_difficulty") or {}).get("medium") or {}
         return found.get(key)
 
-    rl_met = None if rl_sft is None else (rl_sft["mean"] >= TARGETS["rl_minus_sft"]
-                                          and rl_sft["se"] <= TARGETS["rl_minus_sft_se_max"])
-    rise = None if first is None or last is None else last - first
+    def check(required: str, value, met) -> dict:  # the value rounded as the card states it
+        return {"required": required, "measured": _round(value) if isinstance(value, float)
+                else value, "met": None if value is None else met(value)}
+
+    def at_least(value, target) -> dict:
+        return check(f">= {target:g}", value, lambda v: v >= target)
+
     dropped = None
     if lengths:
         total = sum(g["trajectories"] for g in lengths.values())
         dropped = sum(g["dropped"] for g in lengths.values()) / total if total else None
     calls, teacher_calls = medium("sft", "mean_tool_calls"), medium("teacher", "mean_tool_calls")
-    calls_close = (None if calls is None or not teacher_calls
-                   else abs(calls - teacher_calls) <= TARGETS["sft_medium_tool_calls"]
-                   * teacher_calls)
+    off = None if calls is None or not teacher_calls else calls / teacher_calls - 1
+    rise = None if first is None or last is None else last - first
     return {
-        "sft_dropped": None if dropped is None else dropped <= TARGETS["sft_dropped_max"],
-        "heldout_tasks": at_least((top.get("sft") or {}).get("n_tasks"),
-                                  TARGETS["min_heldout_tasks"]),
-        "sft_minus_base": at_least(sft_base and sft_base["mean"], TARGETS["sft_minus_base"]),
-        "sft_medium": at_least(medium("sft", "accuracy"), TARGETS["sft_medium"]),
-        "sft_medium_tool_calls": calls_close,
-        "rl_minus_sft": rl_met,
+        "sft_dropped": check(f"<= {t['sft_dropped_max']:g} of the trajectories", dropped,
+                             lambda v: v <= t["sft_dropped_max"]),
+        "heldout_tasks": at_least((top.get("sft") or {}).get("n_tasks"), t["min_heldout_tasks"]),
+        "sft_minus_base": at_least(sft_base and sft_base["mean"], t["sft_minus_base"]),
+        "sft_medium": at_least(medium("sft", "accuracy"), t["sft_medium"]),
+        "sft_medium_tool_calls": check(
+            f"within {t['sft_medium_tool_calls']:.0%} of the teacher's", off,
+            lambda v: abs(v) <= t["sft_medium_tool_calls"]),
+        "rl_minus_sft": {
+            "required": f">= {t['rl_minus_sft']:g} with SE <= {t['rl_minus_sft_se_max']:g}",
+            "measured": rl_sft and {"mean": rl_sft["mean"], "se": rl_sft["se"]},
+            "met": None if rl_sft is None else (rl_sft["mean"] >= t["rl_minus_sft"]
+                                               and rl_sft["se"] <= t["rl_minus_sft_se_max"])},
         "sft_format_valid": at_least((top.get("sft") or {}).get("format_valid_rate"),
-                                     TARGETS["sft_format_valid"]),
-        "reward_rise": at_least(rise, TARGETS["reward_rise"]),
-        "exam_tasks": at_least(exam["teacher"].get("n_tasks"), TARGETS["min_exam_tasks"]),
-        "teacher_exam": at_least(exam["teacher"].get("pass_at_1"), TARGETS["teacher_exam"]),
+                                     t["sft_format_valid"]),
+        "reward_rise": at_least(rise, t["reward_rise"]),
+        "exam_tasks": at_least(exam["teacher"].get("n_tasks"), t["min_exam_tasks"]),
+        "teacher_exam": at_least(exam["teacher"].get("pass_at_1"), t["teacher_exam"]),
     }
+
+
+def acceptance(numbers: dict) -> dict[str, bool | None]:
+    """Each target of ``TARGETS`` met (True), missed (False) or not measurable (None)."""
+    return {name: check["met"] for name, check in target_checks(numbers).items()}
+
+
+#: The card's words for each target of ``TARGETS``.
+TARGET_WORDS = {
+    "sft_dropped": "SFT trajectories dropped for length (share)",
+    "heldout_tasks": "held-out easy, medium and hard tasks",
+    "sft_minus_base": "SFT - base, headline Pass@1, paired",
+    "sft_medium": "SFT Pass@1 on medium tasks",
+    "sft_medium_tool_calls": "SFT tool calls per medium task against the teacher's (relative)",
+    "rl_minus_sft": "RL - SFT, headline Pass@1, paired",
+    "sft_format_valid": "SFT well-formed episodes, headline tasks (share)",
+    "reward_rise": "GRPO sampled reward, last 20 % of the steps minus the first 20 %",
+    "exam_tasks": "exam tasks",
+    "teacher_exam": "teacher Pass@1 on the exam",
+}
+
+
+def targets_markdown(numbers: dict) -> list[str]:
+    """The card's target table (required, measured, met) and, where a target is missed, what
+    bounds the run: the Pass@k ceiling by level and the tasks its GRPO could learn from."""
+    checks = target_checks(numbers)
+    lines = ["Targets:", "", "| target | required | measured | |", "|---|---|---|---|"]
+    for name, c in checks.items():
+        got = c["measured"]
+        if isinstance(got, dict):
+            got = f"{got['mean']:+.4f} (SE {got['se']:.4f})"
+        met = "met" if c["met"] else "missed" if c["met"] is False else "not measured"
+        lines.append(f"| {TARGET_WORDS[name]} | {c['required']} | "
+                     f"{'-' if got is None else got} | {met} |")
+    sft_k, pre = (numbers.get("passk") or {}).get("sft"), numbers.get("prescreen")
+    if not any(c["met"] is False for c in checks.values()) or not (sft_k or pre):
+        return lines
+    lines += ["", "What limits it: RL can at most turn into Pass@1 what some sample of the SFT "
+              "model already finds."]
+    if sft_k:
+        k, by = sft_k["n_samples"], sft_k["by_level"]
+        lines.append(f"Sampled {k} times, the SFT model solves at least once this share of the "
+                     f"validation tasks by level (Pass@{k}): "
+                     + ", ".join(f"{lv} {by[lv]['pass_at_k'][str(k)]}" for lv in in_level_order(by))
+                     + ".")
+    if pre:
+        lines.append("GRPO's pre-screen found these RL-pool tasks solved sometimes, the ones whose "
+                     "groups carry signal: " + ", ".join(
+                         f"{lv} {pre[lv]['mixed']} of {pre[lv]['screened']}"
+                         for lv in in_level_order(pre)) + ".")
+    return lines
 
 
 def read_card(ref: str | Path = REFERENCE_DIR) -> dict:
@@ -368,181 +417,7 @@ def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
 
 
 
-def episode_turns(record: dict) -> list[dict]:
-    """An evaluation record's turns as a reader follows them: what the model wrote, the tool it
-    called and what the tool returned (text only: image files stay with the run)."""
-    turns = []
-    for turn in (record.get("trajectory") or {}).get("turns") or []:
-        seen = turn.get("observation") or {}
-        turns.append({"text": turn.get("text"), "tool": turn.get("tool"),
-                      "arguments": turn.get("arguments"), "observation": seen.get("text")})
-    return turns
-
-
-def gained_examples(run_dir: Path, limit: int = MAX_GAINED) -> list[dict]:
-    """Up to ``limit`` headline tasks that RL answers and SFT does not (hardest level first,
-    then file order), each with both episodes (``episode_turns``)."""
-    found = {p: {r["id"]: r for r in read_jsonl(run_dir / "eval" / eval_name("heldout", p)
-                                                / "results.jsonl")}
-             for p in ("sft", "rl")
-             if (run_dir / "eval" / eval_name("heldout", p) / "results.jsonl").exists()}
-    if len(found) < 2:
-        return []
-    sft, rl = found["sft"], found["rl"]
-    gained = [i for i, r in rl.items() if r.get("correct") and i in sft
-              and not sft[i].get("correct") and r.get("difficulty") in HEADLINE_LEVELS]
-    gained.sort(key=lambda i: -HEADLINE_LEVELS.index(rl[i]["difficulty"]))
-    out = []
-    for task_id in gained[:limit]:
-        r = rl[task_id]
-        out.append({"id": task_id, "difficulty": r["difficulty"], "question": r.get("question"),
-                    "answer": r.get("answer"),
-                    **{p: {"prediction": found[p][task_id].get("prediction"),
-                           "correct": bool(found[p][task_id].get("correct")),
-                           "n_tool_calls": found[p][task_id].get("n_tool_calls"),
-                           "turns": episode_turns(found[p][task_id])} for p in ("sft", "rl")}})
-    return out
-
-
 def read_examples(ref: str | Path = REFERENCE_DIR) -> list[dict]:
     """The reference's shipped tasks that RL gained over SFT, both episodes ([] when none)."""
     path = Path(ref) / GAINED
     return list(read_jsonl(path)) if path.exists() else []
-
-
-def _size_mb(folder: Path) -> float:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
-
-
-def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str], device: str,
-                   seeds: list[int], wall_seconds: dict[str, float] | None = None,
-                   max_checkpoint_mb: float = MAX_CHECKPOINT_MB, log=print) -> dict:
-    """Copy a finished run's logs, trimmed per-task results and small checkpoints into ``out`` and
-    write its card; the folder is built beside ``out`` and swapped in whole. Returns the card."""
-    run_dir, out = Path(run_dir), Path(out)
-    if not (run_dir / "eval").is_dir():
-        raise InputError(f"{run_dir / 'eval'} does not exist: evaluate the run first "
-                         "(`vsearcher-lite eval --compare`)")
-    staging = out.with_name(f".{out.name}.staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for rel in LOGS.values():
-        if (run_dir / rel).exists():
-            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run_dir / rel, staging / rel)
-    if (run_dir / PRESCREEN).exists():
-        shutil.copyfile(run_dir / PRESCREEN, staging / PRESCREEN)
-    sft_metrics = run_dir / "sft" / "metrics.json"
-    if sft_metrics.exists() and read_json(sft_metrics).get("lengths"):
-        atomic_write_json(staging / LENGTHS, read_json(sft_metrics)["lengths"])
-    shipped, skipped = {}, {}
-    names = [eval_name(b, p) for b in BENCHMARKS for p in POLICIES]
-    for policy in PASSK_POLICIES:
-        names += sorted((p.parent.name for p in (run_dir / "eval").glob(
-            f"{PASSK_BENCHMARK}-{policy}-s*/results.jsonl")),
-            key=sample_number)
-    for name in names:
-        src = run_dir / "eval" / name / "results.jsonl"
-        if src.exists():
-            rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
-            write_jsonl(staging / "results" / f"{name}.jsonl", rows)
-            shipped[name] = len(rows)
-    examples = gained_examples(run_dir)
-    if examples:
-        write_jsonl(staging / GAINED, examples)
-    checkpoints = {}
-    for name, rel in CHECKPOINTS.items():
-        if not (run_dir / rel / "config.json").exists():
-            continue
-        size = _size_mb(run_dir / rel)
-        if size <= max_checkpoint_mb:
-            shutil.copytree(run_dir / rel, staging / rel,
-                            ignore=shutil.ignore_patterns("optimizer*", "rng_state*"))
-            checkpoints[name] = round(size, 1)
-        else:
-            skipped[name] = f"{size:.1f} MB, over {max_checkpoint_mb:g} MB"
-    numbers = headline_numbers(staging)
-    card = {
-        "commands": commands,
-        "commit": git_state()["commit"],
-        "device": device,
-        "seeds": seeds,
-        "wall_seconds": wall_seconds or {},
-        "results_shipped": shipped,
-        "examples_shipped": {"rl_gained": [e["id"] for e in examples]},
-        "checkpoints_mb": checkpoints,
-        "checkpoints_not_shipped": skipped,
-        "numbers": numbers,
-        "targets": TARGETS,
-        "acceptance": acceptance(numbers),
-    }
-    atomic_write_json(staging / "card.json", card)
-    atomic_write_text(staging / "CARD.md", card_markdown(card))
-    replace_dir(staging, out)
-    log(f"[reference] wrote {out}: {len(shipped)} result files, "
-        f"checkpoints {checkpoints or 'none'}")
-    return card
-
-
-def card_markdown(card: dict) -> str:
-    """The card for a person: how the reference was made, then its headline numbers."""
-    n = card["numbers"]
-    lines = ["# Reference run", "",
-             f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
-             "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
-    if card["wall_seconds"]:
-        total = sum(card["wall_seconds"].values())
-        wall = ", ".join(f"{k} {v / 60:.1f} min" for k, v in card["wall_seconds"].items())
-        lines += [f"Wall time: {wall} ({total / 3600:.2f} h in all)", ""]
-    if n.get("sft_lengths"):
-        lines += ["SFT trajectories by level (kept / dropped for length; tokens median, p90, max):",
-                  ""]
-        lines += [f"- {level}: {g['kept']} / {g['dropped']}; {g['median']}, {g['p90']}, {g['max']}"
-                  for level, g in n["sft_lengths"].items()]
-        lines.append("")
-    levels = ("onehop", *HEADLINE_LEVELS)
-    lines += ["Held-out Pass@1 by level (tool calls per task); the headline is easy, medium and "
-              "hard together, one-hop apart:", "",
-              "| policy | " + " | ".join(levels) + " | headline | exam |",
-              "|---|" + "---|" * (len(levels) + 2)]
-    for policy, m in n["policies"]["heldout"].items():
-        if not m.get("n_tasks"):
-            continue
-        by = m.get("by_difficulty") or {}
-        cells = [f"{by[lv]['accuracy']} ({by[lv]['mean_tool_calls']})" if lv in by else "-"
-                 for lv in levels]
-        top, exam = n["headline"][policy], n["policies"]["exam"][policy]
-        exam_cell = (f"{exam['pass_at_1']} ({exam['mean_tool_calls']})" if exam.get("n_tasks")
-                     else "-")
-        lines.append(f"| {policy} | " + " | ".join(cells)
-                     + f" | {top.get('pass_at_1')} (n {top.get('n_tasks')}) | {exam_cell} |")
-    lines.append("")
-    for name, d in n["paired_heldout"].items():
-        if d:
-            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, easy+medium+hard): "
-                         f"{d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
-                         f"{d['gained']} gained, {d['lost']} lost)")
-    for group, pair in n.get("paired_by_level", {}).items():
-        d = pair.get("rl_minus_sft")
-        if d:
-            lines.append(f"- rl - sft on {group}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']})")
-    for policy, m in (n.get("passk") or {}).items():
-        if m:
-            ks = ", ".join(f"Pass@{k} {v}" for k, v in m["pass_at_k"].items())
-            by = "; ".join(f"{lv} {g['pass_at_1']} -> {g['pass_at_k'][str(m['n_samples'])]}"
-                           for lv, g in m["by_level"].items())
-            lines.append(f"- {policy}, validation, {m['n_samples']} samples: {ks}; by level "
-                         f"Pass@1 -> Pass@{m['n_samples']}: {by}; mixed tasks {m['mixed']}")
-    if n.get("prescreen"):
-        lines.append("- GRPO pre-screen (tasks screened / mixed / pass rate): " + "; ".join(
-            f"{lv} {g['screened']} / {g['mixed']} / {g['pass_rate']}"
-            for lv, g in n["prescreen"].items()))
-    if n.get("grpo"):
-        g = n["grpo"]
-        lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} "
-                     f"(first 20 %) -> {g['reward_last_20pct']} (last 20 %); groups with equal "
-                     f"rewards {g['zero_variance_group_share']}")
-    targets = ", ".join(f"{k} {'met' if v else 'not met' if v is False else 'not measured'}"
-                        for k, v in card["acceptance"].items())
-    lines += ["", f"Targets: {targets}", ""]
-    return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 ``run_reference`` runs the teacher's trajectories, SFT, GRPO, the comparison and Pass@k with the
 reference's settings (``profiles/reference.toml``), skipping the stages a run folder has
-finished; the ``reference`` command runs it and ships the run (``reference.ship_reference``), or
+finished; the ``reference`` command runs it and ships the run (``reference_ship.ship_reference``), or
 checks a shipped one.
 """
 
@@ -22,8 +22,8 @@ from vsearcher_lite.reference import (
     REFERENCE_SFT,
     REFERENCE_TRAJECTORIES,
     check_reference,
-    ship_reference,
 )
+from vsearcher_lite.reference_ship import ship_reference
 from vsearcher_lite.runio import (
     InputError,
     RunDir,

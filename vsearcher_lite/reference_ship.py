@@ -1,0 +1,234 @@
+"""Shipping a finished run as the reference: its logs, one trimmed line per task evaluated, the
+checkpoints that fit ``MAX_CHECKPOINT_MB``, a few tasks RL gained, ``card.json`` and ``CARD.md``.
+
+``card.json`` holds every number ``reference.headline_numbers`` recomputes from the shipped files;
+``CARD.md`` is that card for a person, rendered from ``card.json`` alone, so the two always agree.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from vsearcher_lite.agent.task import in_level_order
+from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
+from vsearcher_lite.manifest import git_state
+from vsearcher_lite.reference import (
+    CHECKPOINTS,
+    GAINED,
+    HEADLINE_LEVELS,
+    LENGTHS,
+    LOGS,
+    MAX_CHECKPOINT_MB,
+    PASSK_BENCHMARK,
+    PASSK_POLICIES,
+    PRESCREEN,
+    TARGETS,
+    acceptance,
+    headline_numbers,
+    targets_markdown,
+)
+from vsearcher_lite.runio import (
+    InputError,
+    atomic_write_json,
+    atomic_write_text,
+    read_json,
+    read_jsonl,
+    replace_dir,
+    write_jsonl,
+)
+from vsearcher_lite.scoring.passk import sample_number
+
+#: What a shipped result line keeps of an evaluation record (the trajectory is left out).
+RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", "format_error",
+                 "termination", "n_turns", "n_tool_calls", "tool_counts", "prediction", "answer",
+                 "seconds")
+MAX_GAINED = 3
+
+
+def episode_turns(record: dict) -> list[dict]:
+    """An evaluation record's turns as a reader follows them: what the model wrote, the tool it
+    called and what the tool returned (text only: image files stay with the run)."""
+    turns = []
+    for turn in (record.get("trajectory") or {}).get("turns") or []:
+        seen = turn.get("observation") or {}
+        turns.append({"text": turn.get("text"), "tool": turn.get("tool"),
+                      "arguments": turn.get("arguments"), "observation": seen.get("text")})
+    return turns
+
+
+def gained_examples(run_dir: Path, limit: int = MAX_GAINED) -> list[dict]:
+    """Up to ``limit`` headline tasks that RL answers and SFT does not (hardest level first,
+    then file order), each with both episodes (``episode_turns``)."""
+    found = {p: {r["id"]: r for r in read_jsonl(run_dir / "eval" / eval_name("heldout", p)
+                                                / "results.jsonl")}
+             for p in ("sft", "rl")
+             if (run_dir / "eval" / eval_name("heldout", p) / "results.jsonl").exists()}
+    if len(found) < 2:
+        return []
+    sft, rl = found["sft"], found["rl"]
+    gained = [i for i, r in rl.items() if r.get("correct") and i in sft
+              and not sft[i].get("correct") and r.get("difficulty") in HEADLINE_LEVELS]
+    gained.sort(key=lambda i: -HEADLINE_LEVELS.index(rl[i]["difficulty"]))
+    out = []
+    for task_id in gained[:limit]:
+        r = rl[task_id]
+        out.append({"id": task_id, "difficulty": r["difficulty"], "question": r.get("question"),
+                    "answer": r.get("answer"),
+                    **{p: {"prediction": found[p][task_id].get("prediction"),
+                           "correct": bool(found[p][task_id].get("correct")),
+                           "n_tool_calls": found[p][task_id].get("n_tool_calls"),
+                           "turns": episode_turns(found[p][task_id])} for p in ("sft", "rl")}})
+    return out
+
+
+def _size_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
+
+
+def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str], device: str,
+                   seeds: list[int], wall_seconds: dict[str, float] | None = None,
+                   max_checkpoint_mb: float = MAX_CHECKPOINT_MB, log=print) -> dict:
+    """Copy a finished run's logs, trimmed per-task results and small checkpoints into ``out`` and
+    write its card; the folder is built beside ``out`` and swapped in whole. Returns the card."""
+    run_dir, out = Path(run_dir), Path(out)
+    if not (run_dir / "eval").is_dir():
+        raise InputError(f"{run_dir / 'eval'} does not exist: evaluate the run first "
+                         "(`vsearcher-lite eval --compare`)")
+    staging = out.with_name(f".{out.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for rel in LOGS.values():
+        if (run_dir / rel).exists():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / rel, staging / rel)
+    if (run_dir / PRESCREEN).exists():
+        shutil.copyfile(run_dir / PRESCREEN, staging / PRESCREEN)
+    sft_metrics = run_dir / "sft" / "metrics.json"
+    if sft_metrics.exists() and read_json(sft_metrics).get("lengths"):
+        atomic_write_json(staging / LENGTHS, read_json(sft_metrics)["lengths"])
+    shipped, skipped = {}, {}
+    names = [eval_name(b, p) for b in BENCHMARKS for p in POLICIES]
+    for policy in PASSK_POLICIES:
+        names += sorted((p.parent.name for p in (run_dir / "eval").glob(
+            f"{PASSK_BENCHMARK}-{policy}-s*/results.jsonl")),
+            key=sample_number)
+    for name in names:
+        src = run_dir / "eval" / name / "results.jsonl"
+        if src.exists():
+            rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
+            write_jsonl(staging / "results" / f"{name}.jsonl", rows)
+            shipped[name] = len(rows)
+    examples = gained_examples(run_dir)
+    if examples:
+        write_jsonl(staging / GAINED, examples)
+    checkpoints = {}
+    for name, rel in CHECKPOINTS.items():
+        if not (run_dir / rel / "config.json").exists():
+            continue
+        size = _size_mb(run_dir / rel)
+        if size <= max_checkpoint_mb:
+            shutil.copytree(run_dir / rel, staging / rel,
+                            ignore=shutil.ignore_patterns("optimizer*", "rng_state*"))
+            checkpoints[name] = round(size, 1)
+        else:
+            skipped[name] = f"{size:.1f} MB, over {max_checkpoint_mb:g} MB"
+    numbers = headline_numbers(staging)
+    card = {
+        "commands": commands,
+        "commit": git_state()["commit"],
+        "device": device,
+        "seeds": seeds,
+        "wall_seconds": wall_seconds or {},
+        "results_shipped": shipped,
+        "examples_shipped": {"rl_gained": [e["id"] for e in examples]},
+        "checkpoints_mb": checkpoints,
+        "checkpoints_not_shipped": skipped,
+        "numbers": numbers,
+        "targets": TARGETS,
+        "acceptance": acceptance(numbers),
+    }
+    atomic_write_json(staging / "card.json", card)
+    atomic_write_text(staging / "CARD.md", card_markdown(card))
+    replace_dir(staging, out)
+    log(f"[reference] wrote {out}: {len(shipped)} result files, "
+        f"checkpoints {checkpoints or 'none'}")
+    return card
+
+
+#: The reference's stages in the order they run (the card's wall times).
+STAGES = ("trajectories", "sft", "grpo", "comparison", "passk")
+
+
+def ordered(keys, order) -> list:
+    """``keys`` in ``order``, any others after them sorted: the card reads the same whether it is
+    rendered from the numbers just computed or from ``card.json``, whose keys are sorted."""
+    keys = list(keys)
+    return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
+
+
+def card_markdown(card: dict) -> str:
+    """The card for a person: how the reference was made, its headline numbers, its targets."""
+    n = card["numbers"]
+    lines = ["# Reference run", "",
+             f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
+             "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
+    if card["wall_seconds"]:
+        wall = card["wall_seconds"]
+        times = ", ".join(f"{k} {wall[k] / 60:.1f} min" for k in ordered(wall, STAGES))
+        lines += [f"Wall time: {times} ({sum(wall.values()) / 3600:.2f} h in all)", ""]
+    if n.get("sft_lengths"):
+        g = n["sft_lengths"]
+        lines += ["SFT trajectories by level (kept / dropped for length; tokens median, p90, max):",
+                  ""]
+        lines += [f"- {lv}: {g[lv]['kept']} / {g[lv]['dropped']}; {g[lv]['median']}, "
+                  f"{g[lv]['p90']}, {g[lv]['max']}" for lv in in_level_order(g)]
+        lines.append("")
+    levels = ("onehop", *HEADLINE_LEVELS)
+    lines += ["Held-out Pass@1 by level (tool calls per task); the headline is easy, medium and "
+              "hard together, one-hop apart:", "",
+              "| policy | " + " | ".join(levels) + " | headline | exam |",
+              "|---|" + "---|" * (len(levels) + 2)]
+    heldout = n["policies"]["heldout"]
+    for policy in ordered(heldout, POLICIES):
+        m = heldout[policy]
+        if not m.get("n_tasks"):
+            continue
+        by = m.get("by_difficulty") or {}
+        cells = [f"{by[lv]['accuracy']} ({by[lv]['mean_tool_calls']})" if lv in by else "-"
+                 for lv in levels]
+        top, exam = n["headline"][policy], n["policies"]["exam"][policy]
+        exam_cell = (f"{exam['pass_at_1']} ({exam['mean_tool_calls']})" if exam.get("n_tasks")
+                     else "-")
+        lines.append(f"| {policy} | " + " | ".join(cells)
+                     + f" | {top.get('pass_at_1')} (n {top.get('n_tasks')}) | {exam_cell} |")
+    lines.append("")
+    pairs = n["paired_heldout"]
+    for name in ordered(pairs, ("sft_minus_base", "rl_minus_sft")):
+        if d := pairs[name]:
+            lines.append(f"- {name.replace('_minus_', ' - ')} (paired, easy+medium+hard): "
+                         f"{d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
+                         f"{d['gained']} gained, {d['lost']} lost)")
+    by_level = n.get("paired_by_level", {})
+    for group in in_level_order(by_level):
+        if d := by_level[group].get("rl_minus_sft"):
+            lines.append(f"- rl - sft on {group}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']})")
+    passk = n.get("passk") or {}
+    for policy in ordered(passk, PASSK_POLICIES):
+        if m := passk[policy]:
+            k, g = m["n_samples"], m["by_level"]
+            ks = ", ".join(f"Pass@{j} {m['pass_at_k'][j]}" for j in sorted(m["pass_at_k"], key=int))
+            by = "; ".join(f"{lv} {g[lv]['pass_at_1']} -> {g[lv]['pass_at_k'][str(k)]}"
+                           for lv in in_level_order(g))
+            lines.append(f"- {policy}, validation, {k} samples: {ks}; by level "
+                         f"Pass@1 -> Pass@{k}: {by}; mixed tasks {m['mixed']}")
+    if g := n.get("prescreen"):
+        lines.append("- GRPO pre-screen (tasks screened / mixed / pass rate): " + "; ".join(
+            f"{lv} {g[lv]['screened']} / {g[lv]['mixed']} / {g[lv]['pass_rate']}"
+            for lv in in_level_order(g)))
+    if g := n.get("grpo"):
+        lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} "
+                     f"(first 20 %) -> {g['reward_last_20pct']} (last 20 %); groups with equal "
+                     f"rewards {g['zero_variance_group_share']}")
+    lines += ["", *targets_markdown(n), ""]
+    return "\n".join(lines)
