@@ -80,6 +80,7 @@ def shared_run_dir(tmp_path_factory):
 CI_PARAMETERS = {
     # Step counts, not time budgets, so a slower machine runs the same work; the notebooks assert
     # mechanics (files written, loss falls, metrics present), never a learning margin.
+    "05_teacher_trajectories": {"SAMPLES_PER_TASK": 2},  # every training task, 2 rollouts each
     "06_sft": {"MAX_STEPS": 40, "EVAL_TASKS": 4},
     "07_grpo": {"MAX_STEPS": 2, "EVAL_TASKS": 4},
     "08_evaluation": {"EXAM_TASKS": 3},  # held-out: the preset's 30 tasks (10 per level)
