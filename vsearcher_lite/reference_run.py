@@ -2,8 +2,8 @@
 
 ``run_reference`` runs the teacher's trajectories, SFT, GRPO, the comparison and Pass@k with the
 reference's settings (``profiles/reference.toml``), skipping the stages a run folder has
-finished; the ``reference`` command runs it and ships the run (``reference_ship.ship_reference``), or
-checks a shipped one.
+finished; the ``reference`` command runs it and ships the run
+(``reference_ship.ship_reference``), or checks a shipped one.
 """
 
 from __future__ import annotations
