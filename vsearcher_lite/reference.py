@@ -244,11 +244,10 @@ def target_checks(numbers: dict) -> dict[str, dict]:
         "sft_medium_tool_calls": check(
             f"within {t['sft_medium_tool_calls']:.0%} of the teacher's", off,
             lambda v: abs(v) <= t["sft_medium_tool_calls"]),
-        "rl_minus_sft": {
-            "required": f">= {t['rl_minus_sft']:g} with SE <= {t['rl_minus_sft_se_max']:g}",
-            "measured": rl_sft and {"mean": rl_sft["mean"], "se": rl_sft["se"]},
-            "met": None if rl_sft is None else (rl_sft["mean"] >= t["rl_minus_sft"]
-                                               and rl_sft["se"] <= t["rl_minus_sft_se_max"])},
+        "rl_minus_sft": check(
+            f">= {t['rl_minus_sft']:g} with SE <= {t['rl_minus_sft_se_max']:g}",
+            rl_sft and {"mean": rl_sft["mean"], "se": rl_sft["se"]},
+            lambda v: v["mean"] >= t["rl_minus_sft"] and v["se"] <= t["rl_minus_sft_se_max"]),
         "sft_format_valid": at_least((top.get("sft") or {}).get("format_valid_rate"),
                                      t["sft_format_valid"]),
         "reward_rise": at_least(rise, t["reward_rise"]),

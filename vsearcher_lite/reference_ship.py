@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from vsearcher_lite.agent.task import in_level_order
+from vsearcher_lite.agent.task import in_level_order, in_order
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.manifest import git_state
 from vsearcher_lite.reference import (
@@ -156,15 +156,10 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     return card
 
 
-#: The reference's stages in the order they run (the card's wall times).
+#: The reference's stages in the order they run (the card's wall times). The card lists stages,
+#: policies, levels and k in fixed orders, so it reads the same whether it is rendered from the
+#: numbers just computed or from ``card.json``, whose keys are sorted.
 STAGES = ("trajectories", "sft", "grpo", "comparison", "passk")
-
-
-def ordered(keys, order) -> list:
-    """``keys`` in ``order``, any others after them sorted: the card reads the same whether it is
-    rendered from the numbers just computed or from ``card.json``, whose keys are sorted."""
-    keys = list(keys)
-    return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
 
 
 def card_markdown(card: dict) -> str:
@@ -175,7 +170,7 @@ def card_markdown(card: dict) -> str:
              "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
     if card["wall_seconds"]:
         wall = card["wall_seconds"]
-        times = ", ".join(f"{k} {wall[k] / 60:.1f} min" for k in ordered(wall, STAGES))
+        times = ", ".join(f"{k} {wall[k] / 60:.1f} min" for k in in_order(wall, STAGES))
         lines += [f"Wall time: {times} ({sum(wall.values()) / 3600:.2f} h in all)", ""]
     if n.get("sft_lengths"):
         g = n["sft_lengths"]
@@ -190,7 +185,7 @@ def card_markdown(card: dict) -> str:
               "| policy | " + " | ".join(levels) + " | headline | exam |",
               "|---|" + "---|" * (len(levels) + 2)]
     heldout = n["policies"]["heldout"]
-    for policy in ordered(heldout, POLICIES):
+    for policy in in_order(heldout, POLICIES):
         m = heldout[policy]
         if not m.get("n_tasks"):
             continue
@@ -204,7 +199,7 @@ def card_markdown(card: dict) -> str:
                      + f" | {top.get('pass_at_1')} (n {top.get('n_tasks')}) | {exam_cell} |")
     lines.append("")
     pairs = n["paired_heldout"]
-    for name in ordered(pairs, ("sft_minus_base", "rl_minus_sft")):
+    for name in in_order(pairs, ("sft_minus_base", "rl_minus_sft")):
         if d := pairs[name]:
             lines.append(f"- {name.replace('_minus_', ' - ')} (paired, easy+medium+hard): "
                          f"{d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']}; "
@@ -214,7 +209,7 @@ def card_markdown(card: dict) -> str:
         if d := by_level[group].get("rl_minus_sft"):
             lines.append(f"- rl - sft on {group}: {d['mean']:+.4f} (SE {d['se']:.4f}, n {d['n']})")
     passk = n.get("passk") or {}
-    for policy in ordered(passk, PASSK_POLICIES):
+    for policy in in_order(passk, PASSK_POLICIES):
         if m := passk[policy]:
             k, g = m["n_samples"], m["by_level"]
             ks = ", ".join(f"Pass@{j} {m['pass_at_k'][j]}" for j in sorted(m["pass_at_k"], key=int))

@@ -23,14 +23,23 @@ ONEHOP = "onehop"
 LEVEL_ORDER = (ONEHOP, *DIFFICULTY_ROUNDS, "exam")
 
 
+def in_order(labels, order) -> list[str]:
+    """The distinct labels, those of ``order`` first in its order, any others after them sorted.
+
+    >>> in_order({"rl": 1, "x": 2, "sft": 3}, ("sft", "rl"))
+    ['sft', 'rl', 'x']
+    """
+    present = set(labels)
+    return [d for d in order if d in present] + sorted(present - set(order))
+
+
 def in_level_order(labels) -> list[str]:
     """The distinct labels, known levels first in ``LEVEL_ORDER``, any others after them sorted.
 
     >>> in_level_order(["hard", "train", "easy", "onehop", "easy"])
     ['onehop', 'easy', 'hard', 'train']
     """
-    present = set(labels)
-    return [d for d in LEVEL_ORDER if d in present] + sorted(present - set(LEVEL_ORDER))
+    return in_order(labels, LEVEL_ORDER)
 
 
 @dataclass
