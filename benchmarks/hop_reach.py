@@ -8,11 +8,6 @@ evaluation (``results.jsonl`` with trajectories) and walks the task's chain with
 hops the agent resolved before its first wrong claim, and what was wrong there: the image, a
 reading, off chain, stopped, or chain done (``vsearcher_lite.scoring.hops`` says what each means).
 
-Where an agent writes a plan of the hops first (the ``--hop-plan`` teacher's format, in either
-``--hop-plan-order``), a column counts the plans equal to the teacher's plan of the task; where it
-writes the line it searches for before each search (``--hop-plan-next``), the last column counts
-those lines that name the hop next on the chain, written while the walk was still on it.
-
     python benchmarks/hop_reach.py --run-dir RUN --evaluate sft=data/reference/sft/checkpoint \\
         --evaluate rl=data/reference/grpo/checkpoint --evaluate teacher=teacher
     python benchmarks/hop_reach.py --run-dir RUN --results sft=RUN/eval/NAME/results.jsonl
@@ -25,11 +20,9 @@ episodes end as the shipped reference's did.
 from __future__ import annotations
 
 import argparse
-import re
 from collections import Counter
 from pathlib import Path
 
-from vsearcher_lite.agent.brief import NEXT_LINE_CUE
 from vsearcher_lite.runio import read_jsonl
 from vsearcher_lite.scoring import hops
 from vsearcher_lite.scoring.hops import KINDS, chain
@@ -42,52 +35,6 @@ def reach(task: dict, trajectory: dict) -> tuple[int, str]:
     """Hops of ``task`` resolved before the first wrong claim in ``trajectory``, and what ended
     the walk (``KINDS``)."""
     return hops.reach(chain(task), trajectory.get("messages") or [])
-
-
-def written_plan(trajectory: dict) -> list[str]:
-    """The plan an agent wrote at the start of its first thought ("[1] ..." lines and the
-    question asked of the outermost hop, after them or, in reading order, before them), or []
-    when it wrote none."""
-    first = next((m.get("content") for m in trajectory.get("messages") or []
-                  if m.get("role") == "assistant"), None)
-    if not isinstance(first, str):
-        return []
-    lines = first.split("</think>")[0].replace("<think>", "").strip().splitlines()
-    plan = []
-    for line in lines:
-        if not re.match(r"\[\d+\] |Q: |Asked: ", line):
-            break
-        plan.append(line)
-    hops = [line for line in plan if line.startswith("[")]
-    return plan if hops and hops[0].startswith("[1] ") else []
-
-
-def next_lines(task: dict, trajectory: dict) -> tuple[int, int]:
-    """The "Next: [n] <description>" lines an agent wrote while its walk along ``task``'s chain
-    was still right, and how many of them describe the hop next on the chain. A line written as
-    the plan has it ("Next: [3] the town twinned with [4]") is read with the names the agent
-    gave each number so far ("[4] The port town shown in the image is Pritarkere.")."""
-    steps = chain(task)
-    _, _, read = hops.walk(steps, trajectory.get("messages") or [])
-    cue = re.compile(rf"{re.escape(NEXT_LINE_CUE)}\[\d+\] (.+)")
-    names, cues = {}, []  # number -> the name the agent gave it; (line read, hops done)
-    for line, done in read:
-        claim = hops.CLAIM.match(line)
-        if claim and claim["number"]:
-            names[claim["number"]] = claim["entity"]
-        elif done < len(steps) and (m := cue.match(line)):
-            cues.append((re.sub(r"\[(\d+)\]", lambda n: names.get(n[1], n[0]), m[1]), done))
-    return len(cues), sum(hops.norm(text) == hops.norm(steps[done][0]) for text, done in cues)
-
-
-def plan_right(task: dict, plan: list[str]) -> bool:
-    """Whether ``plan`` is the planning teacher's plan of ``task`` in either order, line for
-    line."""
-    from vsearcher_lite.agent.brief import PLAN_ORDERS, TeacherBrief, hop_plan
-    from vsearcher_lite.agent.task import Task
-
-    brief = TeacherBrief.from_task(Task.from_dict(task))
-    return any(plan == hop_plan(brief, order).splitlines() for order in PLAN_ORDERS)
 
 
 def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[str]) -> None:
@@ -105,16 +52,10 @@ def table(label: str, results: list[dict], tasks: dict[str, dict], levels: list[
         solved = sum(bool(r.get("correct")) for r in rows) / n
         resolved = sum(d for d, _ in walks) / n
         hops = sum(lengths) / n
-        plans = [(r, written_plan(r.get("trajectory") or {})) for r in rows]
-        plans = [plan_right(tasks[r["id"]], plan) for r, plan in plans if plan]
-        cues = [next_lines(tasks[r["id"]], r.get("trajectory") or {}) for r in rows]
-        cues_written, cues_right = sum(w for w, _ in cues), sum(x for _, x in cues)
         print(f"{label:8} {level:6} {n:4d} {solved:6.3f}  {resolved:4.2f}/{hops:4.2f}"
               f"  {' '.join(f'{x:.2f}' for x in at_least):24}"
               f"  {' '.join(f'{ends[k] / n:.2f}' for k in KINDS)}"
-              f"  {done_right}/{ends['chain done']}"
-              f"  {f'{sum(plans)}/{len(plans)}' if plans else '-':>9}"
-              f"  {f'{cues_right}/{cues_written}' if cues_written else '-'}")
+              f"  {done_right}/{ends['chain done']}")
 
 
 def evaluate(run: Path, label: str, policy: str, tasks: list) -> list[dict]:
@@ -170,8 +111,7 @@ def main() -> int:
                              "read (shipped results leave them out: evaluate with --evaluate)")
         named.append((label, records))
     print(f"{'policy':8} {'level':6} {'n':>4} {'pass@1':>6}  {'hops':>9}  "
-          f"{'resolved >= 1, 2, ...':24}  {' / '.join(KINDS)}  right/chains done"
-          "  plans right/written  next right/written")
+          f"{'resolved >= 1, 2, ...':24}  {' / '.join(KINDS)}  right/chains done")
     for label, results in named:
         table(label, results, tasks, levels)
     return 0

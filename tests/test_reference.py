@@ -430,7 +430,7 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     assert set(seconds) == {"trajectories", "sft", "grpo", "comparison", "passk"}
     teacher_config, sft_config, grpo_config, comparison_config, passk_device = (
         c for _, c in calls)
-    assert teacher_config.plan_variety == REFERENCE_TRAJECTORIES["plan_variety"]
+    assert all(getattr(teacher_config, k) == v for k, v in REFERENCE_TRAJECTORIES.items())
     assert teacher_config.samples_per_task == 4 and teacher_config.seed == 0
     assert passk_device == "cpu"
     # GRPO on the paper's levels, every RL-pool task pre-screened, no KL term

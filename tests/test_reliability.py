@@ -54,8 +54,7 @@ def one_line_error(capsys, *needles):
 
 @pytest.mark.parametrize(
     "flag, value",
-    [("--samples", "0"), ("--samples", "-2"), ("--max-tasks", "-1"), ("--concurrency", "0"),
-     ("--plan-variety", "1.5"), ("--plan-variety", "-0.1")],
+    [("--samples", "0"), ("--samples", "-2"), ("--max-tasks", "-1"), ("--concurrency", "0")],
 )
 def test_trajectories_refuses_out_of_range_counts_and_keeps_its_outputs(
     base, tmp_path, capsys, flag, value
@@ -106,7 +105,6 @@ def test_synthesis_refuses_out_of_range_counts(flag, value):
     [
         ("--temperature", "-2", "temperature"),
         ("--max-tool-calls", "-1", "--max-tool-calls"),
-        ("--repeat-guard", "-3", "--repeat-guard"),
     ],
 )
 def test_eval_settings_out_of_range_are_one_line_errors(
@@ -192,33 +190,6 @@ def test_a_rerun_with_other_settings_runs_again(base, tmp_path):
         run, traj_config(run, max_tasks=2, samples_per_task=1, mistake_rate=0.5)
     )
     assert again["generated_this_run"] == 2 and again["settings"]["mistake_rate"] == 0.5
-    # a varied teacher writes other trajectories: its rollouts are its own, the default's kept
-    varied = generate_trajectories(
-        run, traj_config(run, max_tasks=2, samples_per_task=1, plan_variety=0.5)
-    )
-    assert varied["generated_this_run"] == 2 and varied["set_aside_rollouts"] == 4
-    assert varied["settings"]["plan_variety"] == 0.5
-    # so does a teacher that plans its hops
-    planned = generate_trajectories(
-        run, traj_config(run, max_tasks=2, samples_per_task=1, hop_plan=True)
-    )
-    assert planned["generated_this_run"] == 2 and planned["settings"]["hop_plan"] is True
-    with pytest.raises(InputError, match=r"hop_plan \(--hop-plan\) needs the compact prompt"):
-        traj_config(run, hop_plan=True, prompt_variant="full")
-    # and each form of the plan: the question's order, the next line written before a search
-    # (the names filled in, or as the plan writes it)
-    for form in ({"hop_plan_order": "reading"}, {"hop_plan_next": True},
-                 {"hop_plan_next": True, "hop_plan_next_form": "plan"}):
-        own = generate_trajectories(
-            run, traj_config(run, max_tasks=2, samples_per_task=1, hop_plan=True, **form))
-        assert own["generated_this_run"] == 2, form
-        name = next(iter(form))
-        with pytest.raises(InputError, match=rf"{name} \(--{name.replace('_', '-')}\) .*: add "
-                                             r"--hop-plan$"):
-            traj_config(run, **form)
-    with pytest.raises(InputError, match=r"hop_plan_next_form \(--hop-plan-next-form\) plan .*: "
-                                         r"add --hop-plan-next$"):
-        traj_config(run, hop_plan=True, hop_plan_next_form="plan")
     default = generate_trajectories(run, traj_config(run, max_tasks=2, samples_per_task=1))
     assert default["generated_this_run"] == 0  # the first run's rollouts, found again
 

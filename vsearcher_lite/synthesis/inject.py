@@ -212,11 +212,60 @@ def run_inject_text(
     writer = writer or make_writer(config, source, index)
     synth = Synthesizer(source, writer, index=index, max_picks=config.max_picks)
     out = rd.stage("inject-text")
-    tasks_log = JsonlLog(out / "tasks.jsonl")
-    failed_log = JsonlLog(out / "failed.jsonl")
+    stage = TextInjection(synth, config, JsonlLog(out / "tasks.jsonl"),
+                          JsonlLog(out / "failed.jsonl"))
     start = time.perf_counter()
+    pools = seed_pools(rd, source, seeds, config, seed_config)
+    existing = Counter((rec.get("split"), rec.get("difficulty"))
+                       for rec in stage.tasks_log.records())
     built_now = 0
+    for split, difficulty, wanted, n_rounds in config.targets():
+        pool = pools.pool(split, difficulty, config)
+        need = wanted - existing[(split, difficulty)]
+        built_now += stage.inject_level(split, difficulty, n_rounds, pool, need)
+    throughput = _throughput(start, built_now, writer)  # the stage's work, not its metrics
+    metrics = text_metrics(stage.tasks_log.records(), stage.failed_log.records(), config)
+    metrics.update(world=getattr(source, "name", world), writer=writer.name, **throughput)
+    if hasattr(getattr(writer, "chat", None), "usage"):
+        metrics["chat_usage"] = dict(writer.chat.usage)
+    rd.write_metrics("inject-text", metrics)
+    return metrics
 
+
+@dataclass
+class SeedPools:
+    """The seeds text injection draws its tasks from, by where they came from."""
+
+    by_pool: dict[str, list[dict]]  # the seeds stage's pools (a level, "heldout", "exam")
+    heldout_levels: dict[str, list[dict]]  # the held-out seeds dealt to the levels of the mix
+    warmup: dict[str, list[dict]]  # warm-up entities by split (``warmup_pools``), or none
+    exam_extra: list[dict]  # (sandbox) the rare people tried after the exam seeds
+
+    def pool(self, split: str, difficulty: str, config: InjectConfig) -> list[dict]:
+        """The seeds of one split and level, in the order they are tried."""
+        if difficulty == ONEHOP:  # the split's seeds and warm-up entities, shuffled
+            pool = (interleave_pools([self.by_pool.get(p, []) for p in DIFFICULTY_ROUNDS])
+                    if split == "train" else list(self.by_pool.get("heldout", [])))
+            if config.onehop_warmup:
+                pool += self.warmup.get(split, [])
+            # a capped evaluation takes a level's first tasks: a fair sample of both kinds
+            random.Random(f"vsearcher-onehop:{config.seed}:{split}").shuffle(pool)
+        elif split == "train":
+            pool = self.by_pool.get(difficulty, [])
+        elif split == "heldout":
+            pool = self.heldout_levels.get(difficulty, [])
+        else:  # the exam seeds first, then (sandbox) the rare people
+            pool = self.by_pool.get("exam", []) + self.exam_extra
+        if split != "exam" and any(config.warmup_levels.get(difficulty, (0, 0))):
+            pool = pool + self.warmup.get(split, [])
+            shuffle_key = f"vsearcher-warmup-level:{config.seed}:{split}:{difficulty}"
+            random.Random(shuffle_key).shuffle(pool)
+        return pool
+
+
+def seed_pools(rd: RunDir, source: KnowledgeSource, seeds: list[dict], config: InjectConfig,
+               seed_config: SeedConfig | None) -> SeedPools:
+    """The run's seeds by pool, with the warm-up entities and the exam's extra people."""
     by_pool: dict[str, list[dict]] = {}
     for rec in seeds:
         by_pool.setdefault(rec["pool"], []).append(rec)
@@ -224,74 +273,65 @@ def run_inject_text(
     share = config.onehop_warmup_heldout_share
     warmup = (warmup_pools(source, seeds, seed=config.seed, heldout_share=share)
               if config.uses_warmup() else {})
+    return SeedPools(by_pool, heldout_levels, warmup,
+                     _exam_extra(rd, source, config, seed_config))
 
-    exam_extra = []
+
+def _exam_extra(rd: RunDir, source: KnowledgeSource, config: InjectConfig,
+                seed_config: SeedConfig | None) -> list[dict]:
+    """The rare people (``exam_people``) when exam tasks are wanted and the config takes them."""
     wants_exam = any(split == "exam" and n > 0 for split, _, n, _ in config.targets())
-    if config.exam_people and wants_exam:
-        # the rarity bound the run's seeds were selected with
-        seeds_metrics = Path(run_dir) / "seeds" / "metrics.json"
-        sitelinks_max = (rd.read_metrics("seeds").get("sitelinks_max")
-                         if seeds_metrics.exists() else None)
-        if not isinstance(sitelinks_max, int):
-            sitelinks_max = (seed_config or SeedConfig(seed=config.seed)).thresholds(source)[0]
-        exam_extra = exam_people(source, sitelinks_max, seed=config.seed)
+    if not (config.exam_people and wants_exam):
+        return []
+    # the rarity bound the run's seeds were selected with
+    seeds_metrics = rd.root / "seeds" / "metrics.json"
+    sitelinks_max = (rd.read_metrics("seeds").get("sitelinks_max")
+                     if seeds_metrics.exists() else None)
+    if not isinstance(sitelinks_max, int):
+        sitelinks_max = (seed_config or SeedConfig(seed=config.seed)).thresholds(source)[0]
+    return exam_people(source, sitelinks_max, seed=config.seed)
 
-    existing = Counter((rec.get("split"), rec.get("difficulty")) for rec in tasks_log.records())
 
-    for split, difficulty, wanted, n_rounds in config.targets():
-        if difficulty == ONEHOP:  # the split's seeds and warm-up entities, shuffled
-            pool = (interleave_pools([by_pool.get(p, []) for p in DIFFICULTY_ROUNDS])
-                    if split == "train" else list(by_pool.get("heldout", [])))
-            if config.onehop_warmup:
-                pool += warmup.get(split, [])
-            # a capped evaluation takes a level's first tasks: a fair sample of both kinds
-            random.Random(f"vsearcher-onehop:{config.seed}:{split}").shuffle(pool)
-        elif split == "train":
-            pool = by_pool.get(difficulty, [])
-        elif split == "heldout":
-            pool = heldout_levels.get(difficulty, [])
-        else:  # the exam seeds first, then (sandbox) the rare people
-            pool = by_pool.get("exam", []) + exam_extra
-        if split != "exam" and any(config.warmup_levels.get(difficulty, (0, 0))):
-            pool = pool + warmup.get(split, [])
-            shuffle_key = f"vsearcher-warmup-level:{config.seed}:{split}:{difficulty}"
-            random.Random(shuffle_key).shuffle(pool)
-        need = wanted - existing[(split, difficulty)]
+@dataclass
+class TextInjection:
+    """What building the text tasks of each split and level shares: the synthesizer, the
+    settings and the stage's two logs."""
+
+    synth: Synthesizer
+    config: InjectConfig
+    tasks_log: JsonlLog
+    failed_log: JsonlLog
+
+    def inject_level(self, split: str, difficulty: str, n_rounds: int, pool: list[dict],
+                     need: int) -> int:
+        """Build up to ``need`` tasks of one split and level from the seeds of ``pool`` not yet
+        tried, in pool order (``process_in_order``); returns how many were built."""
         ids = [(r, task_id(split, difficulty, r["id"])) for r in pool]
-        todo = [r for r, tid in ids if tid not in tasks_log and tid not in failed_log]
+        todo = [r for r, tid in ids if tid not in self.tasks_log and tid not in self.failed_log]
         if need <= 0 or not todo:
-            continue
-        bar = progress_bar(need, f"inject-text {split}/{difficulty}", config.progress)
+            return 0
+        bar = progress_bar(need, f"inject-text {split}/{difficulty}", self.config.progress)
 
-        def work(rec, split=split, difficulty=difficulty, n_rounds=n_rounds):
-            tid = task_id(split, difficulty, rec["id"])
-            rng = task_rng(config.seed, "text", tid)
+        def work(rec):
+            rng = task_rng(self.config.seed, "text", task_id(split, difficulty, rec["id"]))
             seed = seed_from_record(rec)
-            return guarded(lambda: synth.text_task(seed, split, difficulty, n_rounds, rng))
+            return guarded(lambda: self.synth.text_task(seed, split, difficulty, n_rounds, rng))
 
-        def on_result(rec, result, split=split, difficulty=difficulty, bar=bar):
-            nonlocal built_now
+        def on_result(rec, result):
             if isinstance(result, Task):
-                tasks_log.append(task_record(result))
-                built_now += 1
+                self.tasks_log.append(task_record(result))
                 bar.update(1)
             else:
                 tid = task_id(split, difficulty, rec["id"])
                 item = {"seed_id": rec["id"], "split": split, "difficulty": difficulty}
-                failed_log.append(drop_record(tid, item, result, "text"))
+                self.failed_log.append(drop_record(tid, item, result, "text"))
 
         try:
-            process_in_order(todo, work, need=need, is_success=lambda r: isinstance(r, Task),
-                             on_result=on_result, concurrency=config.concurrency)
+            return process_in_order(todo, work, need=need,
+                                    is_success=lambda r: isinstance(r, Task),
+                                    on_result=on_result, concurrency=self.config.concurrency)
         finally:
             bar.close()
-    throughput = _throughput(start, built_now, writer)  # the stage's work, not its metrics
-    metrics = text_metrics(tasks_log.records(), failed_log.records(), config)
-    metrics.update(world=getattr(source, "name", world), writer=writer.name, **throughput)
-    if hasattr(getattr(writer, "chat", None), "usage"):
-        metrics["chat_usage"] = dict(writer.chat.usage)
-    rd.write_metrics("inject-text", metrics)
-    return metrics
 
 
 def _throughput(start: float, built_now: int, writer: Writer) -> dict:
@@ -473,14 +513,19 @@ def run_inject_image(
     finally:
         bar.close()
     throughput = _throughput(start, built_now, writer)
-    tasks = tasks_log.records()
-    failed = failed_log.records()
+    metrics = {"world": getattr(source, "name", world), "writer": writer.name,
+               **image_metrics(tasks_log.records(), failed_log.records(), len(text_tasks)),
+               **throughput}
+    rd.write_metrics("inject-image", metrics)
+    return metrics
+
+
+def image_metrics(tasks: list[dict], failed: list[dict], n_input: int) -> dict:
+    """The counts of the image stage's metrics: tasks by level, drops by reason, pictured types."""
     by_level = Counter(t.get("difficulty") for t in tasks)
     image_types = Counter((t.get("image") or {}).get("entity_type", "") for t in tasks)
-    metrics = {
-        "world": getattr(source, "name", world),
-        "writer": writer.name,
-        "n_input_tasks": len(text_tasks),
+    return {
+        "n_input_tasks": n_input,
         "n_tasks": len(tasks),
         "n_tasks_by_difficulty": {lvl: by_level.get(lvl, 0) for lvl in LEVELS},
         "n_failed": len(failed),
@@ -488,10 +533,7 @@ def run_inject_image(
         "image_entity_types": dict(sorted(image_types.items())),
         **invariance_stats(tasks, failed),
         **question_length_stats(tasks),
-        **throughput,
     }
-    rd.write_metrics("inject-image", metrics)
-    return metrics
 
 
 def ensure_image_tasks(run_dir: str | Path, config: InjectConfig | None = None, **kw) -> list[Task]:

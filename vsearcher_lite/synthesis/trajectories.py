@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from vsearcher_lite.agent.brief import NEXT_LINE_FORMS, PLAN_ORDERS
 from vsearcher_lite.agent.export import export_trajectories
 from vsearcher_lite.agent.format import strict_format_check
 from vsearcher_lite.agent.judge import Judge, make_judge
@@ -84,26 +83,6 @@ class TrajectoryConfig:
     top_k: int = 5
     today: str | None = SANDBOX_TODAY  # None: the local date (live runs)
     mistake_rate: float = 0.1  # heuristic teacher: chance of a hasty wrong pick at each decision
-    plan_variety: float = option(0.0, "heuristic teacher: chance that each optional choice "
-                                 "(query wording, a confirming visit, the answer searched first, "
-                                 "a hasty pick checked) leaves its default plan, so the samples of "
-                                 "a task differ (default 0)")
-    hop_plan: bool = option(False, "heuristic teacher, compact prompt: the first thought lists the "
-                            "question's hops innermost first, each found name is said with its "
-                            "hop's number, and searches ask for one hop, not the whole question "
-                            "rewritten (a ten-hop exam plan is longer than the cpu evaluation's "
-                            "200-token turn)")
-    hop_plan_order: str = option("inner", "with --hop-plan: the plan's hops innermost first (the "
-                                 "order of solving) or in the question's reading order, so that "
-                                 "writing it copies the question left to right",
-                                 choices=PLAN_ORDERS)
-    hop_plan_next: bool = option(False, "with --hop-plan: the thought before each search ends "
-                                 "with the line searched for (\"Next: [n] ...\", the names found "
-                                 "so far filled in), so the search copies the line just written")
-    hop_plan_next_form: str = option("filled", "with --hop-plan-next: that line with the names "
-                                     "found so far in place of the hops' numbers, or as the plan "
-                                     "writes it, the search filling in the name just found",
-                                     choices=NEXT_LINE_FORMS)
     max_tool_calls: int = 30  # paper A.3
     wall_clock_s: float | None = 2.5 * 3600  # paper A.3
     max_context_chars: int | None = 800_000  # about the paper's 200K tokens
@@ -135,28 +114,6 @@ class TrajectoryConfig:
             whole = isinstance(value, int) and not isinstance(value, bool)
             if value is not None and (not whole or value < 1):
                 raise InputError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
-        if not 0.0 <= self.plan_variety <= 1.0:
-            raise InputError(f"plan_variety (--plan-variety) must be between 0 and 1, "
-                             f"got {self.plan_variety!r}")
-        if self.hop_plan_order not in PLAN_ORDERS:
-            raise InputError(f"hop_plan_order (--hop-plan-order) must be one of "
-                             f"{', '.join(PLAN_ORDERS)}, got {self.hop_plan_order!r}")
-        if self.hop_plan_order != "inner" and not self.hop_plan:
-            raise InputError(f"hop_plan_order (--hop-plan-order) {self.hop_plan_order} orders a "
-                             "hop plan: add --hop-plan")
-        if self.hop_plan_next_form not in NEXT_LINE_FORMS:
-            raise InputError(f"hop_plan_next_form (--hop-plan-next-form) must be one of "
-                             f"{', '.join(NEXT_LINE_FORMS)}, got {self.hop_plan_next_form!r}")
-        if self.hop_plan_next_form != "filled" and not self.hop_plan_next:
-            raise InputError(f"hop_plan_next_form (--hop-plan-next-form) "
-                             f"{self.hop_plan_next_form} is the form of a hop plan's next line: "
-                             "add --hop-plan-next")
-        if self.hop_plan_next and not self.hop_plan:
-            raise InputError("hop_plan_next (--hop-plan-next) writes a hop plan's next line: add "
-                             "--hop-plan")
-        if self.hop_plan and self.prompt_variant != "compact":
-            raise InputError("hop_plan (--hop-plan) needs the compact prompt: add "
-                             f"--prompt compact (the prompt is {self.prompt_variant!r})")
         if self.max_tool_calls < 0:
             raise InputError(f"max_tool_calls must be >= 0, got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -223,10 +180,7 @@ def make_teacher_factory(config: TrajectoryConfig,
                              "pass --teacher openai:<model>@<base_url>")
         return lambda task, i: HeuristicTeacher(
             task, seed=config.seed * 1000 + i, mistake_rate=config.mistake_rate,
-            style=config.prompt_variant, max_tool_calls=config.max_tool_calls,
-            variety=config.plan_variety, plan_hops=config.hop_plan,
-            plan_order=config.hop_plan_order, plan_next=config.hop_plan_next,
-            next_form=config.hop_plan_next_form)
+            style=config.prompt_variant, max_tool_calls=config.max_tool_calls)
     from vsearcher_lite.backends.chat import make_chat
 
     backend = make_chat(config.teacher)
@@ -276,16 +230,6 @@ def rollout_identity(config: TrajectoryConfig, teacher: str, judge: str) -> dict
     """
     d = asdict(config)
     names = ROLLOUT_SETTINGS + (("mistake_rate",) if teacher == "heuristic" else SAMPLING_SETTINGS)
-    if teacher == "heuristic" and config.plan_variety:
-        names += ("plan_variety",)  # at 0 the teacher searches as it did before the setting
-    if teacher == "heuristic" and config.hop_plan:
-        names += ("hop_plan",)
-        if config.hop_plan_order != "inner":  # plans of the default order keep their rollouts
-            names += ("hop_plan_order",)
-        if config.hop_plan_next:
-            names += ("hop_plan_next",)
-            if config.hop_plan_next_form != "filled":  # filled lines keep their rollouts
-                names += ("hop_plan_next_form",)
     return {"teacher": teacher, "judge": judge, **{k: d[k] for k in names}}
 
 
@@ -505,8 +449,7 @@ def replay_accepted(run_dir: str | Path, config: TrajectoryConfig | None = None,
 
 #: The options of ``vsearcher-lite trajectories``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("teacher", "judge", "samples_per_task", "max_tasks", "concurrency",
-               "prompt_variant", "plan_variety", "hop_plan", "hop_plan_order", "hop_plan_next",
-               "hop_plan_next_form")
+               "prompt_variant")
 
 
 def run_trajectories_command(args) -> int:
