@@ -4,11 +4,11 @@
 single_gpu QLoRA variant and the full-length reference run) as the if/elif presets resolved them,
 recorded before the presets moved to ``vsearcher_lite/profiles/*.toml``. The shape changed in one
 place: SFT's ``eval_max_tokens``, ``eval_max_tool_calls``, ``eval_max_context_chars``,
-``eval_wall_clock_s``, ``eval_repeat_guard`` and GRPO's ``eval_max_tokens``,
-``eval_max_tool_calls``, ``eval_max_context_chars`` are now the embedded ``eval`` (an
-``EvalConfig``). ``flatten`` maps each old name to its new place (``eval_max_tokens`` ->
-``eval.max_tokens``); an old ``None`` meant "the evaluation profile's", so those are compared
-through the resolved evaluation settings (``sft_eval``, ``grpo_eval``), recorded too.
+``eval_wall_clock_s`` and GRPO's ``eval_max_tokens``, ``eval_max_tool_calls``,
+``eval_max_context_chars`` are now the embedded ``eval`` (an ``EvalConfig``). ``flatten`` maps
+each old name to its new place (``eval_max_tokens`` -> ``eval.max_tokens``); an old ``None``
+meant "the evaluation profile's", so those are compared through the resolved evaluation settings
+(``sft_eval``, ``grpo_eval``), recorded too.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ MOVED = {
     "eval_max_tool_calls": "max_tool_calls",
     "eval_max_context_chars": "max_context_chars",
     "eval_wall_clock_s": "wall_clock_s",
-    "eval_repeat_guard": "repeat_guard",
 }
 
 
@@ -145,8 +144,8 @@ def test_profile_files_name_only_known_settings_and_unset_reads_as_none():
 
 
 def test_a_flat_eval_setting_and_a_nested_one_reach_the_same_place():
-    flat = SFTConfig.for_profile("cpu", eval_max_tokens=16, eval_repeat_guard=3)
-    nested = SFTConfig.for_profile("cpu", eval={"max_tokens": 16, "repeat_guard": 3})
+    flat = SFTConfig.for_profile("cpu", eval_max_tokens=16, eval_top_k=7)
+    nested = SFTConfig.for_profile("cpu", eval={"max_tokens": 16, "top_k": 7})
     assert (
         flat.eval == nested.eval and flat.eval.max_tokens == 16 and flat.eval.max_tool_calls == 18
     )

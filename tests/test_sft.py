@@ -23,9 +23,7 @@ from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import (
     answer_token_weights,
     check_record,
-    copy_token_weights,
     decode_trained,
-    fresh_token_weights,
     load_sft_records,
     make_collator,
     rendered_lengths,
@@ -236,50 +234,6 @@ def test_answer_weights_fall_on_the_answer_and_its_statement(base, train_file):
     ) == [0.0 if x == -100 else 1.0 for x in labels]
 
 
-def test_copy_weights_fall_on_copied_names_never_on_markup(base, train_file):
-    tok, ids, labels = first_collated(base, train_file)
-    weights = copy_token_weights(ids, labels, 3.0)
-    heavy = "".join(tok.decode([ids[i]]) for i, w in enumerate(weights) if w == 3.0)
-    # the bridge's name, copied from the tool response
-    assert "Garnound" in heavy or "ound" in heavy
-    markup = {
-        "<think>",
-        "</think>",
-        "<tool_call>",
-        "</tool_call>",
-        "<answer>",
-        "</answer>",
-        "<|im_end|>",
-    }
-    assert not any(tok.decode([ids[i]]) in markup for i, w in enumerate(weights) if w == 3.0)
-    assert all(w == 0.0 for w, x in zip(weights, labels) if x == -100)
-    assert copy_token_weights(ids, labels, 1.0) == [0.0 if x == -100 else 1.0 for x in labels]
-
-
-def test_fresh_weights_fall_where_a_tool_response_is_first_copied(base, train_file):
-    tok, ids, labels = first_collated(base, train_file)
-    weights = fresh_token_weights(ids, labels, 4.0)
-    heavy = [tok.decode([ids[i]]) for i, w in enumerate(weights) if w == 4.0]
-    # the bridge's name where the agent first writes it (not again in its query), and the year
-    # the second response gave
-    assert heavy.count("G") == 1 and "ound" in heavy and "1874" in heavy
-    markup = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>",
-              "<|im_end|>"}
-    assert not markup & set(heavy)
-    assert all(w == 0.0 for w, x in zip(weights, labels) if x == -100)
-    assert fresh_token_weights(ids, labels, 1.0) == [0.0 if x == -100 else 1.0 for x in labels]
-
-
-def test_fresh_weights_by_hand():
-    # prompt 5 6; the agent writes 1; a response says 8 9 2; the agent writes 8 9 twice, then
-    # 5 6: only the first 8 is fresh (the second 8 9 it said already, 5 6 stood in the prompt)
-    ids = [5, 6, 1, 8, 9, 2, 8, 9, 8, 9, 5, 6]
-    labels = [-100, -100, 1, -100, -100, -100, 8, 9, 8, 9, 5, 6]
-    assert fresh_token_weights(ids, labels, 3.0) == [0, 0, 1, 0, 0, 0, 3, 1, 1, 1, 1, 1]
-    # nothing trained: nothing weighted
-    assert fresh_token_weights([1, 2], [-100, -100], 3.0) == [0.0, 0.0]
-
-
 def test_answer_weights_by_hand():
     # open=1, close=2; answer [7, 8]; an earlier "7 8" in a trained span counts, a masked one does
     # not.
@@ -391,12 +345,7 @@ def test_profile_presets():
         10.0,
     )
     assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
-    assert (
-        cpu.init_markup_embeddings
-        and cpu.minutes <= 3
-        and cpu.base is None
-        and cpu.eval.repeat_guard == 0
-    )
+    assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None
     assert cpu.min_steps == 200 and SFTConfig.for_profile("single_gpu").min_steps == 0
     multi = SFTConfig.for_profile("multi_gpu")
     assert (
@@ -421,17 +370,6 @@ def test_profile_presets():
         SFTConfig.for_profile("cpu", lerning_rate=1.0)
     with pytest.raises(ValueError, match="method must be one of"):
         SFTConfig.for_profile("cpu", method="adapter")
-
-
-def test_repeat_guard_reaches_every_evaluation_episode():
-    off = SFTConfig.for_profile("cpu").eval_config()
-    assert off.sampling("t1").to_kwargs().get("repeat_guard") is None
-    on = SFTConfig.for_profile("cpu", eval_repeat_guard=3).eval_config()
-    assert on.repeat_guard == 3 and on.sampling("t1").to_kwargs()["repeat_guard"] == 3
-    # stored results of the other setting are not reused
-    assert on.result_settings()["repeat_guard"] == 3
-    with pytest.raises(ValueError, match="eval_repeat_guard"):
-        SFTConfig.for_profile("cpu", eval_repeat_guard=-1)
 
 
 def test_cli_rejects_bad_settings_in_one_line(tmp_path, capsys):
@@ -499,19 +437,6 @@ def test_cpu_sft_run_saves_a_checkpoint_that_reloads(tmp_path, train_file):
     assert any("embed_tokens" in k for k in changed)
     assert model.generation_config.suppress_tokens  # vision tokens stay suppressed in generation
     assert not (run / "sft" / "trainer").exists()  # no trainer scratch left behind
-
-
-def test_fresh_weight_weighs_the_loss_and_not_the_plain_cross_entropy(tmp_path, train_file):
-    from vsearcher_lite.training.sft import read_loss_curve, run_sft
-
-    plain, fresh = tmp_path / "plain", tmp_path / "fresh"
-    run_sft(plain, short_config(train_file, max_steps=1), log=lambda s: None)
-    m = run_sft(fresh, short_config(train_file, max_steps=1, fresh_weight=3.0), log=lambda s: None)
-    assert m["settings"]["fresh_weight"] == 3.0
-    (a,), (b,) = read_loss_curve(plain), read_loss_curve(fresh)
-    # the same model on the same first batch: the same mean cross-entropy, a larger weighted loss
-    assert b["assistant_ce"] == pytest.approx(a["assistant_ce"], rel=1e-5)
-    assert b["loss"] > a["loss"] * 1.01
 
 
 def test_the_stage_counts_what_it_keeps_and_drops_by_level(tmp_path, train_file, base):

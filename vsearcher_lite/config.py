@@ -49,8 +49,8 @@ def check_choices(config: Any) -> None:
 
 #: Settings that change what an episode produces; a resumed evaluation must use the same ones.
 RESULT_SETTINGS = ("judge", "top_k", "prompt_variant", "today", "max_tool_calls",
-                   "max_context_chars", "temperature", "top_p", "max_tokens", "repeat_guard",
-                   "seed", "mistake_rate", "world")
+                   "max_context_chars", "temperature", "top_p", "max_tokens", "seed",
+                   "mistake_rate", "world")
 #: Settings the evaluation takes from the profile's trajectories stage: a model is evaluated the
 #: way its training data looked.
 FROM_TRAJECTORIES = ("top_k", "wall_clock_s", "max_tokens", "concurrency")
@@ -118,9 +118,6 @@ class EvalConfig:
     top_p: float = 0.95
     max_tokens: int = option(10_000, "new tokens per turn of a model (default: the profile's)",
                              type=positive)
-    repeat_guard: int = option(0, "a local model: never write a block of N or more tokens twice "
-                               "in a row within a reply (chat.local.repeat_ban; default 0 = off)",
-                               metavar="N")
     seed: int = 0
     mistake_rate: float = 0.1  # the heuristic teacher's (same as in trajectories)
     world: str = "sandbox"
@@ -156,9 +153,6 @@ class EvalConfig:
                              f"got {self.max_tool_calls}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise InputError(f"{prefix}max_tokens must be at least 1, got {self.max_tokens}")
-        if self.repeat_guard < 0:
-            raise InputError(f"{prefix}repeat_guard (--repeat-guard) must be 0 (off) or a block "
-                             f"length, got {self.repeat_guard}")
         check_device_name(self.device)
 
     def limits(self, tools: bool = True, batched: bool = False) -> EpisodeLimits:
@@ -171,8 +165,7 @@ class EvalConfig:
     def sampling(self, task_id: str) -> Sampling:
         """Per-task sampling, seeded from the task id so results do not depend on thread order."""
         return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                        seed=task_seed(self.seed, task_id),
-                        extra={"repeat_guard": self.repeat_guard} if self.repeat_guard else {})
+                        seed=task_seed(self.seed, task_id))
 
     def result_settings(self) -> dict:
         d = asdict(self)

@@ -7,7 +7,7 @@ generation, each episode continued from its KV cache). A backend is made from a 
 
 Messages use the OpenAI shape, with ``{"type": "image", "image": <path or URL>}`` parts that each
 backend converts. Sampling keywords: ``temperature``, ``top_p``, ``max_tokens``, ``stop``,
-``seed``; local models also take ``repeat_guard``.
+``seed``; local models also take ``force_after`` and ``token_limits``.
 """
 
 from __future__ import annotations

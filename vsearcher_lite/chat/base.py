@@ -18,7 +18,7 @@ from vsearcher_lite.runio import InputError
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
 # options only a local model can honour (decoding rules: ``chat.local``)
-LOCAL_SAMPLING_KEYS = ("repeat_guard", "force_after", "token_limits")
+LOCAL_SAMPLING_KEYS = ("force_after", "token_limits")
 
 
 class ChatError(RuntimeError):

@@ -71,11 +71,10 @@ def options_key(options: dict) -> tuple:
     """The sampling settings that must agree for two requests to share one ``generate`` call.
 
     >>> options_key({"temperature": 0.8, "top_p": 1, "max_tokens": 64, "stop": ["<x>"], "seed": 3})
-    (0.8, 1.0, 64, ('<x>',), 0, (), ())
+    (0.8, 1.0, 64, ('<x>',), (), ())
     """
     return (float(options.get("temperature") or 0.0), float(options.get("top_p") or 1.0),
             options.get("max_tokens"), tuple(stop_list(options.get("stop"))),
-            int(options.get("repeat_guard") or 0),
             tuple(tuple(pair) for pair in options.get("force_after") or ()),
             tuple(tuple(pair) for pair in options.get("token_limits") or ()))
 
@@ -362,7 +361,7 @@ class BatchedTransformersChat(LockstepBatcher):
                 max_new_tokens=int(options.get("max_tokens") or self.max_new_tokens),
                 temperature=float(options.get("temperature") or 0.0),
                 top_p=float(options.get("top_p") or 1.0), end_ids=end_ids,
-                stop_strings=stop_strings, repeat_guard=int(options.get("repeat_guard") or 0),
+                stop_strings=stop_strings,
                 force=force_after_ids(self.tokenizer, options.get("force_after")),
                 limits=token_limit_ids(self.tokenizer, options.get("token_limits")))
         finally:

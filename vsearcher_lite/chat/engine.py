@@ -42,7 +42,7 @@ from typing import Hashable
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from vsearcher_lite.chat.local import apply_reply_rules, processor_message, repeat_ban
+from vsearcher_lite.chat.local import apply_reply_rules, processor_message
 
 
 def _rope_module(model):
@@ -305,7 +305,7 @@ class KVEngine:
     def generate(self, conversations: list[list[dict]], slots: list[Hashable],
                  seeds: list[int | None], *, max_new_tokens: int, temperature: float = 0.0,
                  top_p: float = 1.0, end_ids: list[int] = (), stop_strings: list[str] = (),
-                 repeat_guard: int = 0, force: dict[int, int] | None = None,
+                 force: dict[int, int] | None = None,
                  limits: dict[int, int] | None = None) -> list[Reply]:
         """One reply per conversation, decoded together; each row's tokens end at its first
         ``end_ids`` token, at a stop string, or after ``max_new_tokens``.
@@ -351,8 +351,7 @@ class KVEngine:
         column = width
         running = n_rows
         while running:
-            logits = self._processed(logits, rows[:running], produced, repeat_guard, force,
-                                     limits)
+            logits = self._processed(logits, rows[:running], produced, force, limits)
             picked = next_tokens(logits, temperature, top_p,
                                  [draws[q] for q in rows[:running]]).tolist()
             finished = []
@@ -439,20 +438,14 @@ class KVEngine:
         return random.Random(turn_seed(int(seed), turn))
 
     def _processed(self, logits: torch.Tensor, requests: list[int], produced: list[list[int]],
-                   repeat_guard: int, force: dict[int, int] | None = None,
+                   force: dict[int, int] | None = None,
                    limits: dict[int, int] | None = None) -> torch.Tensor:
-        """Logits with the suppressed tokens and, with ``repeat_guard``, each row's repeat-ban
-        tokens set to -inf, then the reply rules (``chat.local.apply_reply_rules``: tokens used
-        up, a forced token after its trigger); sampling runs on the CPU so that a row's
-        generator decides."""
+        """Logits with the suppressed tokens set to -inf, then the reply rules
+        (``chat.local.apply_reply_rules``: tokens used up, a forced token after its trigger);
+        sampling runs on the CPU so that a row's generator decides."""
         logits = logits.cpu()
         if self.suppress:
             logits[:, self.suppress] = float("-inf")
-        if repeat_guard:
-            for j, q in enumerate(requests):
-                banned = repeat_ban(produced[q], repeat_guard)
-                if banned:
-                    logits[j, sorted(banned)] = float("-inf")
         if force or limits:
             for j, q in enumerate(requests):
                 apply_reply_rules(logits, j, produced[q], force or {}, limits or {})

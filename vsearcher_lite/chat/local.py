@@ -1,4 +1,5 @@
-"""The local chat backend: a Hugging Face model run with ``transformers``, and its repeat guard."""
+"""The local chat backend: a Hugging Face model run with ``transformers``, and its decoding
+rules (``force_after``, ``token_limits``)."""
 
 from __future__ import annotations
 
@@ -19,54 +20,6 @@ from vsearcher_lite.chat.base import (
     stop_list,
 )
 from vsearcher_lite.runio import InputError
-
-
-def repeat_ban(tokens: list[int], min_block: int) -> set[int]:
-    """The tokens that, written next, would end ``tokens`` with a block of at least ``min_block``
-    tokens twice in a row ("of the village that was the birthplace of the village that was ...").
-
-    The ``repeat_guard`` sampling option forbids them within the reply (the prompt does not
-    count): a small greedy model that loses its place while copying a long description would
-    otherwise repeat it until the token limit and fail the format check.
-
-    >>> sorted(repeat_ban([5, 1, 2, 3, 1, 2], 3)), sorted(repeat_ban([1, 2, 1], 2))
-    ([3], [2])
-    >>> repeat_ban([1, 2, 1], 3)
-    set()
-    """
-    if min_block < 1:
-        raise ValueError(f"min_block must be at least 1, got {min_block}")
-    n, banned = len(tokens), set()
-    if n and min_block == 1:
-        banned.add(tokens[-1])
-    # A block of b >= 2 tokens repeats at the next token when tokens[n-b+1:] equals
-    # tokens[n-2b+1:n-b]; the last token then recurs b positions back, so test that first.
-    for j in range(n - 2, -1, -1):
-        b = n - 1 - j
-        if 2 * b > n + 1:
-            break
-        if b >= max(min_block, 2) and tokens[j] == tokens[-1] \
-                and tokens[n - b + 1:] == tokens[n - 2 * b + 1:n - b]:
-            banned.add(tokens[n - b])
-    return banned
-
-
-class RepeatGuard:
-    """A ``generate`` logits processor: -inf for every ``repeat_ban`` token of each row, looking
-    only at the tokens after ``prompt_length`` (left-padded batches share it)."""
-
-    def __init__(self, prompt_length: int, min_block: int):
-        if min_block < 1:
-            raise ValueError(f"repeat_guard must be at least 1, got {min_block}")
-        self.prompt_length = prompt_length
-        self.min_block = min_block
-
-    def __call__(self, input_ids, scores):
-        for row, tokens in enumerate(input_ids[:, self.prompt_length:].tolist()):
-            banned = repeat_ban(tokens, self.min_block)
-            if banned:
-                scores[row, sorted(banned)] = float("-inf")
-        return scores
 
 
 def forced_token(tokens: list[int], force: dict[int, int]) -> int | None:
@@ -143,17 +96,13 @@ class ReplyRules:
 
 
 def logits_kwargs(options: dict, tokenizer, prompt_length: int) -> dict[str, Any]:
-    """``generate`` keywords for the local decoding rules, ``repeat_guard``, ``force_after`` and
-    ``token_limits`` (none when none is set)."""
-    processors: list[Any] = []
-    n = options.get("repeat_guard")
-    if n:
-        processors.append(RepeatGuard(prompt_length, int(n)))
+    """``generate`` keywords for the local decoding rules, ``force_after`` and ``token_limits``
+    (none when neither is set)."""
     force = force_after_ids(tokenizer, options.get("force_after"))
     limits = token_limit_ids(tokenizer, options.get("token_limits"))
-    if force or limits:
-        processors.append(ReplyRules(prompt_length, force, limits))
-    return {"logits_processor": processors} if processors else {}
+    if not (force or limits):
+        return {}
+    return {"logits_processor": [ReplyRules(prompt_length, force, limits)]}
 
 
 def processor_message(message: dict, fetch: Callable[[str], bytes] | None = None) -> dict:

@@ -21,7 +21,7 @@ from vsearcher_lite.runtime import add_device_option
 #: The ``EvalConfig`` settings ``vsearcher-lite eval`` takes as options (``--prompt`` is
 #: ``prompt_variant``).
 CLI_OPTIONS = ("judge", "concurrency", "batch", "prompt_variant", "top_k", "max_tool_calls",
-               "temperature", "max_tokens", "repeat_guard")
+               "temperature", "max_tokens")
 
 
 # What a run folder holds once any stage has run in it (``--compare`` refuses a folder with none).

@@ -250,41 +250,6 @@ def declare_positions(model, trained: int) -> int:
     return text.max_position_embeddings
 
 
-def grow_depth(model, factor: int = 2):
-    """A deeper copy of ``model`` that computes the same function: each text layer is followed by
-    ``factor - 1`` copies of itself whose attention and MLP output projections start at zero, so
-    each copy adds nothing to the residual stream until training moves it (block expansion).
-    The vision tower, embeddings and the original layers' weights are kept as they are."""
-    import torch
-    from transformers import Qwen3VLForConditionalGeneration
-
-    if factor < 1:
-        raise ValueError(f"factor must be at least 1, got {factor}")
-    config = copy.deepcopy(model.config)
-    text = config.get_text_config(decoder=True)
-    layers = int(text.num_hidden_layers)
-    text.num_hidden_layers = layers * factor
-    if getattr(text, "layer_types", None):
-        text.layer_types = [t for t in text.layer_types for _ in range(factor)]
-    with torch.random.fork_rng(devices=[]):  # every weight is overwritten below
-        grown = Qwen3VLForConditionalGeneration(config).to(next(model.parameters()).dtype)
-    prefix = "model.language_model.layers."
-    state = {}
-    for name, tensor in model.state_dict().items():
-        if not name.startswith(prefix):
-            state[name] = tensor
-            continue
-        index, rest = name[len(prefix):].split(".", 1)
-        zeroed = rest.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight"))
-        for k in range(factor):
-            state[f"{prefix}{int(index) * factor + k}.{rest}"] = (
-                torch.zeros_like(tensor) if k and zeroed else tensor)
-    with torch.no_grad():
-        grown.load_state_dict(state, strict=True)  # copies: the grown model shares no storage
-    grown.generation_config = copy.deepcopy(model.generation_config)
-    return grown
-
-
 def count_parameters(model) -> dict[str, int]:
     """``{"total", "vision", "text"}`` parameter counts (tied embeddings counted once)."""
     total = sum(p.numel() for p in model.parameters())

@@ -71,8 +71,6 @@ def run_identity(policy: Policy, config, judge: Judge) -> dict:
     settings = config.result_settings()
     if config.temperature == 0 and not policy.uses_seed:
         settings.pop("seed")
-    if not settings.get("repeat_guard"):
-        settings.pop("repeat_guard")  # off: results stored before the option existed still match
     identity = {"policy": policy.name, "policy_spec": policy.spec, "tools": policy.tools,
                 **settings, "judge": getattr(judge, "name", type(judge).__name__)}
     fingerprint = weights_fingerprint(policy.spec)

@@ -36,10 +36,9 @@ ACCELERATE_CONFIGS = ("fsdp", "zero3")
 #: The CLI options of ``vsearcher-lite sft``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("base", "method", "dtype", "learning_rate", "epochs", "max_steps", "save_every",
                "min_steps", "minutes", "total_minutes", "batch_size", "grad_accum", "max_length",
-               "answer_weight", "copy_weight", "fresh_weight", "init_markup_embeddings",
-               "threads")
+               "answer_weight", "init_markup_embeddings", "threads")
 CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval_file",
-                    "eval_max_tasks", "eval.repeat_guard", "name")
+                    "eval_max_tasks", "name")
 
 
 @dataclass
@@ -74,11 +73,6 @@ class SFTConfig(TrainingSettings):
     # the cpu recipe's two additions for a tiny model
     answer_weight: float = option(1.0, "loss weight of answer-bearing assistant tokens (1 = plain "
                                   "loss; cpu default 10; GPU profiles 1)")
-    copy_weight: float = option(1.0, "loss weight of assistant tokens that copy the context: "
-                                "names, URLs, the restated question (default 1 = plain loss)")
-    fresh_weight: float = option(1.0, "loss weight of assistant tokens that bring in what a tool "
-                                 "response said: the start of a name or URL the agent writes for "
-                                 "the first time (default 1 = plain loss)")
     init_markup_embeddings: bool = option(False, "start the markup tokens' embeddings from "
                                           "plain-text cues (cpu default)", "--markup-init")
     # LoRA / QLoRA
@@ -124,8 +118,8 @@ class SFTConfig(TrainingSettings):
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""
         check_choices(self)
-        check_positive(self, ("answer_weight", "copy_weight", "fresh_weight", "learning_rate",
-                              "epochs", "minutes", "total_minutes"))
+        check_positive(self, ("answer_weight", "learning_rate", "epochs", "minutes",
+                              "total_minutes"))
         if self.batch_size < 1 or self.grad_accum < 1:
             raise ValueError("batch_size and grad_accum must be at least 1")
         if self.min_steps < 0:
@@ -146,5 +140,4 @@ class SFTConfig(TrainingSettings):
 #: recipe's loss additions are off in the paper).
 PAPER_SFT = paper_settings(SFTConfig, (
     "base", "method", "dtype", "learning_rate", "epochs", "batch_size", "grad_accum", "max_length",
-    "scheduler", "warmup_ratio", "freeze_vision", "answer_weight", "copy_weight",
-    "fresh_weight", "init_markup_embeddings"))
+    "scheduler", "warmup_ratio", "freeze_vision", "answer_weight", "init_markup_embeddings"))

@@ -2,7 +2,7 @@
 
 TRL's vision collator masks every token but the assistant turns (paper 2.2: loss on the model's
 own turns only); ``trained_spans`` shows what is trained, so a test and notebook 06 can check it.
-``answer_token_weights`` and ``copy_token_weights`` are the cpu recipe's loss weightings.
+``answer_token_weights`` is the cpu recipe's loss weighting.
 """
 
 from __future__ import annotations
@@ -231,64 +231,6 @@ def answer_token_weights(labels: Sequence[int], open_ids: Sequence[int], close_i
                         weights[i] = weight
                 j = find_subsequence(labels, answer, j + len(answer), a)
         pos = b + len(close_ids)
-    return weights
-
-
-def copy_token_weights(input_ids: Sequence[int], labels: Sequence[int],
-                       weight: float) -> list[float]:
-    """Per-position loss weights: ``weight`` on trained tokens that copy the context, 1 on the
-    other trained tokens, 0 on ignored ones. A token copies when it and the one before it already
-    stood together in an earlier masked part (the question, a tool response); the markup never
-    does. The tiny model learns the markup fast; copying names into arguments is what it fails.
-
-    >>> copy_token_weights([5, 6, 7, 1, 5, 6, 9], [-100, -100, -100, 1, 5, 6, 9], 3.0)
-    [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 1.0]
-    """
-    ids = [int(x) for x in input_ids]
-    labels = [int(x) for x in labels]
-    weights = [0.0 if x == IGNORE_INDEX else 1.0 for x in labels]
-    if weight == 1.0:
-        return weights
-    seen: set[tuple[int, int]] = set()
-    for i in range(1, len(ids)):
-        pair = (ids[i - 1], ids[i])
-        if labels[i] == IGNORE_INDEX:
-            seen.add(pair)
-        elif pair in seen:
-            weights[i] = weight
-    return weights
-
-
-def fresh_token_weights(input_ids: Sequence[int], labels: Sequence[int],
-                        weight: float) -> list[float]:
-    """Per-position loss weights: ``weight`` on trained tokens that bring in what a tool said, 1
-    on the other trained tokens, 0 on ignored ones. A token is fresh when it and the one after it
-    stood together in a tool response (a masked part after the first trained token) but neither
-    in the prompt nor earlier in the agent's own turns: the first letters of the entity a hop
-    found, where a small model copies a name it already knew instead.
-
-    >>> fresh_token_weights([5, 6, 1, 8, 9, 3, 8, 9, 5, 6],
-    ...                     [-100, -100, 1, -100, -100, 3, 8, 9, 5, 6], 4.0)
-    [0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 4.0, 1.0, 1.0, 1.0]
-    """
-    ids = [int(x) for x in input_ids]
-    labels = [int(x) for x in labels]
-    weights = [0.0 if x == IGNORE_INDEX else 1.0 for x in labels]
-    if weight == 1.0:
-        return weights
-    start = next((i for i, x in enumerate(labels) if x != IGNORE_INDEX), len(labels))
-    prompt = {(ids[i], ids[i + 1]) for i in range(start - 1)}
-    heard: set[tuple[int, int]] = set()
-    said: set[tuple[int, int]] = set()
-    for i in range(start, len(ids) - 1):
-        pair = (ids[i], ids[i + 1])
-        if labels[i] == IGNORE_INDEX:
-            if labels[i + 1] == IGNORE_INDEX:
-                heard.add(pair)
-            continue
-        if pair in heard and pair not in prompt and pair not in said:
-            weights[i] = weight
-        said.add(pair)
     return weights
 
 

@@ -179,6 +179,127 @@ def _eval_summary(prefix: str, m: dict) -> dict:
     return {f"{prefix}_accuracy": m.get("pass_at_1"), **{f"{prefix}_{k}": m.get(k) for k in same}}
 
 
+def fitting_records(records: list[dict], processor, config: SFTConfig, data_path: Path
+                    ) -> tuple[list[dict], dict]:
+    """The trajectories that fit ``max_length`` (none is cut mid-turn: longer ones are dropped)
+    and the token lengths by level, kept and dropped; ``InputError`` when none fits."""
+    lengths = rendered_lengths(processor, records)
+    by_level = lengths_by_level(records, lengths, config.max_length)
+    if config.max_length:
+        records = [r for r, n in zip(records, lengths) if n <= config.max_length]
+        if not records:
+            raise InputError(f"{data_path}: every trajectory is longer than "
+                             f"max_length={config.max_length} tokens")
+    return records, by_level
+
+
+def log_data(log: Callable[[str], None], records: list[dict], data_path: Path, by_level: dict,
+             config: SFTConfig, threads: int) -> None:
+    """Log what is trained: the trajectories kept and dropped, their token lengths by level."""
+    n_dropped = sum(v["dropped"] for v in by_level.values())
+    log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than "
+        f"{config.max_length} tokens dropped); method {config.method}, {config.dtype}, "
+        f"{threads} thread(s)")
+    log("[sft] tokens per trajectory by level (kept / dropped, median, p90, max): " + "; ".join(
+        f"{k} {v['kept']} / {v['dropped']}, {v['median']}, {v['p90']}, {v['max']}"
+        for k, v in by_level.items()))
+
+
+def training_budget(run_dir: str | Path, config: SFTConfig, wall_start: float,
+                    log: Callable[[str], None]) -> tuple[dict[str, dict], float | None]:
+    """The evaluations done so far and the training time budget in seconds (``None``: none).
+    With a whole-command budget the base is evaluated first: its time estimates the SFT
+    model's evaluation, still to come, which the budget leaves room for."""
+    evals: dict[str, dict] = {}
+    eval_estimate_s = 0.0
+    if config.total_minutes and config.evaluate and config.eval_base:
+        evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
+        eval_estimate_s = SFT_EVAL_FACTOR * float(evals["base"].get("seconds") or 0.0)
+    budget_s = training_budget_s(config.minutes, config.total_minutes,
+                                 time.perf_counter() - wall_start, eval_estimate_s, SAVE_MARGIN_S,
+                                 floor_s=10.0)
+    return evals, budget_s
+
+
+def step_floor(config: SFTConfig) -> int:
+    """``min_steps``, never more than ``max_steps``."""
+    return min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
+
+
+def build_trainer(model, processor, dataset, collator, config: SFTConfig, work_dir: Path,
+                  budget_s: float | None, log: Callable[[str], None]
+                  ) -> tuple[Any, Any, Path | None]:
+    """The trainer of ``dataset``, its loss log and the checkpoint to resume from (``None``:
+    start afresh)."""
+    AgentSFTTrainer, LossLog = sft_trainer_classes()
+    tokenizer = processor.tokenizer
+    resume_from, rows_log = resume_point(work_dir, config, log)
+    # The loss log tells the trainer when training began; it is made before the trainer, so it
+    # reaches it through this box.
+    trainer_box: list[Any] = []
+    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress,
+                       min_steps=step_floor(config), log=log, rows_log=rows_log)
+    trainer = AgentSFTTrainer(
+        model=model, args=trl_args(config, work_dir), train_dataset=dataset,
+        processing_class=processor, data_collator=collator,
+        peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
+        callbacks=[callback], answer_weight=config.answer_weight,
+        answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
+        time_budget_s=budget_s, min_steps=step_floor(config),
+        min_lr_ratio=config.min_lr_ratio)
+    trainer_box.append(trainer)
+    one_progress_bar(trainer)
+    return trainer, callback, resume_from
+
+
+def train(trainer, callback, resume_from: Path | None, config: SFTConfig,
+          log: Callable[[str], None]) -> dict[str, Any]:
+    """Train (from ``resume_from`` when given); the training half of the metrics."""
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    # training before an interruption counts too
+    train_seconds = callback.offset_s + time.perf_counter() - t0
+    steps = int(trainer.state.global_step)
+    per_step = train_seconds / max(steps, 1)
+    log(f"[sft] {steps} steps in {train_seconds:.1f} s ({per_step:.2f} s/step), "
+        f"stopped by {callback.stopped_by}")
+    loss_first, loss_last = first_last([r.get("loss") for r in callback.rows])
+    ce_first, ce_last = first_last([r.get("assistant_ce") for r in callback.rows])
+    return dict(
+        train_loss_first=loss_first, train_loss_last=loss_last, assistant_ce_first=ce_first,
+        assistant_ce_last=ce_last, train_loss_mean=round(float(result.training_loss), 5),
+        steps=steps, stopped_by=callback.stopped_by, min_steps=step_floor(config),
+        budget_spent_at_step=callback.over_budget_at,  # not None: the floor outlasted the budget
+        train_seconds=round(train_seconds, 2), seconds_per_step=round(per_step, 3))
+
+
+def save_outputs(trainer, callback, processor, out: Path, config: SFTConfig) -> bool:
+    """Save the checkpoint (every process takes part) and, on the main process, ``loss.csv``,
+    then remove the trainer's scratch folder; whether this is the main process."""
+    save_checkpoint(trainer, processor, out / "checkpoint", config)
+    is_main = trainer.is_world_process_zero()
+    if is_main:
+        atomic_write_text(out / "loss.csv", loss_csv(callback.rows))
+        shutil.rmtree(out / "trainer", ignore_errors=True)
+    return is_main
+
+
+def evaluate_both(run_dir: str | Path, config: SFTConfig, checkpoint: Path,
+                  evals: dict[str, dict], log: Callable[[str], None]) -> dict[str, Any]:
+    """The base (unless evaluated before training) and the SFT model on the same held-out
+    tasks; the evaluation half of the metrics."""
+    if config.eval_base and "base" not in evals:
+        evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
+    spec = f"transformers:{Path(checkpoint).resolve()}"
+    evals[config.name] = evaluate_named(run_dir, config.name, spec, config, log)
+    metrics = {"eval_seconds": {k: v.get("seconds") for k, v in evals.items()},
+               **_eval_summary("heldout", evals[config.name])}
+    if "base" in evals:
+        metrics.update(_eval_summary("base", evals["base"]))
+    metrics["n_heldout_tasks"] = evals[config.name].get("n_tasks")
+    return metrics
+
+
 def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
             log: Callable[[str], None] = print) -> dict:
     """Train, save, evaluate; returns the metrics (also in ``RUN_DIR/sft/metrics.json``).
@@ -192,96 +313,36 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     torch.manual_seed(config.seed)
     rd = RunDir(run_dir)
 
+    # 1. data and model; the stage folder is made once both have loaded: bad input leaves none
     data_path = ensure_train_file(run_dir, config)
     records = load_sft_records(data_path, config.max_train_samples)
     model, processor = load_model(config)
     prep = prepare_model(model, processor, config)
-    lengths = rendered_lengths(processor, records)
-    by_level = lengths_by_level(records, lengths, config.max_length)
-    n_dropped = sum(v["dropped"] for v in by_level.values())
-    if config.max_length:
-        records = [r for r, n in zip(records, lengths) if n <= config.max_length]
-        if not records:
-            raise InputError(f"{data_path}: every trajectory is longer than "
-                             f"max_length={config.max_length} tokens")
-    dataset = to_dataset(records)
-    collator = make_collator(processor)
-    out = rd.stage(config.name)  # made once data and model have loaded: bad input leaves no folder
-    log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than "
-        f"{config.max_length} tokens dropped); method {config.method}, {config.dtype}, "
-        f"{threads} thread(s)")
-    log("[sft] tokens per trajectory by level (kept / dropped, median, p90, max): " + "; ".join(
-        f"{k} {v['kept']} / {v['dropped']}, {v['median']}, {v['p90']}, {v['max']}"
-        for k, v in by_level.items()))
+    records, by_level = fitting_records(records, processor, config, data_path)
+    dataset, collator = to_dataset(records), make_collator(processor)
+    out = rd.stage(config.name)
+    log_data(log, records, data_path, by_level, config, threads)
 
-    # with a whole-command budget, the base's evaluation estimates the SFT model's, still to come
-    evals: dict[str, dict] = {}
-    eval_estimate_s = 0.0
-    if config.total_minutes and config.evaluate and config.eval_base:
-        evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
-        eval_estimate_s = SFT_EVAL_FACTOR * float(evals["base"].get("seconds") or 0.0)
-    budget_s = training_budget_s(config.minutes, config.total_minutes,
-                                 time.perf_counter() - wall_start, eval_estimate_s, SAVE_MARGIN_S,
-                                 floor_s=10.0)
-    AgentSFTTrainer, LossLog = sft_trainer_classes()
-    tokenizer = processor.tokenizer
-    trainer_box: list[Any] = []
-    # the step floor never asks for more than max_steps
-    min_steps = min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
-    work_dir = out / "trainer"
-    resume_from, rows_log = resume_point(work_dir, config, log)
-    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, min_steps=min_steps,
-                       log=log, rows_log=rows_log)
-    trainer = AgentSFTTrainer(
-        model=model, args=trl_args(config, work_dir), train_dataset=dataset,
-        processing_class=processor, data_collator=collator,
-        peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
-        callbacks=[callback], answer_weight=config.answer_weight,
-        answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
-        copy_weight=config.copy_weight, fresh_weight=config.fresh_weight,
-        time_budget_s=budget_s, min_steps=min_steps,
-        min_lr_ratio=config.min_lr_ratio)
-    trainer_box.append(trainer)
-    one_progress_bar(trainer)
+    # 2. the time budget, then training
+    evals, budget_s = training_budget(run_dir, config, wall_start, log)
+    trainer, callback, resume_from = build_trainer(model, processor, dataset, collator, config,
+                                                   out / "trainer", budget_s, log)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
-    t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    earlier_s = callback.offset_s  # training before an interruption counts too
-    train_seconds = earlier_s + time.perf_counter() - t0
-    steps = int(trainer.state.global_step)
-    per_step = train_seconds / max(steps, 1)
-    log(f"[sft] {steps} steps in {train_seconds:.1f} s ({per_step:.2f} s/step), "
-        f"stopped by {callback.stopped_by}")
+    metrics: dict[str, Any] = train(trainer, callback, resume_from, config, log)
 
+    # 3. the checkpoint and loss log
     checkpoint = out / "checkpoint"
-    save_checkpoint(trainer, processor, checkpoint, config)
-    is_main = trainer.is_world_process_zero()
-    if is_main:
-        atomic_write_text(out / "loss.csv", loss_csv(callback.rows))
-        shutil.rmtree(work_dir, ignore_errors=True)
-    loss_first, loss_last = first_last([r.get("loss") for r in callback.rows])
-    ce_first, ce_last = first_last([r.get("assistant_ce") for r in callback.rows])
-    metrics: dict[str, Any] = dict(
-        train_loss_first=loss_first, train_loss_last=loss_last, assistant_ce_first=ce_first,
-        assistant_ce_last=ce_last, train_loss_mean=round(float(result.training_loss), 5),
-        steps=steps, stopped_by=callback.stopped_by, min_steps=min_steps,
-        budget_spent_at_step=callback.over_budget_at,  # not None: the floor outlasted the budget
-        train_seconds=round(train_seconds, 2), seconds_per_step=round(per_step, 3),
-        n_train_trajectories=len(records), n_dropped_too_long=n_dropped, lengths=by_level,
+    is_main = save_outputs(trainer, callback, processor, out, config)
+    metrics.update(
+        n_train_trajectories=len(records),
+        n_dropped_too_long=sum(v["dropped"] for v in by_level.values()), lengths=by_level,
         trainable_parameters=int(trainable), threads=threads, device=str(trainer.args.device),
         train_file=str(data_path), checkpoint=str(checkpoint), prepare=prep)
-    del trainer
+
+    # 4. the held-out evaluations, on the main process only
     if config.evaluate and is_main:
-        if config.eval_base and "base" not in evals:
-            evals["base"] = evaluate_named(run_dir, "base", base_spec(config), config, log)
-        spec = f"transformers:{Path(checkpoint).resolve()}"
-        evals[config.name] = evaluate_named(run_dir, config.name, spec, config, log)
-        metrics["eval_seconds"] = {k: v.get("seconds") for k, v in evals.items()}
-        metrics.update(_eval_summary("heldout", evals[config.name]))
-        if "base" in evals:
-            metrics.update(_eval_summary("base", evals["base"]))
-        metrics["n_heldout_tasks"] = evals[config.name].get("n_tasks")
-    metrics["seconds"] = round(earlier_s + time.perf_counter() - wall_start, 2)
+        metrics.update(evaluate_both(run_dir, config, checkpoint, evals, log))
+    metrics["seconds"] = round(callback.offset_s + time.perf_counter() - wall_start, 2)
     metrics["settings"] = config.to_dict()
     if is_main:
         rd.write_metrics(config.name, metrics)

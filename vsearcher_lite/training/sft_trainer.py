@@ -1,6 +1,7 @@
 """The SFT trainer: TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule, and the
-pure pieces it rests on. ``sft_trainer_classes`` defines the classes on first use, so importing
-this module does not import torch or TRL.
+pieces it rests on. The trainer and its callback are mixins here, put on TRL's and transformers'
+classes by ``sft_trainer_classes`` on first use, so importing this module does not import torch,
+transformers or TRL.
 """
 
 from __future__ import annotations
@@ -12,12 +13,7 @@ from typing import Any, Callable
 
 from vsearcher_lite.runio import JsonlLog, csv_text
 from vsearcher_lite.training.config import SFTConfig
-from vsearcher_lite.training.data import (
-    IGNORE_INDEX,
-    answer_token_weights,
-    copy_token_weights,
-    fresh_token_weights,
-)
+from vsearcher_lite.training.data import IGNORE_INDEX, answer_token_weights
 
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce",
                "mean_token_accuracy", "grad_norm")
@@ -84,166 +80,196 @@ def loss_csv(rows: list[dict]) -> str:
     return csv_text(rows, LOSS_FIELDS)
 
 
-def sft_trainer_classes():
+def answer_weights(labels, answer_tags: tuple, answer_weight: float, like):
+    """The loss weights of a batch's shifted targets and where its answers are: ``answer_weight``
+    on answer-bearing tokens, 1 on the other trained ones, 0 on ignored ones (``like``: a tensor
+    whose dtype and device the weights take)."""
     import torch
-    import torch.nn.functional as F
+
+    open_ids, close_ids = answer_tags
+    # Answers are marked with a weight of 2, not answer_weight, so they are found (and answer_ce
+    # logged) at any answer_weight, 1 included.
+    marks = [answer_token_weights(row, open_ids, close_ids, 2.0) for row in labels.tolist()]
+    marks_t = torch.tensor(marks, dtype=like.dtype, device=like.device)[:, 1:]
+    answer = marks_t > 1
+    return torch.where(answer, torch.full_like(marks_t, answer_weight), marks_t), answer
+
+
+def record_token_metrics(metrics: dict, logits, targets, ce, answer) -> None:
+    """Append a batch's plain assistant cross-entropy, answer cross-entropy (when it has answer
+    tokens) and token accuracy to ``metrics`` (TRL's lists of one mode): the loss log shows the
+    unweighted numbers, comparable across answer weights."""
+    import torch
+
+    mask = targets != IGNORE_INDEX
+    with torch.no_grad():
+        n_valid = mask.sum().clamp(min=1)
+        metrics["assistant_ce"].append((ce[mask].sum() / n_valid).item())
+        if bool(answer.any()):
+            metrics["answer_ce"].append(ce[answer].mean().item())
+        correct = (logits.argmax(-1) == targets) & mask
+        metrics["mean_token_accuracy"].append((correct.sum() / n_valid).item())
+
+
+def lr_factor(num_training_steps: int, warmup: float, elapsed_s: Callable[[], float],
+              budget_s: float | None, min_steps: int, min_ratio: float) -> Callable[[int], float]:
+    """The ``LambdaLR`` multiplier of a run: ``schedule_factor`` at the ``run_progress`` of each
+    step, reading the training clock (``elapsed_s``) when the step is taken."""
+    # ``trl_args`` passes warmup_ratio as warmup_steps (transformers reads a value below 1 as a
+    # share of the steps); a whole number of steps is turned into that share.
+    if warmup >= 1:
+        warmup = warmup / max(num_training_steps, 1)
+
+    def factor(step: int) -> float:
+        progress = run_progress(step + 1, num_training_steps, elapsed_s(), budget_s, min_steps)
+        return schedule_factor(progress, warmup, min_ratio)
+
+    return factor
+
+
+class AgentSFTMixin:
+    """TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule. Each trained token's
+    cross-entropy is multiplied by its weight and the sum divided by the number of trained
+    tokens, as TRL does, so weights of 1 give TRL's loss exactly."""
+
+    def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
+                 time_budget_s: float | None = None, min_steps: int = 0,
+                 min_lr_ratio: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.answer_weight = float(answer_weight)
+        self.answer_tags = answer_tags
+        self.time_budget_s = time_budget_s
+        self.min_steps = int(min_steps)
+        self.min_lr_ratio = min_lr_ratio
+        self.train_started: float | None = None  # set by the loss log when training begins
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """The weighted loss of one batch (TRL's own for a batch without labels)."""
+        import torch
+        import torch.nn.functional as F
+
+        labels = inputs.get("labels")
+        if labels is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        # 1. the shifted cross-entropy of every token (0 where the label is ignored)
+        model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
+        model_inputs["use_cache"] = False
+        outputs = model(**model_inputs)
+        logits = outputs.logits[:, :-1, :].float()
+        targets = labels[:, 1:]
+        ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                             ignore_index=IGNORE_INDEX, reduction="none").view_as(targets)
+        # 2. the weights: answer_weight on the answer's tokens, 1 on the other trained ones
+        weights, answer = answer_weights(labels, self.answer_tags, self.answer_weight, ce)
+        # 3. the weighted sum over the number of trained tokens (TRL's count over the whole
+        #    accumulated batch when it gives one)
+        n_tokens = ((targets != IGNORE_INDEX).sum() if num_items_in_batch is None
+                    else torch.as_tensor(num_items_in_batch))
+        loss = (ce * weights).sum() / n_tokens.clamp(min=1)
+        # 4. what the loss log shows
+        mode = "train" if self.model.training else "eval"
+        record_token_metrics(self._metrics[mode], logits, targets, ce, answer)
+        if mode == "train" and "attention_mask" in inputs:
+            self._total_train_tokens += int(inputs["attention_mask"].sum().item())
+            self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+        return (loss, outputs) if return_outputs else loss
+
+    def training_seconds(self) -> float:
+        started = self.train_started
+        return time.perf_counter() - started if started else 0.0
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        if self.lr_scheduler is None:
+            from torch.optim.lr_scheduler import LambdaLR
+
+            factor = lr_factor(num_training_steps, self.args.warmup_steps, self.training_seconds,
+                               self.time_budget_s, self.min_steps, self.min_lr_ratio)
+            self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
+            self._created_lr_scheduler = True
+        return self.lr_scheduler
+
+
+class LossLogMixin:
+    """A ``TrainerCallback`` that collects one row per logged step and stops training as
+    ``stop_rule`` says."""
+
+    bar = None
+
+    def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
+                 min_steps: int = 0, log: Callable[[str], None] = print,
+                 rows_log: JsonlLog | None = None):
+        # The trainer is made with this callback, so it is reached through trainer_ref later.
+        self.trainer_ref = trainer_ref
+        self.budget_s = budget_s
+        self.min_steps = int(min_steps)
+        self.log = log
+        self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
+        self.rows: list[dict] = rows_log.records() if rows_log else []
+        # training time before a resume
+        self.offset_s = self.rows[-1]["seconds"] if self.rows else 0.0
+        self.start = time.perf_counter()
+        self.stopped_by = "steps"
+        self.progress = progress
+        # the step at which the budget ran out below the floor
+        self.over_budget_at: int | None = None
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.start = time.perf_counter()
+        self.trainer_ref().train_started = self.start
+        if self.progress and state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps",
+                            leave=False)
+
+    def on_train_end(self, args, state, control, **kw):
+        if self.bar is not None:
+            self.bar.close()
+
+    def on_step_end(self, args, state, control, **kw):
+        if self.bar is not None:
+            self.bar.update(1)
+        elapsed = time.perf_counter() - self.start
+        rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
+        if rule == "floor" and self.over_budget_at is None:
+            self.over_budget_at = state.global_step
+            pace = elapsed / max(state.global_step, 1)
+            more_s = pace * (self.min_steps - state.global_step)
+            self.log(f"[sft] the time budget ({self.budget_s:.0f} s) is spent after "
+                     f"{state.global_step} steps ({pace:.2f} s/step on this machine); training "
+                     f"goes on to the floor of {self.min_steps} steps (--min-steps), about "
+                     f"{more_s:.0f} s more")
+        elif rule == "time":
+            control.should_training_stop = True
+            self.stopped_by = "time" if self.over_budget_at is None else "min_steps"
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        logs = logs or {}
+        if "loss" not in logs:
+            return
+        row = {"step": state.global_step,
+               "seconds": round(self.offset_s + time.perf_counter() - self.start, 2)}
+        for key in LOSS_FIELDS[2:]:
+            value = logs.get(key)
+            row[key] = round(float(value), 5) if value is not None else None
+        self.rows.append(row)
+        if self.rows_log is not None:
+            self.rows_log.append(row)
+        if self.bar is not None:
+            self.bar.set_postfix(loss=row.get("loss"))
+
+
+def sft_trainer_classes():
+    """``(AgentSFTTrainer, LossLog)``: the mixins above on TRL's ``SFTTrainer`` and transformers'
+    ``TrainerCallback``. Made on call, so that importing this module imports neither."""
     from transformers import TrainerCallback
     from trl import SFTTrainer
 
-    class AgentSFTTrainer(SFTTrainer):
-        """TRL's ``SFTTrainer`` with a weighted loss and a time-aware schedule. Each trained
-        token's cross-entropy is multiplied by its weight and the sum divided by the number of
-        trained tokens, as TRL does, so weights of 1 give TRL's loss exactly.
-        """
+    class AgentSFTTrainer(AgentSFTMixin, SFTTrainer):
+        __doc__ = AgentSFTMixin.__doc__
 
-        def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
-                     copy_weight: float = 1.0, fresh_weight: float = 1.0,
-                     time_budget_s: float | None = None,
-                     min_steps: int = 0, min_lr_ratio: float = 0.0, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.answer_weight = float(answer_weight)
-            self.copy_weight = float(copy_weight)
-            self.fresh_weight = float(fresh_weight)
-            self.answer_open, self.answer_close = answer_tags
-            self.time_budget_s = time_budget_s
-            self.min_steps = int(min_steps)
-            self.min_lr_ratio = min_lr_ratio
-            self.train_started: float | None = None
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            labels = inputs.get("labels")
-            if labels is None:
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            mode = "train" if self.model.training else "eval"
-            model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
-            model_inputs["use_cache"] = False
-            outputs = model(**model_inputs)
-            logits = outputs.logits[:, :-1, :].float()
-            targets = labels[:, 1:]
-            ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                                 ignore_index=IGNORE_INDEX, reduction="none").view_as(targets)
-            id_rows, label_rows = inputs["input_ids"].tolist(), labels.tolist()
-            # Answer positions are found with a marker weight of 2 so answer_ce is logged at any
-            # answer_weight.
-            marks = [answer_token_weights(row, self.answer_open, self.answer_close, 2.0)
-                     for row in label_rows]
-            marks_t = torch.tensor(marks, dtype=ce.dtype, device=ce.device)[:, 1:]
-            answer = marks_t > 1
-            weights = torch.where(answer, torch.full_like(marks_t, self.answer_weight), marks_t)
-            # copied tokens (names, URLs, the restated question); answers keep theirs
-            if self.copy_weight != 1.0:
-                copies = [copy_token_weights(ids, row, self.copy_weight)
-                          for ids, row in zip(id_rows, label_rows)]
-                copies_t = torch.tensor(copies, dtype=ce.dtype, device=ce.device)[:, 1:]
-                weights = torch.where(answer, weights, copies_t)
-            # the first tokens of what a tool response brought in; answers keep theirs
-            if self.fresh_weight != 1.0:
-                fresh = [fresh_token_weights(ids, row, 2.0)
-                         for ids, row in zip(id_rows, label_rows)]
-                fresh_t = torch.tensor(fresh, dtype=ce.dtype, device=ce.device)[:, 1:] > 1
-                weights = torch.where(fresh_t & ~answer,
-                                      torch.full_like(weights, self.fresh_weight), weights)
-            mask = targets != IGNORE_INDEX
-            n_tokens = (mask.sum() if num_items_in_batch is None
-                        else torch.as_tensor(num_items_in_batch))
-            loss = (ce * weights).sum() / n_tokens.clamp(min=1)
-            with torch.no_grad():
-                n_valid = mask.sum().clamp(min=1)
-                self._metrics[mode]["assistant_ce"].append((ce[mask].sum() / n_valid).item())
-                if bool(answer.any()):
-                    self._metrics[mode]["answer_ce"].append(ce[answer].mean().item())
-                correct = (logits.argmax(-1) == targets) & mask
-                self._metrics[mode]["mean_token_accuracy"].append((correct.sum() / n_valid).item())
-                if mode == "train" and "attention_mask" in inputs:
-                    self._total_train_tokens += int(inputs["attention_mask"].sum().item())
-                    self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
-            return (loss, outputs) if return_outputs else loss
-
-        def create_scheduler(self, num_training_steps: int, optimizer=None):
-            if self.lr_scheduler is None:
-                from torch.optim.lr_scheduler import LambdaLR
-
-                warmup = self.args.warmup_steps
-                if warmup >= 1:
-                    warmup = warmup / max(num_training_steps, 1)
-
-                def factor(step: int) -> float:
-                    started = self.train_started
-                    elapsed = time.perf_counter() - started if started else 0.0
-                    progress = run_progress(step + 1, num_training_steps, elapsed,
-                                            self.time_budget_s, self.min_steps)
-                    return schedule_factor(progress, warmup, self.min_lr_ratio)
-
-                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
-                self._created_lr_scheduler = True
-            return self.lr_scheduler
-
-    class LossLog(TrainerCallback):
-        """Collects one row per logged step and stops training as ``stop_rule`` says."""
-
-        def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
-                     min_steps: int = 0, log: Callable[[str], None] = print,
-                     rows_log: JsonlLog | None = None):
-            self.trainer_ref = trainer_ref
-            self.budget_s = budget_s
-            self.min_steps = int(min_steps)
-            self.log = log
-            self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
-            self.rows: list[dict] = rows_log.records() if rows_log else []
-            # training time before a resume
-            self.offset_s = self.rows[-1]["seconds"] if self.rows else 0.0
-            self.start = time.perf_counter()
-            self.stopped_by = "steps"
-            self.progress = progress
-            # the step at which the budget ran out below the floor
-            self.over_budget_at: int | None = None
-
-        bar = None
-
-        def on_train_begin(self, args, state, control, **kw):
-            self.start = time.perf_counter()
-            self.trainer_ref().train_started = self.start
-            if self.progress and state.is_world_process_zero:
-                from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps",
-                                leave=False)
-
-        def on_train_end(self, args, state, control, **kw):
-            if self.bar is not None:
-                self.bar.close()
-
-        def on_step_end(self, args, state, control, **kw):
-            if self.bar is not None:
-                self.bar.update(1)
-            elapsed = time.perf_counter() - self.start
-            rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
-            if rule == "floor" and self.over_budget_at is None:
-                self.over_budget_at = state.global_step
-                pace = elapsed / max(state.global_step, 1)
-                more_s = pace * (self.min_steps - state.global_step)
-                self.log(f"[sft] the time budget ({self.budget_s:.0f} s) is spent after "
-                         f"{state.global_step} steps ({pace:.2f} s/step on this machine); training "
-                         f"goes on to the floor of {self.min_steps} steps (--min-steps), about "
-                         f"{more_s:.0f} s more")
-            elif rule == "time":
-                control.should_training_stop = True
-                self.stopped_by = "time" if self.over_budget_at is None else "min_steps"
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            logs = logs or {}
-            if "loss" not in logs:
-                return
-            row = {"step": state.global_step,
-                   "seconds": round(self.offset_s + time.perf_counter() - self.start, 2)}
-            for key in LOSS_FIELDS[2:]:
-                value = logs.get(key)
-                row[key] = round(float(value), 5) if value is not None else None
-            self.rows.append(row)
-            if self.rows_log is not None:
-                self.rows_log.append(row)
-            if self.bar is not None:
-                self.bar.set_postfix(loss=row.get("loss"))
+    class LossLog(LossLogMixin, TrainerCallback):
+        __doc__ = LossLogMixin.__doc__
 
     return AgentSFTTrainer, LossLog
 
