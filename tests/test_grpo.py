@@ -25,7 +25,7 @@ from vsearcher_lite.rl import prescreen as screen
 from vsearcher_lite.rl import update as rl_update
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.rollout import RolloutSettings, TrajectoryEncoder, build_sample
-from vsearcher_lite.runio import InputError, atomic_write_json, read_jsonl
+from vsearcher_lite.runio import InputError
 
 torch.set_num_threads(1)
 
@@ -202,88 +202,6 @@ def test_a_format_error_gets_reward_zero_even_with_the_right_answer(tmp_path, ti
     assert s.trajectory.termination == "format_error" and s.format_failure
     assert s.reward == 0.0 and not s.correct
     assert s.step_errors == [False, True] and s.exclusion is None  # trained, with reward 0
-
-
-def chained_task(image_path: str) -> Task:
-    """An easy task with its chain: the pictured tower, then the town it stands in."""
-    from vsearcher_lite.agent.task import ImageInjection, InjectionRound
-
-    return Task(
-        id="chain",
-        question="In which year was the town of the tower shown in the image founded?",
-        answer="1874",
-        image_path=image_path,
-        difficulty="easy",
-        image=ImageInjection("E1", "Orm Tower", "", "the tower shown in the image", "", ""),
-        rounds=[InjectionRound(1, "E2", "Tope", {}, "the town of Orm Tower", "", "")],
-    )
-
-
-SEEN = "The tower shown in the image is Orm Tower."
-
-
-@pytest.mark.parametrize(
-    "lines, hop_reward, reward",
-    [
-        ([SEEN, "The town of Orm Tower is Tope."], 0.5, 0.5),
-        ([SEEN, "The town of Orm Tower is Tope."], 0.0, 0.0),
-        ([SEEN], 0.5, 0.0),  # the image's hop earns nothing
-        ([SEEN, "The town of Orm Tower is Vey."], 0.5, 0.0),  # misread
-    ],
-)
-def test_hop_credit_rewards_a_wrong_answer_for_the_hops_it_resolved(
-    tmp_path, tiny, lines, hop_reward, reward
-):
-    _, processor = tiny
-    q, hits = make_images(tmp_path, 2)
-    task = chained_task(q)
-    replies = [call("image_search", think="\n".join(lines)), answer("1900")]
-    traj = run_episode(ScriptedChat(replies), make_toolbox(hits), task, limits=settings().limits,
-                       variant="compact")
-    s = build_sample(task, traj, 0, 0, MatchJudge(), TrajectoryEncoder(processor),
-                     settings(hop_reward=hop_reward))
-    assert not s.correct and not s.format_failure and s.reward == reward
-    # a right answer earns 1 whatever hops it said; a broken format 0 whatever hops it said
-    right = run_episode(ScriptedChat([call("image_search", think=lines[0]), answer("1874")]),
-                        make_toolbox(hits), task, limits=settings().limits, variant="compact")
-    assert build_sample(task, right, 0, 0, MatchJudge(), None,
-                        settings(hop_reward=hop_reward)).reward == 1.0
-    broken = run_episode(ScriptedChat([call("image_search", think="\n".join(lines)),
-                                       answer("1900") + " and more"]),
-                         make_toolbox(hits), task, limits=settings().limits, variant="compact")
-    assert build_sample(task, broken, 0, 0, MatchJudge(), None,
-                        settings(hop_reward=hop_reward)).reward == 0.0
-
-
-def test_with_hop_credit_the_prescreen_keeps_tasks_whose_rewards_differ(tmp_path):
-    """A task never solved is mixed when its episodes resolve different shares of its chain, and
-    the pre-screen file records each episode's reward."""
-    q, hits = make_images(tmp_path, 2)
-    task = chained_task(q)
-    both = SEEN + "\nThe town of Orm Tower is Tope."
-    replies = [call("image_search", think=both), answer("1900"),
-               call("image_search", think=SEEN), answer("1900")]
-    logged = []
-    for hop_reward, mixed, rewards in ((0.5, 1, [0.5, 0.0]), (0.0, 0, None)):
-        config = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
-                                        hop_reward=hop_reward)
-        out = tmp_path / f"out-{hop_reward}"
-        out.mkdir()
-        got = screen.run_prescreen([task], ScriptedChat(list(replies)), make_toolbox(hits),
-                                   settings(hop_reward=hop_reward), MatchJudge(), config, out,
-                                   logged.append, fake_model(tmp_path))
-        assert got["by_difficulty"]["easy"]["mixed"] == mixed
-        [row] = read_jsonl(out / "prescreen.jsonl")
-        assert row["correct"] == 0 and row.get("rewards") == rewards
-    assert "rewards that differ: 1" in logged[0]
-    assert "solved sometimes but not always: 0" in logged[1]
-
-
-def test_hop_reward_is_a_partial_credit_below_a_right_answer():
-    assert GRPOConfig.for_profile("cpu").hop_reward == 0.0  # the paper's reward
-    for bad in (-0.1, 1.0):
-        with pytest.raises(ValueError, match="hop_reward must be in"):
-            GRPOConfig.for_profile("cpu", hop_reward=bad)
 
 
 def test_tool_error_cascade_masks_from_the_fatal_step(tmp_path, tiny):
@@ -608,7 +526,7 @@ def test_presets_and_checks():
         GRPOConfig.for_profile("cpu", bogus=1)
 
 
-def test_task_sampler_mix_and_variance_curriculum():
+def test_task_sampler_draws_each_difficulty_its_share_in_passes():
     tasks = [Task(id=f"e{i}", question="q", answer="a", difficulty="easy") for i in range(4)] + [
         Task(id=f"m{i}", question="q", answer="a", difficulty="medium") for i in range(4)
     ]
@@ -621,12 +539,6 @@ def test_task_sampler_mix_and_variance_curriculum():
         "e2",
         "e3",
     ]
-    v = inputs.TaskSampler(tasks, {"easy": 1}, seed=0, curriculum="variance")
-    v.record("e0", [0, 0, 0, 0])  # always wrong: p = 1/6
-    v.record("e1", [1, 0, 1, 0])  # half right: p = 1/2
-    v.record("e2", [1, 1, 1, 1])  # always right
-    v.record("e3", [0, 0, 0, 0])
-    assert [t.id for t in v.draw(1)] == ["e1"]
 
 
 def test_cli_options_become_the_config(tmp_path):
@@ -645,13 +557,10 @@ def test_cli_options_become_the_config(tmp_path):
             "easy:4,medium:3",
             "--beta",
             "0",
-            "--hop-reward",
-            "0.5",
         ]
     )
     cfg = commands.config_from_args(args)
     assert cfg.max_steps == 3 and cfg.fatal_aware and cfg.search_penalty == 0.9 and cfg.beta == 0.0
-    assert cfg.hop_reward == 0.5
     assert cfg.difficulty_mix == {"easy": 4.0, "medium": 3.0}
     # the cpu preset's
     assert cfg.task_source == "rl" and cfg.dynamic_sampling and cfg.max_draw_rounds == 2
@@ -669,16 +578,11 @@ def test_cli_options_become_the_config(tmp_path):
             "prescreen",
             "--prescreen-samples",
             "3",
-            "--prescreen-unmixed",
-            "drop",
-            "--prescreen-from",
-            "elsewhere/grpo",
         ]
     )
     cfg = commands.config_from_args(args)
     assert cfg.task_source == "sft" and not cfg.dynamic_sampling and cfg.max_draw_rounds == 3
     assert cfg.curriculum == "prescreen" and cfg.prescreen_samples == 3
-    assert cfg.prescreen_unmixed == "drop" and cfg.prescreen_from == "elsewhere/grpo"
     with pytest.raises(InputError):
         commands.parse_mix("easy:four")
 
@@ -740,18 +644,14 @@ def test_a_pool_that_sft_trained_on_is_reported(tmp_path):
 
 
 class ScriptedSampler:
-    """Hands out tasks in a fixed order and remembers what was recorded."""
+    """Hands out tasks in a fixed order."""
 
     def __init__(self, ids):
         self.queue = [Task(id=i, question="q", answer="a", difficulty="onehop") for i in ids]
-        self.recorded = []
 
     def draw(self, n):
         out, self.queue = self.queue[:n], self.queue[n:]
         return out
-
-    def record(self, task_id, rewards):
-        self.recorded.append((task_id, list(rewards)))
 
 
 REWARDS = {"mix": [1.0, 0.0, 0.0, 1.0], "zero": [0.0] * 4, "one": [1.0] * 4}
@@ -788,8 +688,8 @@ def test_dynamic_sampling_redraws_until_the_batch_has_signal():
         "draw_rounds": 2,
         "zero_variance_share": 0.375,
     }
-    # every drawn group is recorded
-    assert len(drawn) == 8 * 4 and [t for t, _ in sampler.recorded] == order[:8]
+    # every drawn group is in the samples drawn (what rollouts.jsonl logs)
+    assert len(drawn) == 8 * 4 and [s.task_id for s in drawn[::4]] == order[:8]
 
 
 def test_dynamic_sampling_stops_at_the_round_cap():
@@ -858,15 +758,12 @@ def test_prescreen_counts_correct_samples_and_keeps_the_mixed_tasks(tmp_path, ca
         tasks_per_call=2,
         progress=True,
     )
-    assert {i: s.correct for i, s in got.items()} == {"always": 2, "sometimes": 1, "never": 0}
-    assert got["sometimes"].rewards == (1.0, 0.0)
+    assert got == {"always": 2, "sometimes": 1, "never": 0}
     assert "pre-screen:   0%|          | 0/3" in capsys.readouterr().err  # a bar over the tasks
-    mixed = {i for i, s in got.items() if s.mixed(by_reward=False)}
+    mixed = screen.mixed_tasks(got, 2)
     assert mixed == {"sometimes"}
     # easy keeps its mixed task only; medium has none, so it keeps all its tasks
     assert [t.id for t in screen.prescreened_tasks(tasks, mixed)] == ["sometimes", "never"]
-    # or, leaving out a level without mixed tasks, the mixed task alone
-    assert [t.id for t in screen.prescreened_tasks(tasks, mixed, "drop")] == ["sometimes"]
 
 
 def test_the_prescreen_samples_the_whole_pool_or_a_draw_by_the_mix():
@@ -886,173 +783,8 @@ def test_the_prescreen_samples_the_whole_pool_or_a_draw_by_the_mix():
         config.check()
 
 
-def fake_model(folder, weights=b"weights"):
-    """A checkpoint folder as the pre-screen identifies a model: by its weight files' bytes."""
-    model = folder / "model"
-    model.mkdir(exist_ok=True)
-    (model / "model.safetensors").write_bytes(weights)
-    return model
-
-
-def level_tasks(image_path):
-    """Two easy tasks and a medium one; ``level_replies`` solves the first easy one once in two."""
-    question = "In which year was the town shown in the image founded?"
-    return [Task(id=i, question=question, answer="1874", image_path=image_path, difficulty=d)
-            for i, d in (("sometimes", "easy"), ("never", "easy"), ("hard-never", "medium"))]
-
-
-def level_replies():
-    return [answer("1874"), answer("1900"), answer("1900"), answer("1900"), answer("1911"),
-            answer("1911")]
-
-
-def test_a_prescreen_is_read_by_a_run_from_the_same_model_and_settings(tmp_path):
-    q, hits = make_images(tmp_path, 2)
-    tasks, model = level_tasks(q), fake_model(tmp_path)
-    config = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2)
-    first = tmp_path / "run" / "grpo"
-    first.mkdir(parents=True)
-    sampled = screen.run_prescreen(tasks, ScriptedChat(level_replies()), make_toolbox(hits),
-                                   settings(), MatchJudge(), config, first, print, model)
-    assert [t.id for t in sampled["tasks"]] == ["sometimes", "hard-never"]  # medium kept whole
-
-    def read_again(config, tasks=tasks, model=model, log=print):
-        """The earlier pre-screen, checked and run as the cpu engine does (a backend with no
-        replies would fail if asked for an episode)."""
-        earlier = screen.earlier_prescreen(tasks, config, model)
-        return screen.run_prescreen(tasks, ScriptedChat([]), make_toolbox(hits), settings(),
-                                    MatchJudge(), config, second, log, model, earlier)
-
-    # another run reads it, here leaving out the level without mixed tasks
-    again = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
-                                   prescreen_from=str(first), prescreen_unmixed="drop")
-    second = tmp_path / "second"
-    second.mkdir()
-    logged = []
-    read = read_again(again, log=logged.append)
-    assert [t.id for t in read["tasks"]] == ["sometimes"]
-    assert read["by_difficulty"] == sampled["by_difficulty"]
-    assert read["read_from"] == str(first / "prescreen.jsonl") and "read from" in logged[0]
-    for name in ("prescreen.jsonl", "prescreen.json"):
-        assert (second / name).read_text() == (first / name).read_text()
-
-    # a run that finished before prescreen.json was written: its metrics.json says the same
-    (first / "prescreen.json").unlink()
-    atomic_write_json(first / "metrics.json", {"init": "../model", "config": config.to_dict()})
-    assert [t.id for t in read_again(again)["tasks"]] == ["sometimes"]
-
-    # another model, other sampling settings or another pool are refused in one line
-    with pytest.raises(InputError, match="sampled with init="):
-        read_again(again, model=fake_model(tmp_path / "run", b"other"))
-    hotter = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
-                                    prescreen_from=str(first), temperature=1.3)
-    with pytest.raises(InputError, match=f"with temperature={config.temperature}, this run "):
-        read_again(hotter)
-    with pytest.raises(InputError, match=r"prescreen.jsonl:3: task 'hard-never' is not a cand"):
-        read_again(again, tasks=tasks[:2])
-    (first / "metrics.json").unlink()
-    with pytest.raises(InputError, match="start model and settings are unknown"):
-        read_again(again)
-    with pytest.raises(ValueError, match="need curriculum 'prescreen'"):
-        GRPOConfig.for_profile("cpu", prescreen_unmixed="drop")
-
-
-def test_a_prescreen_with_nothing_mixed_left_to_train_on_says_so(tmp_path):
-    q, hits = make_images(tmp_path, 2)
-    tasks = level_tasks(q)[1:]  # never solved
-    config = GRPOConfig.for_profile("cpu", curriculum="prescreen", prescreen_samples=2,
-                                    prescreen_unmixed="drop")
-    with pytest.raises(InputError, match="prescreen.jsonl: no screened task has mixed outcomes"):
-        screen.run_prescreen(tasks, ScriptedChat(level_replies()[2:]), make_toolbox(hits),
-                             settings(), MatchJudge(), config, tmp_path, print,
-                             fake_model(tmp_path))
-    # what was sampled is kept, to be read by a run that keeps such levels
-    assert [r["correct"] for r in read_jsonl(tmp_path / "prescreen.jsonl")] == [0, 0]
-
-
 def test_a_missing_sft_checkpoint_says_what_to_run(tmp_path):
     with pytest.raises(InputError, match="vsearcher-lite sft"):
         inputs.resolve_init(tmp_path, GRPOConfig.for_profile("cpu"))
     with pytest.raises(InputError, match="--init"):
         inputs.resolve_init(tmp_path, GRPOConfig.for_profile("cpu", init=str(tmp_path / "nowhere")))
-
-
-def _tandem_blocks(ids: list[int], min_block: int) -> list[int]:
-    """Positions where a block of at least ``min_block`` tokens ends right after itself."""
-    return [
-        end
-        for end in range(len(ids) + 1)
-        for b in range(min_block, end // 2 + 1)
-        if ids[end - b : end] == ids[end - 2 * b : end - b]
-    ]
-
-
-def test_repeat_guard_stops_loops_in_both_local_backends(tiny, monkeypatch):
-    from vsearcher_lite.chat.local import TransformersChat
-
-    model, processor = tiny
-    generated: list[list[int]] = []
-    real_generate = model.generate
-
-    def recording_generate(**kw):
-        out = real_generate(**kw)
-        generated.extend(out[:, kw["input_ids"].shape[1] :].tolist())
-        return out
-
-    monkeypatch.setattr(model, "generate", recording_generate)
-    convs = [
-        [{"role": "user", "content": f"Q: {text}"}]
-        for text in (
-            "the town of the town of the town of the town of",
-            "Mount Skinki, Mount Skinki, Mount Skinki",
-        )
-    ]
-    options = {"temperature": 0.0, "max_tokens": 48}
-    plain = [TransformersChat(model, processor=processor).chat(c, **options) for c in convs]
-    plain_ids, generated[:] = list(generated), []
-    assert any(_tandem_blocks(ids, 3) for ids in plain_ids)  # the base model loops on these prompts
-    single = [
-        TransformersChat(model, processor=processor).chat(c, repeat_guard=3, **options)
-        for c in convs
-    ]
-    single_ids, generated[:] = list(generated), []
-    batched = batched_chat.BatchedTransformersChat(model, processor, max_batch=8)
-    together = batched_chat.run_lockstep(
-        batched, convs, lambda c: batched.chat(c, repeat_guard=3, **options)
-    )
-    assert not any(_tandem_blocks(ids, 3) for ids in single_ids)
-    assert together == single and single != plain
-    assert batched.stats.calls == 1
-
-
-def test_repeat_guard_is_refused_where_it_cannot_be_applied():
-    from vsearcher_lite.chat import ChatError
-    from vsearcher_lite.live.openai import OpenAIChat
-
-    bot = OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key="k")
-    assert "repeat_guard" not in bot.build_request(
-        [{"role": "user", "content": "x"}], repeat_guard=0
-    )
-    with pytest.raises(ChatError, match="repeat_guard"):
-        bot.build_request([{"role": "user", "content": "x"}], repeat_guard=3)
-
-
-def test_repeat_ban_agrees_with_a_brute_force_search():
-    import random
-
-    from vsearcher_lite.chat.local import repeat_ban
-
-    def brute(tokens: list[int], min_block: int) -> set[int]:
-        return {
-            t
-            for t in set(tokens) | {99}
-            if _tandem_blocks(tokens + [t], min_block)[-1:] == [len(tokens) + 1]
-        }
-
-    rng = random.Random(0)
-    for _ in range(3000):
-        tokens = [rng.randint(0, 2) for _ in range(rng.randint(0, 14))]
-        min_block = rng.randint(1, 4)
-        assert repeat_ban(tokens, min_block) == brute(tokens, min_block), (tokens, min_block)
-    with pytest.raises(ValueError, match="min_block"):
-        repeat_ban([1, 2], 0)

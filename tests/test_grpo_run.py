@@ -19,7 +19,7 @@ from agent_fakes import answer, build_sandbox_run, call, grpo_run
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.grpo import run_grpo
 from vsearcher_lite.rl.steps import STEP_FIELDS
-from vsearcher_lite.runio import InputError, RunDir, write_jsonl
+from vsearcher_lite.runio import RunDir, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -151,22 +151,6 @@ def test_the_prescreen_curriculum_screens_then_trains(run_dir):
         "easy": {"screened": 3, "mixed": 0, "all_correct": 0}
     }
     assert m["prescreen"]["n_kept"] == 3 and m["steps"] == 1
-
-    # a second run from the same model reads that pre-screen instead of sampling it again; one
-    # that leaves out levels without mixed tasks has none left, and says so before making its folder
-    with pytest.raises(InputError, match="grpo-screen/prescreen.jsonl: no screened task has mix"):
-        run_grpo(run_dir, small(max_steps=1, evaluate=False, name="grpo-drop",
-                                curriculum="prescreen", prescreen_tasks=3, prescreen_samples=2,
-                                prescreen_from=str(run_dir / "grpo-screen"),
-                                prescreen_unmixed="drop"), log=lambda s: None)
-    assert not (run_dir / "grpo-drop").exists()
-    again = run_grpo(run_dir, small(max_steps=1, evaluate=False, name="grpo-read",
-                                    curriculum="prescreen", prescreen_tasks=3, prescreen_samples=2,
-                                    prescreen_from=str(run_dir / "grpo-screen")),
-                     log=lambda s: None)
-    assert again["prescreen"]["read_from"] == str(run_dir / "grpo-screen" / "prescreen.jsonl")
-    assert again["prescreen"]["by_difficulty"] == m["prescreen"]["by_difficulty"]
-    assert again["steps"] == 1
 
 
 def test_stored_sft_results_are_reused_only_when_a_rerun_agrees(run_dir):

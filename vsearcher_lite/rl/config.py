@@ -29,8 +29,7 @@ from vsearcher_lite.synthesis.trajectories import TrajectoryConfig
 from vsearcher_lite.training.config import DTYPES, LORA_TARGET_REGEX, METHODS, PAPER_BASE, SFTConfig
 
 ENGINES = ("cpu", "trl")
-CURRICULA = ("mix", "variance", "prescreen")
-UNMIXED = ("keep", "drop")
+CURRICULA = ("mix", "prescreen")
 TASK_SOURCES = ("rl", "sft")
 #: Paper A.4: easy : medium : hard = 4 : 3 : 3 in the RL data.
 PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
@@ -38,9 +37,8 @@ PAPER_MIX = {"easy": 4, "medium": 3, "hard": 3}
 CLI_OPTIONS = ("init", "engine", "method", "max_steps", "minutes", "total_minutes",
                "prompts_per_step", "generations", "learning_rate", "mu", "beta", "temperature",
                "max_tokens", "aggregation", "curriculum", "prescreen_samples", "prescreen_tasks",
-               "prescreen_unmixed", "prescreen_from",
                "difficulty_mix", "dynamic_sampling", "max_draw_rounds", "save_every",
-               "checkpoint_every", "fatal_aware", "search_penalty", "hop_reward", "threads")
+               "checkpoint_every", "fatal_aware", "search_penalty", "threads")
 CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", "eval_batch",
                     "name")
 
@@ -93,9 +91,6 @@ class GRPOConfig(TrainingSettings):
     search_penalty: float | None = option(None, "MMSearch-R1: scale a correct answer that "
                                           "searched (0.9 when given without a value)",
                                           const=PAPER_SEARCH_PENALTY)
-    hop_reward: float = option(0.0, "a wrong, well-formed answer earns this times the share of "
-                               "its task's hops after the image that it resolved, said as the "
-                               "teacher says them (0, the paper's reward: nothing; below 1)")
     fatal_aware: bool = option(False, "OpenSearch-VL: mask from the fatal step on, clamp A >= 0")
     fatal_k: int = FATAL_K
     # rollouts (paper A.3, A.4)
@@ -120,21 +115,12 @@ class GRPOConfig(TrainingSettings):
     difficulty_mix: dict = field(default_factory=lambda: dict(PAPER_MIX), metadata={
         "help": "difficulty mix of training tasks, e.g. easy:4,medium:3,hard:3",
         "flags": ("--mix",)})
-    curriculum: str = option("mix", "task choice: difficulty mix; highest reward variance so "
-                             "far; or prescreen: sample a few episodes of some tasks once with the "
-                             "start policy and train on those it solves sometimes but not always",
-                             choices=CURRICULA)
+    curriculum: str = option("mix", "task choice: difficulty mix; or prescreen: sample a few "
+                             "episodes of some tasks once with the start policy and train on "
+                             "those it solves sometimes but not always", choices=CURRICULA)
     prescreen_samples: int = option(4, "with --curriculum prescreen: episodes per task")
     prescreen_tasks: int | None = option(64, "with --curriculum prescreen: tasks screened "
                                                 "(none: the whole pool)")
-    prescreen_unmixed: str = option("keep", "with --curriculum prescreen: a level none of whose "
-                                    "screened tasks had mixed outcomes keeps all its tasks (keep) "
-                                    "or is left out, its share going to the other levels (drop)",
-                                    choices=UNMIXED)
-    prescreen_from: str | None = option(None, "with --curriculum prescreen: read the pre-screen "
-                                        "from this prescreen.jsonl (or the GRPO folder holding "
-                                        "it) of a run from the same model with the same settings, "
-                                        "instead of sampling it again")
     max_train_tasks: int | None = None
     # evaluation (SFT and RL on the same held-out tasks, same greedy settings)
     evaluate: bool = True
@@ -188,9 +174,6 @@ class GRPOConfig(TrainingSettings):
         if self.prescreen_samples < 2 or (self.prescreen_tasks is not None
                                           and self.prescreen_tasks < 1):
             raise ValueError("prescreen_samples must be at least 2 and prescreen_tasks at least 1")
-        if self.curriculum != "prescreen" and (self.prescreen_from
-                                               or self.prescreen_unmixed != "keep"):
-            raise ValueError("prescreen_from and prescreen_unmixed need curriculum 'prescreen'")
         if self.generations < 2:
             raise ValueError(f"generations must be at least 2 (a group needs a baseline), "
                              f"got {self.generations}")
@@ -206,9 +189,6 @@ class GRPOConfig(TrainingSettings):
                              f"{self.prompt_variant!r}")
         if self.search_penalty is not None and not (0 < self.search_penalty <= 1):
             raise ValueError(f"search_penalty must be in (0, 1], got {self.search_penalty}")
-        if not 0 <= self.hop_reward < 1:
-            raise ValueError(f"hop_reward must be in [0, 1), below a right answer's 1, got "
-                             f"{self.hop_reward}")
         if self.max_steps is None and self.minutes is None:
             raise ValueError("give max_steps or minutes (or both): training needs an end")
         weights = self.difficulty_mix.values() if self.difficulty_mix else ()

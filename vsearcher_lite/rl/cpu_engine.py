@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,10 +34,10 @@ from vsearcher_lite.rl.inputs import (
     train_tasks,
 )
 from vsearcher_lite.rl.paired_eval import eval_summary, evaluate_rl, evaluate_start
-from vsearcher_lite.rl.prescreen import earlier_prescreen, run_prescreen
+from vsearcher_lite.rl.prescreen import run_prescreen
 from vsearcher_lite.rl.rollout import (
     RolloutSample,
-    RolloutTiming,
+    RolloutSettings,
     TrajectoryEncoder,
     rollout_groups,
 )
@@ -74,7 +75,6 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
         groups = rollout(tasks, r)
         stats["draw_rounds"] += 1
         for task, group in zip(tasks, groups):
-            sampler.record(task.id, [s.correct and not s.format_failure for s in group])
             drawn.extend(group)
             stats["groups"] += 1
             signal = has_signal(group)
@@ -161,61 +161,92 @@ def drop_later_checkpoints(out: Path, step: int) -> None:
             shutil.rmtree(kept)
 
 
-def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
-                 log: Callable[[str], None] = print) -> dict:
-    """The cpu engine (see the module docstring)."""
+@dataclass
+class CpuRun:
+    """What the stages of a cpu-engine run share: its inputs, the policy being trained with its
+    optimiser (and the frozen reference when ``beta > 0``), and the pieces that roll episodes out
+    on that policy."""
+
+    run_dir: str | Path
+    config: GRPOConfig
+    rd: RunDir
+    out: Path
+    init_path: Path
+    tasks: list
+    pool_seen: int | None
+    model: Any
+    processor: Any
+    ref_model: Any
+    optimizer: Any
+    encoder: TrajectoryEncoder
+    backend: BatchedTransformersChat
+    toolbox: Any
+    judge: Any
+    settings: RolloutSettings
+
+
+@dataclass
+class Progress:
+    """The training so far, all a resume restores besides the weights and the optimiser: a
+    ``steps.csv`` row per step, each drawn trajectory's exclusion, and the stage's time before an
+    interruption (its steps and its pre-screen)."""
+
+    rows: list[dict] = field(default_factory=list)
+    excluded: list[bool] = field(default_factory=list)
+    step: int = 0
+    earlier_s: float = 0.0
+
+
+def prepare_run(run_dir: str | Path, config: GRPOConfig, log: Callable[[str], None]) -> CpuRun:
+    """Load the start model and the training tasks, then make the run's folder, the optimiser,
+    the batched rollout backend, the toolbox and the judge."""
     import torch
-    from tqdm.auto import tqdm
 
-    from vsearcher_lite.model.tiny import save_base
-
-    wall_start = time.perf_counter()
-    threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
-    torch.manual_seed(config.seed)
     rd = RunDir(run_dir)
     init_path = resolve_init(run_dir, config)
     tasks = train_tasks(run_dir, config)
     pool_seen = check_pool_unseen(run_dir, tasks, config, log)
     model, processor = load_policy(init_path, config)
-    # a run that will resume has its screened tasks saved
-    resuming = will_resume(rd.stage(config.name, create=False), config)
-    earlier = None if resuming else earlier_prescreen(tasks, config, init_path)
-    # made once the tasks, the model and an earlier pre-screen have loaded: a bad input leaves no
-    # folder
+    # made once the tasks and the model have loaded: a bad input leaves no folder
     out = rd.stage(config.name)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.beta > 0 else None
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate,
                                   betas=(config.adam_beta1, config.adam_beta2),
                                   weight_decay=config.weight_decay)
-    encoder = TrajectoryEncoder(processor)
     backend = BatchedTransformersChat(model, processor,
                                       max_batch=config.rollout_batch or config.batch_trajectories,
                                       max_new_tokens=config.max_tokens)
-    toolbox = rollout_toolbox(run_dir, config)
-    judge = make_judge(config.judge)
-    settings = rollout_settings(config)
-    screened = None
-    resumed = load_training_state(out, config)
-    if resumed is not None:  # the screened tasks of the interrupted run, without screening again
-        screened = resumed["screened"]
-        by_id = {t.id: t for t in tasks}
-        tasks = [by_id[i] for i in resumed["task_ids"]]
-    elif config.curriculum == "prescreen":
-        screened = run_prescreen(tasks, backend, toolbox, settings, judge, config, out, log,
-                                 init_path, earlier)
-        tasks = screened.pop("tasks")
-    sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed,
-                          curriculum="mix" if config.curriculum == "prescreen"
-                          else config.curriculum)
-    log(f"[grpo] cpu engine: {len(tasks)} training tasks, start {init_path}; "
-        f"P={config.prompts_per_step} x G={config.generations}, lr {config.learning_rate:g}, "
-        f"mu {config.mu}, beta {config.beta:g}, T {config.temperature:g}; {threads} thread(s)")
+    return CpuRun(run_dir, config, rd, out, init_path, tasks, pool_seen, model, processor,
+                  ref_model, optimizer, TrajectoryEncoder(processor), backend,
+                  rollout_toolbox(run_dir, config), make_judge(config.judge),
+                  rollout_settings(config))
 
-    start = None
-    rl_estimate = None
-    if config.evaluate:  # the start first: its time tells how much is left for training
-        start = evaluate_start(run_dir, init_path, model, processor, config, log)
+
+def choose_tasks(run: CpuRun, resumed: dict | None, log: Callable[[str], None]) -> dict | None:
+    """Narrow ``run.tasks`` to what this run trains on: an interrupted run's own tasks (so a
+    resume never screens again), else with the ``prescreen`` curriculum the pre-screen's kept
+    tasks. Returns the pre-screen's summary, or None without one."""
+    if resumed is not None:
+        by_id = {t.id: t for t in run.tasks}
+        run.tasks = [by_id[i] for i in resumed["task_ids"]]
+        return resumed["screened"]
+    if run.config.curriculum != "prescreen":
+        return None
+    screened = run_prescreen(run.tasks, run.backend, run.toolbox, run.settings, run.judge,
+                             run.config, run.out, log)
+    run.tasks = screened.pop("tasks")
+    return screened
+
+
+def training_budget(run: CpuRun, wall_start: float,
+                    log: Callable[[str], None]) -> tuple[dict | None, float | None]:
+    """``(the start model's evaluation, seconds left for training)``. The start is evaluated
+    before training, as its time per task estimates the RL model's evaluation, which the budget
+    of the whole command (``total_minutes``) must leave room for."""
+    config, start, rl_estimate = run.config, None, None
+    if config.evaluate:
+        start = evaluate_start(run.run_dir, run.init_path, run.model, run.processor, config, log)
         if start["seconds_per_task"] is not None:
             rl_estimate = start["seconds_per_task"] * len(start["tasks"]) * RL_EVAL_SLACK
     budget_s = training_budget_s(config.minutes, config.total_minutes,
@@ -224,107 +255,179 @@ def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
     if budget_s is not None:
         log(f"[grpo] training budget {budget_s:.0f} s "
             f"(RL evaluation estimated at {rl_estimate or 0:.0f} s)")
+    return start, budget_s
 
-    rows: list[dict] = []
-    excluded_flags: list[bool] = []
-    step = 0
-    earlier_s = 0.0
+
+def restore_progress(run: CpuRun, sampler: TaskSampler, resumed: dict | None,
+                     screened: dict | None, log: Callable[[str], None]) -> Progress:
+    """The progress to continue from: none for a fresh run (its folder's rollouts cleared), else
+    the interrupted run's, with its weights, optimiser, sampler, RNG and backend statistics put
+    back and its rollouts of steps after the saved one dropped (they are sampled again). Done
+    after the start's evaluation, which must see the start model."""
+    import torch
+
+    rollouts = run.out / "rollouts.jsonl"
     if resumed is None:
-        (out / "rollouts.jsonl").unlink(missing_ok=True)  # a rerun trains from the start again
+        rollouts.unlink(missing_ok=True)  # a rerun trains from the start again
+        progress = Progress()
     else:
-        model.load_state_dict(resumed["model"])
-        optimizer.load_state_dict(resumed["optimizer"])
+        run.model.load_state_dict(resumed["model"])
+        run.optimizer.load_state_dict(resumed["optimizer"])
         sampler.restore(resumed["sampler"])
         torch.set_rng_state(resumed["torch_rng"])
-        backend.stats = resumed["batch_stats"] or backend.stats
-        rows, excluded_flags, step = resumed["rows"], resumed["excluded"], resumed["step"]
-        # rollouts of steps after the saved one are sampled again
-        kept = [r for r in JsonlLog(out / "rollouts.jsonl", key="id").records() if r["step"] < step]
-        write_jsonl(out / "rollouts.jsonl", kept)
-        log(f"[grpo] resuming after step {step} from {out / RESUME_FILE}")
-        # the stage's time before the interruption: its training steps and its pre-screen
+        run.backend.stats = resumed["batch_stats"] or run.backend.stats
+        rows, step = resumed["rows"], resumed["step"]
+        kept = [r for r in JsonlLog(rollouts, key="id").records() if r["step"] < step]
+        write_jsonl(rollouts, kept)
+        log(f"[grpo] resuming after step {step} from {run.out / RESUME_FILE}")
         earlier_s = (rows[-1]["seconds"] if rows else 0.0) + ((screened or {}).get("seconds")
                                                               or 0.0)
-    drop_later_checkpoints(out, step)
+        progress = Progress(rows, resumed["excluded"], step, earlier_s)
+    drop_later_checkpoints(run.out, progress.step)
+    return progress
+
+
+def grpo_step(run: CpuRun, sampler: TaskSampler, step: int,
+              zero: float) -> tuple[dict, list[RolloutSample], float]:
+    """One GRPO step: draw and roll out the groups, assign advantages, score the old (and
+    reference) log-probabilities, update the policy. ``(its row, every sample drawn, its
+    seconds)``; the row's running ``seconds`` count from the clock time ``zero``."""
+    config = run.config
+    t0 = time.perf_counter()
+
+    def rollout(tasks, draw_round):
+        # later rounds number their samples on, so a task drawn twice in a step gets other seeds
+        return rollout_groups(run.backend, run.toolbox, tasks, config.generations, run.settings,
+                              run.judge, run.encoder, step=step,
+                              first_sample=[draw_round * config.generations] * len(tasks))
+
+    groups, drawn, draw_stats = draw_groups(sampler, rollout, config)
+    samples = [s for g in groups for s in g]
+    assign_advantages(groups, config)
+    t1 = time.perf_counter()
+    score = score_samples(run.model, samples, run.encoder, config, run.ref_model)
+    update = update_policy(run.model, run.optimizer, samples, run.encoder, config)
+    t2 = time.perf_counter()
+    times = {"rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "step_seconds": t2 - t0,
+             "seconds": t2 - zero}
+    row = step_row(step, drawn, draw_stats, score, update, times, config.learning_rate)
+    return row, drawn, t2 - t0
+
+
+def train_steps(run: CpuRun, sampler: TaskSampler, progress: Progress, screened: dict | None,
+                budget_s: float | None) -> tuple[str, float]:
+    """Run steps until ``max_steps`` or the time budget, logging each and saving what
+    ``checkpoint_every`` and ``save_every`` ask for. ``(what stopped training, its seconds over
+    every resume)``."""
+    from tqdm.auto import tqdm
+
+    from vsearcher_lite.model.tiny import save_base
+
+    config, out = run.config, run.out
     rollout_log = JsonlLog(out / "rollouts.jsonl", key="id")
     max_steps = config.max_steps or 10**9
     stopped_by = "steps"
     train_start = time.perf_counter()
-    offset_s = rows[-1]["seconds"] if rows else 0.0  # training time before a resume
+    offset_s = progress.rows[-1]["seconds"] if progress.rows else 0.0  # time before a resume
     last_step_s = 0.0
-    bar = tqdm(total=config.max_steps, initial=step, desc="grpo", disable=not config.progress,
-               leave=False)
-    while step < max_steps:
+    bar = tqdm(total=config.max_steps, initial=progress.step, desc="grpo",
+               disable=not config.progress, leave=False)
+    while progress.step < max_steps:
+        step = progress.step
         elapsed = time.perf_counter() - train_start
+        # stop where one more step as long as the last would overrun the budget; step 0 always
+        # runs, so that every run trains
         if budget_s is not None and step > 0 and elapsed + last_step_s > budget_s:
             stopped_by = "time"
             break
-        t0 = time.perf_counter()
-        timing = RolloutTiming()
-
-        def rollout(tasks, draw_round, step=step, timing=timing):
-            # later rounds number their samples on, so a task drawn twice in a step gets other seeds
-            return rollout_groups(backend, toolbox, tasks, config.generations, settings, judge,
-                                  encoder, step=step,
-                                  first_sample=[draw_round * config.generations] * len(tasks),
-                                  timing=timing)
-
-        groups, drawn, draw_stats = draw_groups(sampler, rollout, config)
-        samples = [s for g in groups for s in g]
-        assign_advantages(groups, config)
-        t1 = time.perf_counter()
-        score = score_samples(model, samples, encoder, config, ref_model)
-        update = update_policy(model, optimizer, samples, encoder, config)
-        t2 = time.perf_counter()
-        last_step_s = t2 - t0
-        times = {"rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "step_seconds": t2 - t0,
-                 "seconds": offset_s + t2 - train_start}
-        row = step_row(step, drawn, draw_stats, score, update, times, config.learning_rate)
-        rows.append(row)
-        excluded_flags.extend(s.excluded for s in drawn)
+        row, drawn, last_step_s = grpo_step(run, sampler, step, train_start - offset_s)
+        progress.rows.append(row)
+        progress.excluded.extend(s.excluded for s in drawn)
         for s in drawn:
             rollout_log.append({"id": f"{step}:{s.task_id}:{s.sample_index}", "step": step,
                                 **s.summary()})
-        atomic_write_text(out / "steps.csv", steps_csv(rows))
+        atomic_write_text(out / "steps.csv", steps_csv(progress.rows))
         bar.update(1)
         bar.set_postfix(reward=row["reward"], fmt_fail=row["format_failure_share"],
                         trained=row["trained_trajectories"])
-        step += 1
-        if config.checkpoint_every and step % config.checkpoint_every == 0:
-            save_base(model, processor, kept_checkpoint(out, step))
-        if config.save_every and step % config.save_every == 0:
-            save_training_state(out, step, model, optimizer, sampler, rows, excluded_flags,
-                                [t.id for t in tasks], screened, config, backend.stats)
+        progress.step = step + 1
+        if config.checkpoint_every and progress.step % config.checkpoint_every == 0:
+            save_base(run.model, run.processor, kept_checkpoint(out, progress.step))
+        if config.save_every and progress.step % config.save_every == 0:
+            save_training_state(out, progress.step, run.model, run.optimizer, sampler,
+                                progress.rows, progress.excluded, [t.id for t in run.tasks],
+                                screened, config, run.backend.stats)
     bar.close()
-    # training time over every resume (each row carries it)
+    rows = progress.rows
     train_seconds = rows[-1]["seconds"] if rows else time.perf_counter() - train_start
-    log(f"[grpo] {len(rows)} steps in {train_seconds:.1f} s "
-        f"({train_seconds / max(len(rows), 1):.1f} s/step), "
-        f"stopped by {stopped_by}; batching {backend.stats.to_dict()}")
+    return stopped_by, train_seconds
 
+
+def finish(run: CpuRun, progress: Progress, screened: dict | None, start: dict | None,
+           budget_s: float | None, stopped_by: str, train_seconds: float, threads: int,
+           log: Callable[[str], None]) -> dict:
+    """Save the trained model as ``checkpoint`` (the resume file goes: the run is done), evaluate
+    it beside the start when ``start`` holds the start's evaluation, and return the metrics."""
+    from vsearcher_lite.model.tiny import save_base
+
+    config, out, rows = run.config, run.out, progress.rows
     checkpoint = out / "checkpoint"
-    model.eval()
-    save_base(model, processor, checkpoint)
-    (out / RESUME_FILE).unlink(missing_ok=True)  # the finished run needs no resume
-    del ref_model, optimizer
-    metrics: dict[str, Any] = training_summary(rows, excluded_flags)
+    run.model.eval()
+    save_base(run.model, run.processor, checkpoint)
+    (out / RESUME_FILE).unlink(missing_ok=True)
+    run.ref_model = run.optimizer = None  # their memory, before the evaluation loads a model
+    metrics: dict[str, Any] = training_summary(rows, progress.excluded)
     metrics.update(stopped_by=stopped_by, train_seconds=round(train_seconds, 2),
                    seconds_per_step=round(train_seconds / max(len(rows), 1), 3), threads=threads,
-                   init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
-                   trajectories=len(excluded_flags), engine="cpu", batching=backend.stats.to_dict(),
-                   task_file=str(task_path(run_dir, config)), pool_tasks_in_sft_data=pool_seen,
-                   device=str(next(model.parameters()).device), rollout_tokens=dict(backend.usage))
-    if getattr(backend, "kv", None) is not None:  # prefilled and cached tokens
-        metrics["generation"] = backend.kv.stats.to_dict()
+                   init=str(run.init_path), checkpoint=str(checkpoint),
+                   n_train_tasks=len(run.tasks), trajectories=len(progress.excluded),
+                   engine="cpu", batching=run.backend.stats.to_dict(),
+                   task_file=str(task_path(run.run_dir, config)),
+                   pool_tasks_in_sft_data=run.pool_seen,
+                   device=str(next(run.model.parameters()).device),
+                   rollout_tokens=dict(run.backend.usage))
+    if getattr(run.backend, "kv", None) is not None:  # prefilled and cached tokens
+        metrics["generation"] = run.backend.kv.stats.to_dict()
     if screened is not None:
         metrics["prescreen"] = screened
     if start is not None:
-        evals = evaluate_rl(run_dir, start, checkpoint, model, processor, config, log)
+        evals = evaluate_rl(run.run_dir, start, checkpoint, run.model, run.processor, config,
+                            log)
         metrics.update(eval_summary(evals))
         metrics["training_budget_s"] = round(budget_s, 1) if budget_s is not None else None
-    # summed over resumes
-    metrics["seconds"] = round(time.perf_counter() - wall_start + earlier_s, 2)
+    return metrics
+
+
+def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
+                 log: Callable[[str], None] = print) -> dict:
+    """The cpu engine (see the module docstring), in stages that hand each other their state."""
+    import torch
+
+    wall_start = time.perf_counter()
+    # 1. the inputs, the policy and the rollout pieces
+    threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()
+    torch.manual_seed(config.seed)
+    run = prepare_run(run_dir, config, log)
+    # 2. the training tasks: an interrupted run's, else the pre-screen's or the whole pool
+    resumed = load_training_state(run.out, config)
+    screened = choose_tasks(run, resumed, log)
+    sampler = TaskSampler(run.tasks, config.difficulty_mix, seed=config.seed)
+    log(f"[grpo] cpu engine: {len(run.tasks)} training tasks, start {run.init_path}; "
+        f"P={config.prompts_per_step} x G={config.generations}, lr {config.learning_rate:g}, "
+        f"mu {config.mu}, beta {config.beta:g}, T {config.temperature:g}; {threads} thread(s)")
+    # 3. the start's evaluation, then what is left of the time for training
+    start, budget_s = training_budget(run, wall_start, log)
+    # 4. the steps, from where an interrupted run stopped
+    progress = restore_progress(run, sampler, resumed, screened, log)
+    stopped_by, train_seconds = train_steps(run, sampler, progress, screened, budget_s)
+    log(f"[grpo] {len(progress.rows)} steps in {train_seconds:.1f} s "
+        f"({train_seconds / max(len(progress.rows), 1):.1f} s/step), "
+        f"stopped by {stopped_by}; batching {run.backend.stats.to_dict()}")
+    # 5. the trained model saved and evaluated
+    metrics = finish(run, progress, screened, start, budget_s, stopped_by, train_seconds, threads,
+                     log)
+    metrics["seconds"] = round(time.perf_counter() - wall_start + progress.earlier_s, 2)
     metrics["config"] = config.to_dict()
-    rd.write_metrics(config.name, metrics)
+    run.rd.write_metrics(config.name, metrics)
     write_manifest(run_dir, config.name, config.to_dict(), metrics["seconds"])
     return metrics

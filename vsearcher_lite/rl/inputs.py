@@ -101,23 +101,16 @@ def mix_counts(n: int, mix: dict[str, float], available: set[str]) -> dict[str, 
 
 
 class TaskSampler:
-    """Draws the P tasks of each step, each difficulty its share (``mix_counts``).
+    """Draws the P tasks of each step, each difficulty its share (``mix_counts``): within a
+    difficulty, a seeded shuffled order, reshuffled after each pass."""
 
-    ``mix``: within a difficulty, a seeded shuffled order, reshuffled after each pass. ``variance``:
-    the tasks whose estimated success rate ``p = (s + 1) / (n + 2)`` (s successes in n trajectories
-    so far) maximises ``p (1 - p)`` first, the groups most likely to have reward variance.
-    """
-
-    def __init__(self, tasks: list, mix: dict[str, float], seed: int = 0, curriculum: str = "mix"):
+    def __init__(self, tasks: list, mix: dict[str, float], seed: int = 0):
         self.rng = random.Random(seed)
         self.mix = mix
-        self.curriculum = curriculum
         self.pools: dict[str, list] = {}
         for t in tasks:
             self.pools.setdefault(t.difficulty, []).append(t)
         self.order: dict[str, list] = {}
-        self.successes: dict[str, int] = {}
-        self.trials: dict[str, int] = {}
 
     def _next_in_order(self, difficulty: str) -> Any:
         queue = self.order.get(difficulty)
@@ -127,42 +120,20 @@ class TaskSampler:
             self.order[difficulty] = queue
         return queue.pop()
 
-    def variance_score(self, task_id: str) -> float:
-        p = (self.successes.get(task_id, 0) + 1) / (self.trials.get(task_id, 0) + 2)
-        return p * (1 - p)
-
     def draw(self, n: int) -> list:
         counts = mix_counts(n, self.mix, set(self.pools))
-        picked: list = []
-        for difficulty, k in counts.items():
-            if self.curriculum == "variance":
-                pool = list(self.pools[difficulty])
-                self.rng.shuffle(pool)  # random order among equal scores
-                pool.sort(key=lambda t: -self.variance_score(t.id))
-                chosen = pool[:k]
-                while len(chosen) < k:  # fewer tasks than draws: repeat
-                    chosen.append(pool[len(chosen) % len(pool)])
-            else:
-                chosen = [self._next_in_order(difficulty) for _ in range(k)]
-            picked.extend(chosen)
-        return picked
-
-    def record(self, task_id: str, solved: list[bool]) -> None:
-        """Count a group's episodes and those that answered right in a valid format."""
-        self.successes[task_id] = self.successes.get(task_id, 0) + sum(map(bool, solved))
-        self.trials[task_id] = self.trials.get(task_id, 0) + len(solved)
+        return [self._next_in_order(difficulty)
+                for difficulty, k in counts.items() for _ in range(k)]
 
     def state(self) -> dict:
         """What ``restore`` needs to continue the same sequence of draws (tasks named by id)."""
         return {"rng": self.rng.getstate(),
-                "order": {d: [t.id for t in q] for d, q in self.order.items()},
-                "successes": dict(self.successes), "trials": dict(self.trials)}
+                "order": {d: [t.id for t in q] for d, q in self.order.items()}}
 
     def restore(self, state: dict) -> None:
         by_id = {t.id: t for pool in self.pools.values() for t in pool}
         self.rng.setstate(state["rng"])
         self.order = {d: [by_id[i] for i in ids] for d, ids in state["order"].items()}
-        self.successes, self.trials = dict(state["successes"]), dict(state["trials"])
 
 
 def rollout_settings(config: GRPOConfig) -> RolloutSettings:
@@ -174,8 +145,7 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            prompt_variant=config.prompt_variant,
                            today=SANDBOX_TODAY if config.world == "sandbox" else None,
                            seed=config.seed,
-                           search_penalty=config.search_penalty, hop_reward=config.hop_reward,
-                           fatal_k=config.fatal_k,
+                           search_penalty=config.search_penalty, fatal_k=config.fatal_k,
                            max_prompt_tokens=config.max_prompt_tokens,
                            max_response_tokens=config.max_response_tokens)
 

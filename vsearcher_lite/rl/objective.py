@@ -31,21 +31,16 @@ EXCLUDED_TERMINATIONS = ("max_tool_calls", "context_exceeded", "timeout", "polic
 
 
 def trajectory_reward(correct: bool, format_ok: bool, n_searches: int = 0,
-                      search_penalty: float | None = None, partial: float = 0.0) -> float:
-    """The reward of one trajectory (eq. 6, optional search penalty); ``partial`` is what a
-    well-formed wrong answer earns instead of 0 (the optional hop credit, below 1).
+                      search_penalty: float | None = None) -> float:
+    """The reward of one trajectory (eq. 6, optional search penalty).
 
     >>> [trajectory_reward(c, f) for c, f in ((True, True), (False, True), (True, False))]
     [1.0, 0.0, 0.0]
     >>> trajectory_reward(True, True, 2, search_penalty=0.9), trajectory_reward(True, True, 0, 0.9)
     (0.9, 1.0)
-    >>> trajectory_reward(False, True, partial=0.25), trajectory_reward(False, False, partial=0.25)
-    (0.25, 0.0)
     """
-    if not format_ok:
+    if not format_ok or not correct:
         return 0.0
-    if not correct:
-        return float(partial)
     if search_penalty is not None and n_searches > 0:
         return float(search_penalty)
     return 1.0

@@ -24,7 +24,6 @@ from vsearcher_lite.rl.objective import (
     policy_token_mask,
     trajectory_reward,
 )
-from vsearcher_lite.scoring.hops import hop_progress
 from vsearcher_lite.training.data import make_collator, with_string_parts
 
 SEARCH_TOOLS = ("text_search", "image_search")
@@ -42,7 +41,6 @@ class RolloutSettings:
     today: str | None
     seed: int = 0
     search_penalty: float | None = None
-    hop_reward: float = 0.0  # a wrong answer's reward per share of its chain's hops resolved
     fatal_k: int = 3
     max_prompt_tokens: int | None = None
     max_response_tokens: int | None = None
@@ -195,10 +193,7 @@ def build_sample(task: Task, trajectory: Trajectory, group: int, sample_index: i
     bad_format = format_failed(trajectory)
     counts = trajectory.tool_counts()
     n_searches = sum(counts.get(t, 0) for t in SEARCH_TOOLS)
-    partial = (settings.hop_reward * hop_progress(task.to_dict(), trajectory.messages)
-               if settings.hop_reward and not correct else 0.0)
-    reward = trajectory_reward(correct, not bad_format, n_searches, settings.search_penalty,
-                               partial)
+    reward = trajectory_reward(correct, not bad_format, n_searches, settings.search_penalty)
     errors = step_errors(trajectory)
     example = to_example(trajectory)
     encoded = encoder.encode(example) if encoder is not None else None

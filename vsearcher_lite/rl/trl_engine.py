@@ -116,46 +116,11 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
             else:
                 backend = BatchedTransformersChat(model, processor, max_batch=batch,
                                                   max_new_tokens=config.max_tokens)
-            # one episode per row: TRL already repeated each task G times; number the repeats
-            seen: dict[str, int] = {}
-            first = []
-            for t in batch_tasks:
-                first.append(seen.get(t.id, 0))
-                seen[t.id] = first[-1] + 1
             groups = rollout_groups(backend, toolbox, batch_tasks, 1, settings, judge, encoder,
-                                    step=state["call"], first_sample=first)
+                                    step=state["call"], first_sample=repeat_numbers(batch_tasks))
         samples = [g[0] for g in groups]
-        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": None,
-                               "env_mask": [], "reward": [], "fatal": [], "tool_images": []}
-        for sample, prompt in zip(samples, prompts):
-            enc = sample.encoded
-            expected = trl_prompt_ids(processor, prompt)
-            if enc.input_ids[: enc.prompt_tokens] != expected:
-                raise InputError(f"task {sample.task_id}: the rendered trajectory does not start "
-                                 "with TRL's rendering of the dataset prompt; the chat template "
-                                 "must be prefix-preserving")
-            fatal = sample.fatal if config.fatal_aware else None
-            mask = loss_mask(enc.policy_mask, excluded=sample.excluded, fatal=fatal,
-                             fatal_aware=config.fatal_aware)
-            sample.loss_mask, sample.in_loss = mask, any(mask)
-            p, c, env = split_prompt_completion(enc.input_ids, mask, enc.prompt_tokens,
-                                                encoder.end_id)
-            out["prompt_ids"].append(p)
-            out["completion_ids"].append(c)
-            out["env_mask"].append(env)
-            out["reward"].append(sample.reward)
-            out["fatal"].append(fatal is not None)
-            n_prompt_images = 1 if tasks[sample.task_id].image_path else 0
-            out["tool_images"].append(tool_images(sample.example, n_prompt_images))
-        seconds = time.perf_counter() - t0
-        by_task: dict[str, list] = {}  # the groups this process rolled out
-        for sample in samples:
-            by_task.setdefault(sample.task_id, []).append(sample)
-        flat = sum(1 for group in by_task.values() if not has_signal(group))
-        counts = {"zero_variance_groups": flat, "groups": len(by_task)}
-        row = step_row(state["call"], samples, counts, {"entropy": None}, {},
-                       {"rollout_seconds": seconds}, config.learning_rate)
-        log_rows.append(row)
+        out = trl_fields(samples, prompts, tasks, processor, encoder, config)
+        log_rows.append(rollout_row(state["call"], samples, time.perf_counter() - t0, config))
         if rollout_log is not None:
             rank = trainer.accelerator.process_index
             for s in samples:
@@ -165,6 +130,65 @@ def make_rollout_func(run_dir: str | Path, config: GRPOConfig, processor, log_ro
         return out
 
     return rollout_func
+
+
+def repeat_numbers(batch_tasks: list) -> list[int]:
+    """Each row's sample number among the rows of its task: TRL repeated each task G times, and
+    one episode runs per row, so the repeats are numbered to get seeds of their own.
+
+    >>> from types import SimpleNamespace as T
+    >>> repeat_numbers([T(id="a"), T(id="a"), T(id="b"), T(id="a")])
+    [0, 1, 0, 2]
+    """
+    seen: dict[str, int] = {}
+    first = []
+    for t in batch_tasks:
+        first.append(seen.get(t.id, 0))
+        seen[t.id] = first[-1] + 1
+    return first
+
+
+def trl_fields(samples: list, prompts: list, tasks: dict, processor, encoder: TrajectoryEncoder,
+               config: GRPOConfig) -> dict[str, Any]:
+    """What ``rollout_func`` hands TRL for one episode per prompt: prompt and completion ids, the
+    loss mask (``env_mask``), the reward, the fatal flag and the tool images. Each sample's loss
+    mask is set on it too, for ``rollouts.jsonl``."""
+    out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": None,
+                           "env_mask": [], "reward": [], "fatal": [], "tool_images": []}
+    for sample, prompt in zip(samples, prompts):
+        enc = sample.encoded
+        # TRL rebuilds the pixel values from its own rendering of the prompt: the ids must agree
+        expected = trl_prompt_ids(processor, prompt)
+        if enc.input_ids[: enc.prompt_tokens] != expected:
+            raise InputError(f"task {sample.task_id}: the rendered trajectory does not start "
+                             "with TRL's rendering of the dataset prompt; the chat template "
+                             "must be prefix-preserving")
+        fatal = sample.fatal if config.fatal_aware else None
+        mask = loss_mask(enc.policy_mask, excluded=sample.excluded, fatal=fatal,
+                         fatal_aware=config.fatal_aware)
+        sample.loss_mask, sample.in_loss = mask, any(mask)
+        p, c, env = split_prompt_completion(enc.input_ids, mask, enc.prompt_tokens,
+                                            encoder.end_id)
+        out["prompt_ids"].append(p)
+        out["completion_ids"].append(c)
+        out["env_mask"].append(env)
+        out["reward"].append(sample.reward)
+        out["fatal"].append(fatal is not None)
+        n_prompt_images = 1 if tasks[sample.task_id].image_path else 0
+        out["tool_images"].append(tool_images(sample.example, n_prompt_images))
+    return out
+
+
+def rollout_row(call: int, samples: list, seconds: float, config: GRPOConfig) -> dict:
+    """The ``steps.csv`` numbers of one rollout call, over the groups this process rolled out
+    (TRL's logs fill in the update's when the step ends)."""
+    by_task: dict[str, list] = {}
+    for sample in samples:
+        by_task.setdefault(sample.task_id, []).append(sample)
+    flat = sum(1 for group in by_task.values() if not has_signal(group))
+    counts = {"zero_variance_groups": flat, "groups": len(by_task)}
+    return step_row(call, samples, counts, {"entropy": None}, {}, {"rollout_seconds": seconds},
+                    config.learning_rate)
 
 
 def trl_prompt_ids(processor, prompt: list[dict]) -> list[int]:
@@ -279,27 +303,17 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
     return TRLGRPOConfig(**kwargs)
 
 
-def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
-                 log: Callable[[str], None] = print) -> dict:
-    """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the cpu engine's saving and evaluation."""
+def task_dataset(config: GRPOConfig, tasks: list, log: Callable[[str], None]):
+    """The ``datasets.Dataset`` of the whole run: P task draws per step by the difficulty mix, in
+    order (TRL repeats each row G times and does not shuffle). The cpu engine's task choices that
+    depend on rollouts (the pre-screen, dynamic sampling) cannot shape a dataset made before
+    training: they are noted and left out."""
     import datasets
-    import torch
-    from transformers import TrainerCallback
 
-    wall_start = time.perf_counter()
-    if config.use_cpu:
-        set_threads(config.threads)
-    torch.manual_seed(config.seed)
-    rd = RunDir(run_dir)
-    out = rd.stage(config.name)
-    init_path = resolve_init(run_dir, config)
-    config = replace(config, init=str(init_path))
-    tasks = train_tasks(run_dir, config)
-    check_pool_unseen(run_dir, tasks, config, log)
-    sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed, curriculum="mix")
+    sampler = TaskSampler(tasks, config.difficulty_mix, seed=config.seed)
     if config.curriculum != "mix":
-        log("[grpo] the trl engine draws tasks by the difficulty mix; "
-            "curriculum='variance' is a cpu-engine option")
+        log(f"[grpo] the trl engine draws tasks by the difficulty mix; curriculum="
+            f"{config.curriculum!r} is a cpu-engine option")
     if config.dynamic_sampling:
         log("[grpo] the trl engine trains on the groups as drawn; "
             "dynamic sampling is a cpu-engine option")
@@ -307,23 +321,16 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
     today = SANDBOX_TODAY if config.world == "sandbox" else None
     rows = [prompt_row(t, config.prompt_variant, today)
             for _ in range(n_steps) for t in sampler.draw(config.prompts_per_step)]
-    dataset = datasets.Dataset.from_list(rows).cast_column("images",
-                                                           datasets.Sequence(datasets.Image()))
+    return datasets.Dataset.from_list(rows).cast_column("images",
+                                                        datasets.Sequence(datasets.Image()))
 
-    model, processor = load_model(config)
-    suppress_vision_tokens(model, processor.tokenizer)
-    if config.method == "full":
-        freeze_vision(model)
-    (out / "rollouts.jsonl").unlink(missing_ok=True)
-    log_rows: list[dict] = []
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rollout_func = make_rollout_func(run_dir, config, processor, log_rows,
-                                     JsonlLog(out / "rollouts.jsonl", key="id"))
-    budget_s = config.minutes * 60 if config.minutes else None
+
+def step_logger(out: Path, log_rows: list[dict], budget_s: float | None):
+    """A ``TrainerCallback`` writing one ``steps.csv`` row per optimizer step, from the last
+    rollout's numbers and TRL's logs, and stopping training once ``budget_s`` has passed."""
+    from transformers import TrainerCallback
 
     class StepLog(TrainerCallback):
-        """One ``steps.csv`` row per optimizer step: the rollout's numbers and TRL's logs."""
-
         def __init__(self):
             self.start = time.perf_counter()
             self.stopped_by = "steps"
@@ -336,6 +343,7 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
 
         def on_log(self, args, state, control, logs=None, **kw):
             logs = logs or {}
+            # the end-of-training summary is logged too, without "loss"
             if "loss" not in logs or not log_rows:
                 return
             row = dict(log_rows[-1])
@@ -351,34 +359,74 @@ def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
             self.rows.append(row)
             atomic_write_text(out / "steps.csv", steps_csv(self.rows))
 
-    step_log = StepLog()
-    VSearcherGRPOTrainer = trainer_class()
-    trainer = VSearcherGRPOTrainer(
+    return StepLog()
+
+
+def train_with_trl(run_dir: str | Path, config: GRPOConfig, out: Path, tasks: list, dataset,
+                   log: Callable[[str], None]) -> tuple[Any, Any, float]:
+    """Load the start model, train it with ``VSearcherGRPOTrainer`` and save it as
+    ``out/checkpoint``. ``(the trainer, its step logger, the training seconds)``."""
+    model, processor = load_model(config)
+    suppress_vision_tokens(model, processor.tokenizer)
+    if config.method == "full":  # LoRA trains only its adapters, on the language model
+        freeze_vision(model)
+    (out / "rollouts.jsonl").unlink(missing_ok=True)
+    log_rows: list[dict] = []
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rollout_func = make_rollout_func(run_dir, config, processor, log_rows,
+                                     JsonlLog(out / "rollouts.jsonl", key="id"))
+    step_log = step_logger(out, log_rows, config.minutes * 60 if config.minutes else None)
+    trainer = trainer_class()(
         model=model, reward_funcs=[judged_reward],
         args=trl_args(config, out / "trainer", world_size),
         train_dataset=dataset, processing_class=processor, rollout_func=rollout_func,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
         callbacks=[step_log], fatal_aware=config.fatal_aware)
-    log(f"[grpo] trl engine: {len(tasks)} training tasks, start {init_path}; "
+    log(f"[grpo] trl engine: {len(tasks)} training tasks, start {config.init}; "
         f"P={config.prompts_per_step} x G={config.generations}, method {config.method}, "
         f"lr {config.learning_rate:g}, beta {config.beta:g}")
     t0 = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - t0
+    save_checkpoint(trainer, processor, out / "checkpoint", config)
+    return trainer, step_log, train_seconds
+
+
+def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
+                 log: Callable[[str], None] = print) -> dict:
+    """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the cpu engine's saving and evaluation."""
+    import torch
+
+    wall_start = time.perf_counter()
+    # 1. the inputs: the start checkpoint, the training tasks and their draws
+    if config.use_cpu:
+        set_threads(config.threads)
+    torch.manual_seed(config.seed)
+    rd = RunDir(run_dir)
+    out = rd.stage(config.name)
+    init_path = resolve_init(run_dir, config)
+    # resolved once: the model loading (config.base) and the saved settings read it
+    config = replace(config, init=str(init_path))
+    tasks = train_tasks(run_dir, config)
+    check_pool_unseen(run_dir, tasks, config, log)
+    dataset = task_dataset(config, tasks, log)
+    # 2. training, and the model saved
+    trainer, step_log, train_seconds = train_with_trl(run_dir, config, out, tasks, dataset, log)
     checkpoint = out / "checkpoint"
-    save_checkpoint(trainer, processor, checkpoint, config)
-    metrics: dict[str, Any] = training_summary(step_log.rows, [])
-    rows_ = step_log.rows
-    metrics["excluded_share"] = (sum(r.get("excluded_share") or 0 for r in rows_) / len(rows_)
-                                 if rows_ else None)
+    rows = step_log.rows
+    metrics: dict[str, Any] = training_summary(rows, [])
+    # TRL keeps no per-trajectory exclusions: the share is the mean of the steps'
+    metrics["excluded_share"] = (sum(r.get("excluded_share") or 0 for r in rows) / len(rows)
+                                 if rows else None)
     metrics.update(stopped_by=step_log.stopped_by, train_seconds=round(train_seconds, 2),
-                   seconds_per_step=round(train_seconds / max(len(rows_), 1), 3),
+                   seconds_per_step=round(train_seconds / max(len(rows), 1), 3),
                    init=str(init_path), checkpoint=str(checkpoint), n_train_tasks=len(tasks),
                    engine="trl")
+    # 3. the evaluation and the files, on the main process only
     if not trainer.is_world_process_zero():
         return metrics
     shutil.rmtree(out / "trainer", ignore_errors=True)
-    del trainer
+    del trainer  # its model and optimiser, before the evaluation loads the trained model
     if config.evaluate:
         from vsearcher_lite.model.tiny import load_base
 

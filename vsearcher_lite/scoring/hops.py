@@ -13,8 +13,7 @@ resolved before its first wrong claim, and what was wrong there (``KINDS``):
 - stopped: no wrong claim, but the episode ended before the chain did;
 - chain done: every hop resolved (then only the answer's attribute is left to read).
 
-``benchmarks/hop_reach.py`` tabulates these walks; GRPO's optional hop credit
-(``GRPOConfig.hop_reward``) rewards the hops a wrong answer resolved.
+``benchmarks/hop_reach.py`` tabulates these walks.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# "The <description> is <entity>.", after the hop's number where the teacher plans its hops
-# (a note may go on after it on the same line: "... is Wedril River. Find Wedril River.")
-CLAIM = re.compile(r"^(?:\[(?P<number>\d+)\] )?The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
+# "The <description> is <entity>." (a note may go on after it on the same line:
+# "... is Wedril River. Find Wedril River.")
+CLAIM = re.compile(r"^The (?P<description>.+) is (?P<entity>.+?)\.(?: |$)")
 KINDS = ("image", "reading", "off chain", "stopped", "chain done")
 
 
@@ -99,22 +98,3 @@ def reach(hops: list[tuple[str, str]], messages: list[dict[str, Any]]) -> tuple[
     done, kind, _ = walk(hops, messages)
     return done, kind
 
-
-def hop_progress(task: dict, messages: list[dict[str, Any]]) -> float:
-    """The share of the task's hops after the pictured entity that the episode resolved, in
-    [0, 1]: 0 when it named only the image (which nearly every episode does) or the task has no
-    hop beyond it.
-
-    >>> task = {"image": {"description": "the tower in the image", "entity": "Orm Tower"},
-    ...         "rounds": [{"description": "the town of Orm Tower", "entity": "Ulby"}]}
-    >>> say = lambda *lines: [{"role": "assistant", "content": "\\n".join(lines) + "</think>"}]
-    >>> seen, read = "The tower in the image is Orm Tower.", "The town of Orm Tower is Ulby."
-    >>> hop_progress(task, say(seen)), hop_progress(task, say(seen, read))
-    (0.0, 1.0)
-    """
-    hops = chain(task)
-    first = 1 if task.get("image") else 0  # the image's hop is not counted
-    if len(hops) <= first:
-        return 0.0
-    done, _ = reach(hops, messages)
-    return max(done - first, 0) / (len(hops) - first)
