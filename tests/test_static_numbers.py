@@ -213,3 +213,67 @@ def test_the_architecture_page_states_each_module_size_it_names():
 def test_readme_quotes_no_live_run_number():
     found = unexplained((ROOT / "README.md").read_text(), Sources(results=True))
     assert not found, "README.md: numbers from no fixed source:\n" + "\n".join(found)
+
+
+def quoted(value: float, digits: int = 3) -> set[str]:
+    """How a page may write ``value`` at ``digits`` decimals: rounded half up or half to even, or
+    as Python formats the float (the card's own text: 2649 s is "44.1 min" there)."""
+    from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
+
+    step = Decimal(1).scaleb(-digits)
+    rounded = {str(Decimal(str(value)).quantize(step, rounding))
+               for rounding in (ROUND_HALF_UP, ROUND_HALF_EVEN)}
+    return rounded | {f"{value:.{digits}f}"}
+
+
+def reference_section() -> str:
+    text = RESULTS.read_text()
+    found = re.search(r"(?ms)^## The shipped reference\n(.*?)(?=^## |\Z)", text)
+    assert found, "docs/results.md has no section 'The shipped reference'"
+    return found.group(1)
+
+
+def test_the_results_page_quotes_the_shipped_reference_as_its_card_holds_it():
+    """docs/results.md's section on the shipped reference gives the card's numbers: each policy's
+    headline and per-level Pass@1, format-valid share and exam Pass@1, the paired differences
+    with their SE and tasks gained and lost, the pre-screen's counts, GRPO's reward, Pass@k, and
+    each stage's wall time in minutes."""
+    section = reference_section()
+    card = json.loads(CARD.read_text())
+    numbers = card["numbers"]
+    wanted: list[tuple[str, set[str]]] = []
+    for policy in ("sft", "rl", "teacher"):
+        headline = numbers["headline"][policy]
+        wanted.append((f"{policy} headline Pass@1", quoted(headline["pass_at_1"])))
+        wanted.append((f"{policy} headline format-valid", quoted(headline["format_valid_rate"])))
+        for level, acc in headline["accuracy_by_difficulty"].items():
+            wanted.append((f"{policy} {level} Pass@1", quoted(acc)))
+        onehop = numbers["policies"]["heldout"][policy]["accuracy_by_difficulty"]["onehop"]
+        wanted.append((f"{policy} one-hop Pass@1", quoted(onehop)))
+    exam = numbers["policies"]["exam"]["teacher"]["pass_at_1"]
+    wanted.append(("teacher exam Pass@1", quoted(exam)))
+    for pair in ("rl_minus_sft", "sft_minus_base"):
+        p = numbers["paired_heldout"][pair]
+        wanted.append((f"{pair} mean", {"+" + s for s in quoted(p["mean"])}))
+        wanted.append((f"{pair} SE", {f"SE {s}" for s in quoted(p["se"])}))
+        wanted.append((f"{pair} gained / lost", {f"{p['gained']} gained, {p['lost']} lost"}))
+    for level in ("easy", "medium", "hard", "medium+hard"):
+        p = numbers["paired_by_level"][level]["rl_minus_sft"]
+        wanted.append((f"rl_minus_sft {level}", {"+" + s for s in quoted(p["mean"])}))
+    for level, g in numbers["prescreen"].items():
+        wanted.append((f"pre-screen {level}", {f"{g['mixed']} of {g['screened']}"}))
+        wanted.append((f"pre-screen {level} pass rate", quoted(g["pass_rate"])))
+    grpo = numbers["grpo"]
+    wanted.append(("GRPO reward", {f"{a} -> {b}" for a in quoted(grpo["reward_first_20pct"])
+                                   for b in quoted(grpo["reward_last_20pct"])}))
+    for policy in ("sft", "rl"):
+        k = numbers["passk"][policy]["pass_at_k"]
+        wanted.append((f"{policy} Pass@1 -> Pass@16",
+                       {f"{a} -> {b}" for a in quoted(k["1"]) for b in quoted(k["16"])}))
+    for stage, seconds in card["wall_seconds"].items():
+        wanted.append((f"{stage} wall time", {f"{s} min" for s in quoted(seconds / 60, 1)}))
+    hours = sum(card["wall_seconds"].values()) / 3600
+    wanted.append(("wall time in all", {f"{s} h" for s in quoted(hours, 2)}))
+    missing = [f"{what}: one of {sorted(forms)}" for what, forms in wanted
+               if not any(form in section for form in forms)]
+    assert not missing, "docs/results.md, the shipped reference:\n" + "\n".join(missing)

@@ -4,7 +4,7 @@ memory back, and how long a training loop may run.
 glibc's mmap threshold rises each time a large block is freed, so a stage that keeps allocating
 tens-of-MB CPU tensors (generation, GRPO, evaluation) ends up serving them from a fragmenting
 heap, one arena per thread. Fixing the threshold and capping the arenas keeps peak memory down
-(``benchmarks/heap_growth.py``; numbers in ``docs/results.md``).
+(measured in ``docs/log.md``).
 
 OpenMP's spin-wait is set once per process, before torch loads: the package's ``__init__``
 (``keep_openmp_spin``) says why.
