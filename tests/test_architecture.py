@@ -208,3 +208,37 @@ def test_no_module_is_longer_than_a_reader_can_hold():
     long = {name: n for name, path in module_files().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES}
     assert not long, f"modules over {MAX_FILE_LINES} lines: {long}"
+
+
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(source: str, limit: int) -> dict[str, int]:
+    """The functions (methods and nested ones too) of ``source`` longer than ``limit`` lines."""
+    return {node.name: node.end_lineno - node.lineno + 1 for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > limit}
+
+
+def test_the_function_length_reader_counts_nested_functions():
+    source = "def outer():\n    def inner():\n" + "        x = 1\n" * 5 + "    return inner\n"
+    assert long_functions(source, 4) == {"outer": 8, "inner": 6}
+    assert long_functions(source, 8) == {}
+
+
+def test_no_function_is_longer_than_a_reader_can_follow():
+    """A function reads top to bottom in named steps: none in the package is over
+    ``MAX_FUNCTION_LINES`` lines (a longer one is split into named stages)."""
+    long = {f"{name}:{fn}": n for name, path in module_files().items()
+            for fn, n in long_functions(path.read_text(encoding="utf-8"),
+                                        MAX_FUNCTION_LINES).items()}
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_the_teacher_passes_its_state_explicitly():
+    """The teacher is the function a student reads to see what the trajectories hold: its steps
+    take and return their state, none rebinds a variable of the function around it."""
+    source = module_files()["vsearcher_lite.agent.teacher"].read_text(encoding="utf-8")
+    assert not [node.lineno for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Nonlocal)]
+    assert long_functions(source, 60) == {}

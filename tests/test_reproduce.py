@@ -15,6 +15,7 @@ from vsearcher_lite.notebooks import (
     NotebookFailed,
     PeakMemory,
     collect_summary,
+    execute_notebook,
     headline_numbers,
     list_notebooks,
     parameter_names,
@@ -359,3 +360,18 @@ def test_reproduce_hands_the_reference_to_the_notebooks_and_carries_it_in_summar
     }
     report = (run / "report.html").read_text()
     assert "The reference run (full length, shipped)" in report and "rl - sft" in report
+
+
+def test_a_notebook_kernel_talks_over_local_sockets_and_prints_no_transport_warning(
+        tmp_path, capfd):
+    """papermill's kernel gets Unix sockets of its own (no TCP port, so ipykernel has no
+    unencrypted transport to warn about) and still runs the notebook."""
+    source = write_notebook(
+        tmp_path / "00_probe.ipynb",
+        "import json, ipykernel.connect\n"
+        "print(json.load(open(ipykernel.connect.get_connection_file()))['transport'])")
+    executed = execute_notebook(source, tmp_path / "out.ipynb")
+    printed = json.loads(executed.read_text())["cells"][1]["outputs"][0]["text"]
+    assert "".join(printed).strip() == "ipc"
+    assert "without encryption" not in capfd.readouterr().err
+    assert list(tmp_path.glob("kernel*")) == []  # no socket left in the notebook's folder

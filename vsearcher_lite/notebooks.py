@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -152,6 +153,34 @@ def failing_cell(executed: Path) -> str:
     return "unknown cell"
 
 
+#: The longest path a Unix socket may have (108 bytes on Linux, 104 on macOS), less room for the
+#: suffix jupyter adds to each of a kernel's five sockets.
+UNIX_SOCKET_ROOM = 96
+
+
+@contextlib.contextmanager
+def kernel_transport():
+    """The transport settings for one papermill kernel: Unix sockets in a fresh temporary folder
+    where the system has them, else TCP.
+
+    Over local sockets no TCP port is opened, so ipykernel has no unencrypted port to warn about
+    once per notebook. Each kernel gets its own folder because jupyter's default socket name is
+    relative to the working folder, which two notebooks run side by side would share. Windows, and
+    a temporary folder too deep for a socket path, keep TCP.
+    """
+    from traitlets.config import Config
+
+    if os.name == "nt":
+        yield Config({"KernelManager": {"transport": "tcp"}})
+        return
+    with tempfile.TemporaryDirectory(prefix="vsl-kernel-") as folder:
+        sockets = str(Path(folder) / "kernel")
+        if len(sockets) > UNIX_SOCKET_ROOM:
+            yield Config({"KernelManager": {"transport": "tcp"}})
+        else:
+            yield Config({"KernelManager": {"transport": "ipc", "ip": sockets}})
+
+
 def execute_notebook(src: str | Path, dst: str | Path, parameters: dict[str, Any] | None = None,
                      *, timeout: int = 600, cwd: str | Path | None = None) -> Path:
     """Run ``src`` top to bottom with papermill into ``dst``; raise ``NotebookFailed`` on error."""
@@ -160,9 +189,11 @@ def execute_notebook(src: str | Path, dst: str | Path, parameters: dict[str, Any
     src, dst = Path(src), Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
-        papermill.execute_notebook(str(src), str(dst), parameters=parameters or {},
-                                   kernel_name="python3", execution_timeout=timeout,
-                                   cwd=str(cwd or src.parent), progress_bar=False)
+        with kernel_transport() as transport:
+            papermill.execute_notebook(str(src), str(dst), parameters=parameters or {},
+                                       kernel_name="python3", execution_timeout=timeout,
+                                       cwd=str(cwd or src.parent), progress_bar=False,
+                                       config=transport)
     except papermill.PapermillExecutionError as exc:
         raise NotebookFailed(f"{src.name} failed in {failing_cell(dst)}") from exc
     except Exception as exc:  # timeouts and kernel deaths come as other errors
