@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -279,3 +282,23 @@ def test_compact_observations_are_shorter_and_unknown_styles_are_named(small_wor
     assert len(compact["summariser"].summarise(page, "history").split("\n", 1)[1]) <= 360
     with pytest.raises(InputError, match="observation style 'tiny'"):
         observation_settings("tiny")
+
+
+HASH_SEED_PROBE = """
+import json
+from vsearcher_lite.tools.sandbox import ExtractiveSummariser
+words = [f"w{i}" for i in range(40)]
+sentences = [" ".join(words[i:i + 25]) + "." for i in range(15)]
+scores = ExtractiveSummariser().score_sentences(sentences, " ".join(words))
+print(json.dumps([x.hex() for x in scores]))
+"""
+
+
+def test_sentence_scores_are_the_same_under_every_hash_seed():
+    """A visit's summary is the same in every process: a sentence's score adds terms taken from a
+    set, whose order follows the interpreter's hash seed, so the sum must not depend on it (a
+    last-bit difference decides near-ties, and with them which sentences a visit returns)."""
+    runs = {subprocess.run([sys.executable, "-c", HASH_SEED_PROBE], check=True, text=True,
+                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("0", "1", "2", "3")}
+    assert len(runs) == 1, runs

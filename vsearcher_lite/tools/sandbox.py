@@ -298,7 +298,9 @@ class ExtractiveSummariser(Summariser):
         wants_year, wants_number = bool(goal_words & YEAR_WORDS), bool(goal_words & NUMBER_WORDS)
         scores = []
         for s, terms in zip(sentences, sentence_terms):
-            score = sum(math.log(1.0 + n / df[t]) for t in terms & goal_terms)
+            # fsum: the terms come from a set, whose order changes with the interpreter's hash
+            # seed; a plain float sum in that order can break near-ties one way or the other
+            score = math.fsum(math.log(1.0 + n / df[t]) for t in terms & goal_terms)
             if wants_year and _YEAR.search(s):
                 score += 0.5
             if wants_number and _NUMBER.search(s):
