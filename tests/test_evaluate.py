@@ -112,6 +112,10 @@ def test_metrics_match_a_hand_count(tmp_path):
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     by_id = {r["id"]: r for r in results}
     assert by_id["t-medium"]["judge"]["reason"].startswith("matches alias")
+    # the answers accepted other than as the gold is written: the alias, not the year
+    assert by_id["t-medium"]["judge"]["match"] == "alias" and by_id["t-easy"]["judge"]["match"] \
+        == "exact" and by_id["t-hard"]["judge"]["match"] is None
+    assert m["accepted_not_exact"] == 1 and m["accepted_by_match"] == {"exact": 1, "alias": 1}
     assert (
         by_id["t-exam"]["prediction"] is None and by_id["t-exam"]["termination"] == "format_error"
     )

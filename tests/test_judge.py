@@ -1,5 +1,7 @@
 """Judges: the normalised-match judge and the LLM judge (scripted and over a loopback server)."""
 
+from decimal import Decimal
+
 import pytest
 
 from vsearcher_lite.agent.judge import (
@@ -42,10 +44,11 @@ def test_normalize_answer_hand_cases():
         ("1874", "1874 or 1875", (), False),
         ("1,234", "1234", (), True),
         ("1,234 m", "1234", (), True),
-        ("1,234 m", "1,240 metres", (), False),  # another unit: compared as text, and it differs
-        ("1,234 m", "1230 m", (), True),  # within 1 %
-        ("1,234 m", "1200 m", (), False),  # 2.8 % off
-        ("48,000", "48100", (), True),
+        ("1,234 m", "1,234 metres", (), True),  # the same unit spelled out
+        ("1,234 m", "1,240 metres", (), False),
+        ("1,234 m", "1230 m", (), False),  # a nearby number is another number
+        ("1,234 m", "1,234 km", (), False),  # another unit
+        ("48,000", "48100", (), False),
         ("3.5", "3.5", (), True),
         ("-12", "\u221212", (), True),
         ("-12", "12", (), False),
@@ -59,18 +62,80 @@ def test_match_judge_cases(gold, prediction, aliases, correct):
     assert v.reason and v.method == "match"
 
 
-def test_match_judge_margin_is_configurable_and_reasons_say_why():
-    assert MatchJudge(rel_tol=0.05).judge("q", "1,234 m", "1200 m").correct
-    assert "year" in MatchJudge().judge("q", "1874", "1875").reason
-    assert MatchJudge().judge("q", "Paris", None).reason == "no answer"
+@pytest.mark.parametrize(
+    "gold, prediction",
+    [
+        ("925", "916"),  # within 1 %: still another number
+        ("37,381 km²", "37,020 km²"),
+        ("913", "910de"),
+        ("29,618 km²", "29,507"),
+        ("1874", "1875"),  # a year off by one
+        ("1874", "1873"),
+        ("925.4", "925"),  # fewer digits than the gold: a different number
+        ("1.2 million", "1.3 million"),
+        ("14,968", "15,000"),
+    ],
+)
+def test_a_nearby_number_is_not_the_gold(gold, prediction):
+    v = MatchJudge().judge("How many?", gold, prediction)
+    assert not v.correct and v.match is None, (gold, prediction, v)
+
+
+@pytest.mark.parametrize(
+    "gold, prediction",
+    [
+        ("37,381 km²", "37381 km2"),  # separators and the unit's spellings
+        ("37,381 km²", "37 381 km²"),
+        ("37,381 km²", "37,381 square kilometres"),
+        ("37,381 km²", "37\u202f381 sq km"),  # a narrow no-break space between the groups
+        ("37,381 km²", "about 37,381"),  # the unit left out, a filler word
+        ("1.2 million", "1,200,000"),  # the gold's own rounding
+        ("1.2 million", "1,230,000"),  # written at the gold's precision, it is the gold
+        ("925", "925.4"),  # more digits than the gold, rounding to it
+        ("925", "925.0"),
+        ("132", "132 members"),  # the gold's count with its noun
+        ("3.5", "3.50"),
+    ],
+)
+def test_the_gold_written_another_way_is_the_gold(gold, prediction):
+    v = MatchJudge().judge("How many?", gold, prediction)
+    assert v.correct and v.match == "number", (gold, prediction, v)
+    assert v.reason.startswith("matches the gold: "), v.reason
+
+
+def test_verdicts_say_how_they_matched_and_why_not():
+    j = MatchJudge()
+    assert j.judge("q", "Zanura River", " Zanura River ").match == "exact"
+    assert j.judge("q", "14,968", "14,968").match == "exact"
+    assert j.judge("q", "Zanura River", "the zanura river.").match == "normalised"
+    assert j.judge("q", "Zanura River", "Zanura River (Kel Province)").match == "normalised"
+    assert j.judge("q", "Bepo Kala", "b kala", ("B. Kala",)).match == "alias"
+    assert j.judge("q", "14,968", "14968").match == "number"
+    assert j.judge("q", "Zanura River", "Kelo River").match is None
+    assert j.judge("q", "1874", "1875").reason == "year 1875 is not 1874"
+    assert j.judge("q", "925", "916").reason == "916 is not 925"
+    assert "fewer digits" in j.judge("q", "925.4", "925").reason
+    assert j.judge("q", "Paris", None).reason == "no answer"
+    assert Verdict(True, "x", match="exact").to_dict()["match"] == "exact"
+
+
+def test_the_match_judge_has_no_margin_to_set():
+    with pytest.raises(TypeError):
+        MatchJudge(rel_tol=0.05)
 
 
 def test_parse_quantity_and_numbers_match():
-    assert parse_quantity("approximately 2,500 people") == (2500.0, "people", True)
-    assert parse_quantity("12km") == (12.0, "km", True)
+    assert parse_quantity("approximately 2,500 people") == (Decimal(2500), 0, "people")
+    assert parse_quantity("12km") == (Decimal(12), 0, "km")
+    assert parse_quantity("3.25 Kilometres") == (Decimal("3.25"), -2, "km")
+    assert parse_quantity("37,381 km²").unit == parse_quantity("37381 square km").unit == "km2"
     assert parse_quantity("A4 paper") is None and parse_quantity("") is None
+    assert parse_quantity("1874 or 1875") is None
     assert numbers_match("Zanura", "12") is None
-    assert numbers_match("100", "100.9") == (True, "number within 1%")
+    assert numbers_match("1,234 m", "1234 cm") is None  # another unit: the text decides
+    assert numbers_match("100", "100.9") == (False, "100.9 is not 100")
+    assert numbers_match("100", "100.4") == (True, "100.4 rounds to 100 at the gold's last digit")
+    assert numbers_match("100", "100.0") == (True, "100.0 is 100 written another way")
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,12 @@ from vsearcher_lite.reference import (
     reference_comparison,
     reference_summary,
 )
-from vsearcher_lite.reference_ship import card_markdown, ship_reference, targets_markdown
+from vsearcher_lite.reference_ship import (
+    card_markdown,
+    rescore_reference,
+    ship_reference,
+    targets_markdown,
+)
 from vsearcher_lite.runio import InputError, write_jsonl
 
 
@@ -246,6 +251,82 @@ def test_ship_refuses_a_run_without_evaluations(tmp_path):
         ship_reference(tmp_path, tmp_path / "ref", commands=[], device="x", seeds=[0])
     with pytest.raises(InputError, match="card.json does not exist"):
         check_reference(tmp_path / "nothing")
+
+
+def _edit_lines(path, edit):
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(edit(r)) + "\n" for r in rows))
+
+
+def test_rescore_judges_the_shipped_predictions_again(run, tmp_path, capsys):
+    """``rescore_reference`` re-judges each shipped prediction, rewrites the lines in place, drops
+    the example RL no longer gains and rebuilds the card, which then checks."""
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+
+    def as_judged(r):  # the fixture's answers are all "x": give each line its verdict's answer
+        r["prediction"] = r["answer"] if r["correct"] else "y"
+        return r
+
+    cases = {("rl", "t9"): ("925", "916"),  # a nearby number the run counted correct
+             ("sft", "t9"): ("925", "y"),
+             ("sft", "t7"): ("37,381 km²", "37381 square kilometres"),  # the gold another way
+             ("rl", "t0"): ("Bepo Kala", "Kala")}  # an alias the line does not hold
+
+    for policy in ("base", "sft", "rl", "teacher", "direct"):
+        def edit(r, policy=policy):
+            r = as_judged(r)
+            if (policy, r["id"]) in cases:
+                r["answer"], r["prediction"] = cases[policy, r["id"]]
+            if (policy, r["id"]) == ("rl", "t0"):
+                del r["aliases"]  # a reference shipped before its lines kept the aliases
+            return r
+        _edit_lines(out / "results" / f"heldout-{policy}.jsonl", edit)
+    for path in (out / "results").glob("[ev]*.jsonl"):
+        _edit_lines(path, as_judged)
+    before = (out / "results" / "heldout-rl.jsonl").read_text().splitlines()
+    said = []
+    changes = rescore_reference(out, log=said.append)
+    assert [(c["file"], c["line"], c["id"], c["answer"], c["prediction"], c["correct"])
+            for c in changes] == [("heldout-rl", 10, "t9", "925", "916", False)]
+    assert "916" in said[0] and "verdicts changed: 1;" in said[-1]
+    after = [json.loads(x) for x in (out / "results" / "heldout-rl.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in after] == [json.loads(x)["id"] for x in before]  # the line order
+    assert list(after[9]) == list(json.loads(before[9]))  # every field, in its place
+    assert {k: v for k, v in after[9].items() if k not in ("correct", "match")} == {
+        k: v for k, v in json.loads(before[9]).items() if k not in ("correct", "match")}
+    assert (after[9]["correct"], after[9]["match"]) == (False, None)
+    assert (after[0]["correct"], after[0]["match"]) == (True, "alias")
+    assert check_reference(out) == []
+    card = read_card(out)
+    heldout = card["numbers"]["policies"]["heldout"]
+    assert heldout["rl"]["pass_at_1"] == 0.5 and heldout["rl"]["accepted_not_exact"] == 1
+    assert heldout["sft"]["accepted_not_exact"] == 1  # the square kilometres
+    assert card["numbers"]["paired_heldout"]["rl_minus_sft"]["gained"] == 0
+    # t9 is no longer gained: its example goes
+    assert card["examples_shipped"] == {"rl_gained": []} and read_examples(out) == []
+    assert card["rescored"]["changed"][0]["prediction"] == "916"
+    card_md = (out / "CARD.md").read_text()
+    assert card_md == card_markdown(card) and "prediction 916: now incorrect" in card_md
+    # judged again from the command line, nothing changes, and the card still says what changed
+    from vsearcher_lite.cli import main
+
+    capsys.readouterr()
+    assert main(["reference", "rescore", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "verdicts changed: 0;" in printed and printed.endswith(": consistent\n")
+    assert read_card(out)["rescored"] == card["rescored"] and check_reference(out) == []
+
+
+def test_rescore_names_the_line_it_cannot_judge(run, tmp_path):
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+    path = out / "results" / "exam-sft.jsonl"
+    _edit_lines(path, lambda r: {k: v for k, v in r.items() if k != "answer"})
+    card = (out / "card.json").read_text()
+    with pytest.raises(InputError, match=r"exam-sft.jsonl:1: a result line needs answer"):
+        rescore_reference(out, log=lambda _: None)
+    assert (out / "card.json").read_text() == card  # nothing rewritten
 
 
 def test_acceptance_reads_the_targets():

@@ -5,7 +5,8 @@ training notebooks run a short version live, then study a full-length run of the
 shipped in ``data/reference/`` (``reference_ship``): its card (how it was made, headline numbers,
 targets), training logs, one trimmed line per task evaluated, and the checkpoints that fit
 ``MAX_CHECKPOINT_MB``. Every number of the card is recomputed here from those files, and
-``check_reference`` lists where the card disagrees with them.
+``check_reference`` lists where the card disagrees with them; ``reference_ship.rescore_reference``
+judges the shipped predictions again with the current offline judge and rebuilds the card.
 """
 
 from __future__ import annotations
@@ -77,14 +78,14 @@ def read_results(ref: str | Path, benchmark: str, policy: str) -> list[dict]:
 
 
 def policy_numbers(records: list[dict]) -> dict:
-    """Pass@1, format-valid rate, tool calls and per-difficulty accuracy of one result file."""
+    """Pass@1, inexact answers accepted, format-valid rate, tool calls, accuracy by level."""
     from vsearcher_lite.scoring.metrics import eval_metrics
 
     if not records:
         return {"n_tasks": 0}
     m = eval_metrics(records)
-    keys = ("n_tasks", "n_correct", "pass_at_1", "format_valid_rate", "mean_tool_calls",
-            "accuracy_by_difficulty")
+    keys = ("n_tasks", "n_correct", "pass_at_1", "accepted_not_exact", "format_valid_rate",
+            "mean_tool_calls", "accuracy_by_difficulty")
     return {**{k: m[k] for k in keys},
             "n_by_difficulty": {level: g["n_tasks"] for level, g in m["by_difficulty"].items()},
             "by_difficulty": {level: {"accuracy": g["accuracy"], "n_tasks": g["n_tasks"],
@@ -413,7 +414,6 @@ def check_reference(ref: str | Path = REFERENCE_DIR) -> list[str]:
     problems = _differences(card.get("numbers"), computed, "numbers")
     problems += _differences(card.get("acceptance"), acceptance(computed), "acceptance")
     return problems
-
 
 
 def read_examples(ref: str | Path = REFERENCE_DIR) -> list[dict]:

@@ -3,7 +3,8 @@
 ``run_reference`` runs the teacher's trajectories, SFT, GRPO, the comparison and Pass@k with the
 reference's settings (``profiles/reference.toml``), skipping the stages a run folder has
 finished; the ``reference`` command runs it and ships the run
-(``reference_ship.ship_reference``), or checks a shipped one.
+(``reference_ship.ship_reference``), checks a shipped one, or judges its predictions again
+(``reference_ship.rescore_reference``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from vsearcher_lite.reference import (
     REFERENCE_TRAJECTORIES,
     check_reference,
 )
-from vsearcher_lite.reference_ship import ship_reference
+from vsearcher_lite.reference_ship import rescore_reference, ship_reference
 from vsearcher_lite.runio import (
     InputError,
     RunDir,
@@ -171,15 +172,16 @@ def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=p
 
 def register(sub, common) -> None:
     p = sub.add_parser("reference", parents=[common],
-                       help="ship a finished run as the reference, or check one",
+                       help="ship a finished run as the reference, check one, or judge it again",
                        description="Ship a finished run (its logs, per-task results and small "
-                                   "checkpoints) as a reference, or check a reference's card "
-                                   "against its own files.")
-    p.add_argument("action", choices=("run", "ship", "check"),
+                                   "checkpoints) as a reference, check a reference's card "
+                                   "against its own files, or judge its predictions again.")
+    p.add_argument("action", choices=("run", "ship", "check", "rescore"),
                    help="run: the teacher's trajectories and the full-length SFT, GRPO and "
                         "evaluation in --run-dir (resumable), "
                         "then ship it; ship: a finished run into --out; check: a reference's "
-                        "card against its files")
+                        "card against its files; rescore: judge every stored prediction again "
+                        "with the offline judge and rebuild the card")
     p.add_argument("--out", default=str(REFERENCE_DIR),
                    help="the reference folder (default: data/reference)")
     p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
@@ -191,7 +193,9 @@ def register(sub, common) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    if args.action == "check":
+    if args.action == "rescore":
+        rescore_reference(args.out)
+    if args.action in ("check", "rescore"):
         problems = check_reference(args.out)
         for line in problems:
             print(line)

@@ -3,6 +3,8 @@ checkpoints that fit ``MAX_CHECKPOINT_MB``, a few tasks RL gained, ``card.json``
 
 ``card.json`` holds every number ``reference.headline_numbers`` recomputes from the shipped files;
 ``CARD.md`` is that card for a person, rendered from ``card.json`` alone, so the two always agree.
+``rescore_reference`` judges every shipped prediction again with the current offline judge,
+rewrites the per-task files and the examples that are still gained, and rebuilds the card.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from vsearcher_lite.agent.judge import Judge, MatchJudge, numbers_match
 from vsearcher_lite.agent.task import in_level_order, in_order
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.manifest import git_state
@@ -26,6 +29,8 @@ from vsearcher_lite.reference import (
     TARGETS,
     acceptance,
     headline_numbers,
+    read_card,
+    read_examples,
     targets_markdown,
 )
 from vsearcher_lite.runio import (
@@ -34,15 +39,21 @@ from vsearcher_lite.runio import (
     atomic_write_text,
     read_json,
     read_jsonl,
+    read_jsonl_numbered,
     replace_dir,
     write_jsonl,
 )
+from vsearcher_lite.scoring.metrics import match_kind
 from vsearcher_lite.scoring.passk import sample_number
 
-#: What a shipped result line keeps of an evaluation record (the trajectory is left out).
+#: What a shipped result line keeps of an evaluation record (the trajectory is left out), with
+#: ``match``, how an accepted answer matched (``scoring.metrics.match_kind``). The question and
+#: the aliases let the predictions be judged again (``rescore_reference``).
 RESULT_FIELDS = ("id", "policy", "split", "difficulty", "correct", "format_ok", "format_error",
                  "termination", "n_turns", "n_tool_calls", "tool_counts", "prediction", "answer",
-                 "seconds")
+                 "seconds", "question", "aliases")
+#: The fields a shipped result line needs to be judged again.
+JUDGED_FIELDS = ("id", "answer", "prediction", "correct")
 MAX_GAINED = 3
 
 
@@ -57,21 +68,26 @@ def episode_turns(record: dict) -> list[dict]:
     return turns
 
 
+def gained_ids(sft: dict[str, dict], rl: dict[str, dict]) -> list[str]:
+    """The headline tasks that RL answers and SFT does not, hardest level first, then in RL's
+    order; ``sft`` and ``rl`` map a task id to its result record."""
+    gained = [i for i, r in rl.items() if r.get("correct") and i in sft
+              and not sft[i].get("correct") and r.get("difficulty") in HEADLINE_LEVELS]
+    gained.sort(key=lambda i: -HEADLINE_LEVELS.index(rl[i]["difficulty"]))
+    return gained
+
+
 def gained_examples(run_dir: Path, limit: int = MAX_GAINED) -> list[dict]:
-    """Up to ``limit`` headline tasks that RL answers and SFT does not (hardest level first,
-    then file order), each with both episodes (``episode_turns``)."""
+    """Up to ``limit`` of the ``gained_ids``, each with both episodes (``episode_turns``)."""
     found = {p: {r["id"]: r for r in read_jsonl(run_dir / "eval" / eval_name("heldout", p)
                                                 / "results.jsonl")}
              for p in ("sft", "rl")
              if (run_dir / "eval" / eval_name("heldout", p) / "results.jsonl").exists()}
     if len(found) < 2:
         return []
-    sft, rl = found["sft"], found["rl"]
-    gained = [i for i, r in rl.items() if r.get("correct") and i in sft
-              and not sft[i].get("correct") and r.get("difficulty") in HEADLINE_LEVELS]
-    gained.sort(key=lambda i: -HEADLINE_LEVELS.index(rl[i]["difficulty"]))
+    rl = found["rl"]
     out = []
-    for task_id in gained[:limit]:
+    for task_id in gained_ids(found["sft"], rl)[:limit]:
         r = rl[task_id]
         out.append({"id": task_id, "difficulty": r["difficulty"], "question": r.get("question"),
                     "answer": r.get("answer"),
@@ -116,7 +132,8 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     for name in names:
         src = run_dir / "eval" / name / "results.jsonl"
         if src.exists():
-            rows = [{k: r.get(k) for k in RESULT_FIELDS} for r in read_jsonl(src)]
+            rows = [{**{k: r.get(k) for k in RESULT_FIELDS}, "match": match_kind(r)}
+                    for r in read_jsonl(src)]
             write_jsonl(staging / "results" / f"{name}.jsonl", rows)
             shipped[name] = len(rows)
     examples = gained_examples(run_dir)
@@ -133,8 +150,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
             checkpoints[name] = round(size, 1)
         else:
             skipped[name] = f"{size:.1f} MB, over {max_checkpoint_mb:g} MB"
-    numbers = headline_numbers(staging)
-    card = {
+    card = write_card(staging, {
         "commands": commands,
         "commit": git_state()["commit"],
         "device": device,
@@ -144,16 +160,88 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
         "examples_shipped": {"rl_gained": [e["id"] for e in examples]},
         "checkpoints_mb": checkpoints,
         "checkpoints_not_shipped": skipped,
-        "numbers": numbers,
-        "targets": TARGETS,
-        "acceptance": acceptance(numbers),
-    }
-    atomic_write_json(staging / "card.json", card)
-    atomic_write_text(staging / "CARD.md", card_markdown(card))
+    })
     replace_dir(staging, out)
     log(f"[reference] wrote {out}: {len(shipped)} result files, "
         f"checkpoints {checkpoints or 'none'}")
     return card
+
+
+def write_card(folder: Path, made: dict) -> dict:
+    """Write a reference folder's ``card.json`` and ``CARD.md``: ``made`` (how the run was made,
+    what was shipped) with every number recomputed from the folder's files; the card."""
+    numbers = headline_numbers(folder)
+    card = {**made, "numbers": numbers, "targets": TARGETS, "acceptance": acceptance(numbers)}
+    atomic_write_json(folder / "card.json", card)
+    atomic_write_text(folder / "CARD.md", card_markdown(card))
+    return card
+
+
+def rejudge(record: dict, judge: Judge) -> dict:
+    """A shipped result line judged again: ``correct`` and ``match`` replaced, every other field
+    kept in its place. A line without an ``aliases`` field does not say which other spellings its
+    task accepted: an accepted answer that is not a number and that the judge rejects against the
+    gold alone matched one of them, and keeps its verdict (``match`` ``alias``)."""
+    verdict = judge.judge(record.get("question") or "", record["answer"], record["prediction"],
+                          record.get("aliases") or ())
+    correct, kind = verdict.correct, verdict.match
+    if (record["correct"] and not correct and "aliases" not in record
+            and str(record["prediction"] or "").strip()
+            and numbers_match(record["answer"], record["prediction"]) is None):
+        correct, kind = True, "alias"
+    return {**record, "correct": correct, "match": kind}
+
+
+def _judged_again(path: Path, judge: Judge) -> list[tuple[int, dict, dict]]:
+    """``(line, before, after)`` for each line of a per-task file."""
+    rows = []
+    for line, record in read_jsonl_numbered(path, tolerate_torn_tail=False):
+        missing = [k for k in JUDGED_FIELDS if k not in record]
+        if missing:
+            raise InputError(f"{path}:{line}: a result line needs {', '.join(missing)} to be "
+                             "judged again")
+        rows.append((line, record, rejudge(record, judge)))
+    return rows
+
+
+def rescore_reference(ref: str | Path, *, judge: Judge | None = None, log=print) -> list[dict]:
+    """Judge every prediction of a reference's per-task files again (the offline judge unless
+    ``judge``), rewrite each file (line order and every other field kept), keep the examples
+    that RL still gains (``gained_ids``) and rebuild the card from the files. Returns the lines
+    whose verdict changed: file, line, id, policy, level, gold, prediction, the new verdict."""
+    ref, judge = Path(ref), judge or MatchJudge()
+    card = read_card(ref)
+    judged = {p.stem: _judged_again(p, judge) for p in sorted((ref / "results").glob("*.jsonl"))}
+    changes = [{"file": name, "line": line, "id": after["id"], "policy": after.get("policy"),
+                "difficulty": after.get("difficulty"), "answer": after["answer"],
+                "prediction": after["prediction"], "correct": after["correct"]}
+               for name, rows in judged.items() for line, before, after in rows
+               if bool(before["correct"]) != after["correct"]]
+    for name, rows in judged.items():
+        write_jsonl(ref / "results" / f"{name}.jsonl", [after for _, _, after in rows])
+    heldout = {p: {r["id"]: r for _, _, r in judged.get(eval_name("heldout", p), [])}
+               for p in ("sft", "rl")}
+    still = gained_ids(heldout["sft"], heldout["rl"])
+    examples = sorted((e for e in read_examples(ref) if e["id"] in still),
+                      key=lambda e: still.index(e["id"]))
+    for example in examples:
+        for policy in ("sft", "rl"):
+            example[policy]["correct"] = heldout[policy][example["id"]]["correct"]
+    if examples:
+        write_jsonl(ref / GAINED, examples)
+    else:
+        (ref / GAINED).unlink(missing_ok=True)
+    made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+    made["examples_shipped"] = {"rl_gained": [e["id"] for e in examples]}
+    if changes:
+        made["rescored"] = {"judge": judge.name, "changed": changes}
+    write_card(ref, made)
+    for c in changes:
+        log(f"[reference] {c['file']} line {c['line']} ({c['id']}): gold {c['answer']!r}, "
+            f"prediction {c['prediction']!r}: now {'correct' if c['correct'] else 'incorrect'}")
+    log(f"[reference] {ref}: {sum(map(len, judged.values()))} predictions judged again; "
+        f"verdicts changed: {len(changes)}; examples still gained: {len(examples)}")
+    return changes
 
 
 #: The reference's stages in the order they run (the card's wall times). The card lists stages,
@@ -168,6 +256,14 @@ def card_markdown(card: dict) -> str:
     lines = ["# Reference run", "",
              f"Device: {card['device']}; commit {card['commit']}; seeds {card['seeds']}.", "",
              "Regenerate it with:", "", "```bash", *card["commands"], "```", ""]
+    if rescored := card.get("rescored"):
+        changed = rescored["changed"]
+        lines += [f"Judged again after the run by the {rescored['judge']} judge "
+                  f"(`vsearcher-lite reference rescore`): {len(changed)} verdicts changed.", ""]
+        lines += [f"- {c['file']} ({c['difficulty']}, {c['id']}): gold {c['answer']}, "
+                  f"prediction {c['prediction']}: now {'correct' if c['correct'] else 'incorrect'}"
+                  for c in changed]
+        lines.append("")
     if card["wall_seconds"]:
         wall = card["wall_seconds"]
         times = ", ".join(f"{k} {wall[k] / 60:.1f} min" for k in in_order(wall, STAGES))
@@ -198,6 +294,13 @@ def card_markdown(card: dict) -> str:
         lines.append(f"| {policy} | " + " | ".join(cells)
                      + f" | {top.get('pass_at_1')} (n {top.get('n_tasks')}) | {exam_cell} |")
     lines.append("")
+    shown = [p for p in in_order(heldout, POLICIES) if heldout[p].get("n_tasks")]
+    if all("accepted_not_exact" in heldout[p] for p in shown):
+        exam = n["policies"]["exam"]
+        lines += ["Answers accepted other than as the gold is written (held-out / exam): "
+                  + ", ".join(f"{p} {heldout[p]['accepted_not_exact']} / "
+                              f"{exam.get(p, {}).get('accepted_not_exact', '-')}" for p in shown)
+                  + ".", ""]
     pairs = n["paired_heldout"]
     for name in in_order(pairs, ("sft_minus_base", "rl_minus_sft")):
         if d := pairs[name]:

@@ -88,6 +88,28 @@ def result_record(task: Task, traj: Trajectory, verdict, policy, seconds: float,
     return record
 
 
+def match_kind(record: dict) -> str | None:
+    """How an accepted answer matched (``Verdict.match``: exact, normalised, alias, number), from
+    the record's verdict or its shipped ``match`` field; ``None`` for a rejected answer. A verdict
+    that does not say (an LLM judge's) reads ``exact`` when the prediction is the gold as written,
+    else ``judged``.
+
+    >>> match_kind({"correct": True, "judge": {"match": "number"}})
+    'number'
+    >>> match_kind({"correct": True, "prediction": "916", "answer": "925"})
+    'judged'
+    >>> match_kind({"correct": True, "prediction": "925", "answer": "925"}), match_kind({})
+    ('exact', None)
+    """
+    if not record.get("correct"):
+        return None
+    kind = record.get("match") or (record.get("judge") or {}).get("match")
+    if kind:
+        return kind
+    same = str(record.get("prediction") or "").strip() == str(record.get("answer") or "").strip()
+    return "exact" if same else "judged"
+
+
 def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
@@ -131,10 +153,14 @@ def eval_metrics(records: list[dict]) -> dict:
     by_split = {s: group_metrics([r for r in records if r["split"] == s])
                 for s in sorted({r["split"] for r in records})}
     seconds = [float(r["seconds"]) for r in records]
+    matched = Counter(kind for kind in map(match_kind, records) if kind)
     return {
         "n_tasks": n,
         "n_correct": n_correct,
         "pass_at_1": _rate(n_correct, n),
+        # the answers accepted other than as the gold is written, and how each matched
+        "accepted_not_exact": n_correct - matched.get("exact", 0),
+        "accepted_by_match": dict(matched.most_common()),
         "n_answered": terminations.get("answer", 0),
         "answer_rate": _rate(terminations.get("answer", 0), n),
         "format_valid_rate": _rate(sum(1 for r in records if r["format_ok"]), n),
@@ -176,9 +202,9 @@ def results_csv(records: list[dict]) -> str:
 
 
 SUMMARY_KEYS = ("policy", "policy_spec", "benchmark", "judge", "n_tasks", "n_correct", "pass_at_1",
-                "accuracy_by_difficulty", "accuracy_by_split", "format_valid_rate", "answer_rate",
-                "mean_tool_calls", "mean_tool_calls_by_type", "terminations", "format_errors",
-                "updated_at")
+                "accepted_not_exact", "accuracy_by_difficulty", "accuracy_by_split",
+                "format_valid_rate", "answer_rate", "mean_tool_calls", "mean_tool_calls_by_type",
+                "terminations", "format_errors", "updated_at")
 
 
 def summary_entry(metrics: dict) -> dict:
