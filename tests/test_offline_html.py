@@ -1,9 +1,10 @@
-"""The interactive views and figures of an executed notebook's HTML copy work offline: the page is
-opened from disk in headless Chromium with every host name unresolvable, and the DOM after its
-scripts ran must hold the live step-through view and the drawn plotly figure. Skipped where no
-Chromium is installed."""
+"""The interactive views, figures and equations of an executed notebook's HTML copy work offline:
+the page is opened from disk in headless Chromium with every host name unresolvable, and the DOM
+after its scripts ran must hold the live step-through view, the drawn plotly figure and the
+equations as laid-out MathML. Skipped where no Chromium is installed."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -100,6 +101,12 @@ task = {"id": "t-hard", "difficulty": "hard", "seed_title": "Tope",
                     "question_after": "When was the town beside the river founded?"}]}
 display(rounds_viewer(task))
 go.Figure(go.Bar(x=["a", "b"], y=[1, 2])).show()
+
+from vsearcher_lite.runtime import end_progress, progress_bar
+
+bar = progress_bar("grpo", 200)  # a widget in the kernel, stopped by its budget after 2 steps
+bar.update(2)
+end_progress(bar, "stopped by the time budget")
 """
 
 
@@ -147,6 +154,9 @@ def test_an_executed_notebooks_html_copy_shows_its_view_and_figure_offline(tmp_p
     assert 'data-ready="1"' in dom and 'data-step="0"' in dom and "step 0 (0 to 1)" in dom
     # plotly.js came from the page itself and drew the figure (its SVG exists only once drawn).
     assert 'class="main-svg"' in dom
+    # The progress widget, which needs a script from a CDN, is its last line of text instead.
+    assert re.search(r"grpo: 100% 2/2 \[[^]]*stopped by the time budget after 2 of 200\]", dom)
+    assert "jupyter-widgets" not in dom
 
 
 def test_the_report_draws_every_figure_offline(tmp_path):
@@ -156,3 +166,38 @@ def test_the_report_draws_every_figure_offline(tmp_path):
     dom = dump_dom(page, tmp_path)
     # plotly marks a figure's div once it has drawn it; the page holds seven figures.
     assert dom.count('class="plotly-graph-div js-plotly-plot"') == 7
+
+
+EQUATIONS = (
+    "The loss, with $m_t = 1$ on the tokens the policy wrote:\n\n"
+    "$$\\mathcal{L} = \\frac{1}{\\sum_t m_t} \\sum_t m_t \\bigl(-\\log p_\\theta(x_t)\\bigr)$$"
+)
+# Run after the page's own scripts: is the fraction laid out as one, numerator above denominator?
+FRACTION_LAYOUT = """<pre id="layout"></pre><script>
+  var frac = document.querySelector("math[display=block] mfrac"), out = "no fraction";
+  if (frac) {
+    var over = frac.children[0].getBoundingClientRect();
+    var under = frac.children[1].getBoundingClientRect();
+    out = over.bottom <= under.top + 1 ? "stacked" : "side by side";
+  }
+  document.getElementById("layout").textContent = out;
+</script>"""
+
+
+def test_an_exported_notebooks_equations_are_drawn_offline(tmp_path):
+    find_browser()
+    import nbformat
+
+    from vsearcher_lite.notebooks import _write_html
+
+    source = tmp_path / "equations.ipynb"
+    cells = [nbformat.v4.new_markdown_cell(EQUATIONS), nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), source)
+    _write_html(source)
+    page = source.with_suffix(".html")
+    page.write_text(page.read_text().replace("</body>", FRACTION_LAYOUT + "</body>"))
+    dom = dump_dom(page, tmp_path)
+
+    assert dom.count("<math ") == 2  # the inline m_t and the displayed loss
+    assert "$$" not in dom and "\\frac" not in dom and "$m_t" not in dom  # no TeX left as text
+    assert '<pre id="layout">stacked</pre>' in dom  # Chromium drew the MathML itself

@@ -136,6 +136,7 @@ def test_reproduce_runs_in_order_and_summarises_time_memory_and_accuracy(tmp_pat
     page = (run / "notebooks" / "01_second.html").read_text()
     assert "Plotly.newPlot" in page
     assert not re.findall(r"<script src=[^>]*plot", page)  # plotly.js is in the page, not fetched
+    assert not re.findall(r"<script src=[^>]*mathjax", page, flags=re.I)  # equations are MathML
     report = (run / "report.html").read_text()
     assert (
         "href='notebooks/00_first.html'" in report

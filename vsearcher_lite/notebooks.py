@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vsearcher_lite.report import report_html
+from vsearcher_lite.report import offline_html_exporter, report_html
 from vsearcher_lite.runio import InputError, atomic_write_json, atomic_write_text
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -430,9 +430,7 @@ def collect_summary(run_dir: str | Path) -> dict:
 
 
 def _write_html(executed: Path) -> None:
-    from nbconvert import HTMLExporter
-
-    body, _ = HTMLExporter().from_filename(str(executed))
+    body, _ = offline_html_exporter().from_filename(str(executed))
     atomic_write_text(executed.with_suffix(".html"), body)
 
 

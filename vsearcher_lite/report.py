@@ -1,4 +1,5 @@
-"""``RUN_DIR/report.html``: one offline page showing what a reproduction found.
+"""``RUN_DIR/report.html``: one offline page showing what a reproduction found; and the exporter
+of the notebooks' HTML copies, offline pages too (equations as MathML, no MathJax from a CDN).
 
 The page is drawn from the files the stages saved, never by rerunning one, with the shipped
 reference run beside the short live one. A stage that has not run gets one line naming the
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import html
 import json
+import re
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -314,3 +317,159 @@ def report_html(summary: dict, run_dir: str | Path | None = None, *, html_links:
 
         head.append(f"<script>{get_plotlyjs()}</script>")  # once: the figures draw offline
     return "\n".join(head + ["</head><body>"] + body + ["</body></html>"]) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The notebooks' HTML copies, which read offline too
+
+#: nbconvert's lab page without its MathJax script (fetched from a CDN): the equations are MathML.
+OFFLINE_TEMPLATE = ("{%- extends 'index.html.j2' -%}\n"
+                    "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n")
+
+#: Inline math as pandoc reads it: ``$`` opens before a non-space and closes after one, not before
+#: a digit, and a span holds no backtick, so ``$5 or $10`` and `` `$HOME` `` stay text.
+INLINE_MATH = r"(?<![$\\])\$(?=[^\s$])(?P<math_inline_tex>(?:\\.|[^\\$`])+?)(?<=\S)\$(?!\d)"
+
+
+def tex_to_mathml(tex: str, display: bool = False) -> str:
+    r"""The MathML of one TeX equation, which browsers draw without a script; ``ValueError`` where
+    latex2mathml cannot read it or passes a command it does not know through as text.
+
+    >>> tex_to_mathml(r"\frac{1}{G}")
+    '<math ...><mrow><mfrac><mrow><mn>1</mn></mrow><mrow><mi>G</mi></mrow></mfrac></mrow></math>'
+    """
+    try:
+        from latex2mathml.converter import convert
+    except ImportError:
+        raise ValueError("no latex2mathml: pip install 'vsearcher-lite[notebooks]'") from None
+    try:
+        mathml = convert(tex.strip(), display="block" if display else "inline")
+    except Exception as exc:  # its parser raises exceptions of its own
+        why = f"{type(exc).__name__} {exc}".strip()
+        raise ValueError(f"cannot convert ${tex}$: {why}") from None
+    unknown = re.findall(r">(\\[A-Za-z]+)<", mathml)
+    if unknown:
+        raise ValueError(f"cannot convert ${tex}$: {unknown[0]} is unknown to latex2mathml")
+    # browsers draw mathvariant on letters only: a double-struck digit (\mathbb{1}) is a character
+    return re.sub(r'<mn mathvariant="double-struck">(\d+)</mn>',
+                  lambda m: "<mn>" + "".join(chr(0x1D7D8 + int(d)) for d in m[1]) + "</mn>",
+                  mathml)
+
+
+def math_html(tex: str, display: bool) -> str:
+    """MathML for ``tex``, or the TeX itself as code (with a warning) where it does not convert."""
+    try:
+        return tex_to_mathml(tex, display)
+    except ValueError as exc:
+        warnings.warn(str(exc), stacklevel=2)
+        return f"<code>{esc(tex)}</code>"
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def progress_line(model_id: str, state: dict) -> str | None:
+    """The last line a saved tqdm widget showed (its label and its numbers), ``""`` where it was
+    hidden once done, ``None`` where ``model_id`` is no tqdm bar."""
+    def model(ref: str) -> dict:
+        return state.get(ref.removeprefix("IPY_MODEL_"), {}).get("state", {})
+
+    box = state.get(model_id, {})
+    children = box.get("state", {}).get("children", [])
+    if box.get("model_name") != "HBoxModel" or len(children) != 3:
+        return None
+    label, bar, numbers = (model(ref) for ref in children)
+    if "max" not in bar or "value" not in label or "value" not in numbers:
+        return None
+    if model(box["state"].get("layout", "")).get("visibility") == "hidden":
+        return ""
+    # tqdm writes its text as HTML, with figure spaces for spaces
+    text = html.unescape(label["value"] + " " + numbers["value"]).replace("\u2007", " ")
+    return " ".join(text.split())
+
+
+def widgets_as_text(nb, resources):
+    """An nbconvert preprocessor: each saved tqdm bar of ``nb`` as its last line of text. A saved
+    widget is drawn by a script from a CDN, so offline the page would show nothing in its place;
+    when no other widget is left, the page loads no widget script either."""
+    saved = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    widgets_left = False
+    for cell in nb.cells:
+        kept = []
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get(WIDGET_VIEW)
+            line = progress_line(view.get("model_id", ""), saved) if view else None
+            if line is None:
+                widgets_left = widgets_left or view is not None
+                kept.append(out)
+            elif line:  # a bar hidden once done is left out
+                out["data"] = {"text/plain": line}
+                kept.append(out)
+        if cell.get("outputs"):
+            cell["outputs"] = kept
+    if saved and not widgets_left:
+        del nb.metadata["widgets"]
+    return nb, resources
+
+
+MATHJAX_SCRIPT = re.compile(r'<script [^>]*src="[^"]*mathjax[^"]*"[^>]*>\s*</script>', re.I)
+
+
+def without_mathjax(nb, resources):
+    """An nbconvert preprocessor: the MathJax script that plotly puts in each figure's HTML goes
+    (it comes from a CDN; the figures draw without it)."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            page = out.get("data", {}).get("text/html")
+            if page:
+                out["data"]["text/html"] = MATHJAX_SCRIPT.sub("", "".join(page))
+    return nb, resources
+
+
+def offline_html_exporter():
+    """nbconvert's ``HTMLExporter`` for pages read offline: the equations of markdown come as
+    MathML, the page and its figures load no MathJax, and progress bars are their last line of
+    text."""
+    from jinja2 import DictLoader, pass_context
+    from nbconvert import HTMLExporter
+    from nbconvert.filters.markdown_mistune import (
+        IPythonRenderer,
+        MarkdownWithMath,
+        MathInlineParser,
+    )
+
+    class MathMLRenderer(IPythonRenderer):
+        def block_math(self, body: str) -> str:
+            return math_html(body, display=True)
+
+        def inline_math(self, body: str) -> str:
+            return math_html(body, display=False)
+
+        def latex_environment(self, name: str, body: str) -> str:
+            return math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
+
+    mistune3 = hasattr(MathInlineParser, "SPECIFICATION")  # mistune 2 parses by other means
+
+    class PandocMathParser(MathInlineParser):
+        SPECIFICATION = {**getattr(MathInlineParser, "SPECIFICATION", {}),
+                         "inline_math_tex": INLINE_MATH}
+
+    class OfflineHTMLExporter(HTMLExporter):
+        @pass_context
+        def markdown2html(self, context, source):  # HTMLExporter's, with the classes above
+            cell = context.get("cell", {})
+            path = context.get("resources", {}).get("metadata", {}).get("path", "")
+            renderer = MathMLRenderer(escape=False, attachments=cell.get("attachments", {}),
+                                      embed_images=self.embed_images, path=path,
+                                      anchor_link_text=self.anchor_link_text,
+                                      exclude_anchor_links=self.exclude_anchor_links,
+                                      **self.lexer_options)
+            inline = PandocMathParser(hard_wrap=False) if mistune3 else None  # else nbconvert's
+            return MarkdownWithMath(renderer=renderer, inline=inline).render(source)
+
+    page = DictLoader({"offline.html.j2": OFFLINE_TEMPLATE})
+    exporter = OfflineHTMLExporter(extra_loaders=[page], template_file="offline.html.j2")
+    exporter.register_preprocessor(widgets_as_text, enabled=True)
+    exporter.register_preprocessor(without_mathjax, enabled=True)
+    return exporter

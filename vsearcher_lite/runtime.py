@@ -1,5 +1,5 @@
 """Process settings: the device a stage runs on, torch's thread count, how the C heap gives
-memory back, and how long a training loop may run.
+memory back, how long a training loop may run, and how its progress bar ends.
 
 glibc's mmap threshold rises each time a large block is freed, so a stage that keeps allocating
 tens-of-MB CPU tensors (generation, GRPO, evaluation) ends up serving them from a fragmenting
@@ -134,3 +134,40 @@ def training_budget_s(minutes: float | None, total_minutes: float | None, elapse
     if total_minutes:
         budgets.append(total_minutes * 60 - elapsed_s - still_to_come_s - margin_s)
     return max(min(budgets), floor_s) if budgets else None
+
+
+def progress_bar(desc: str, total: int | None = None, *, items=None, initial: int = 0,
+                 enabled: bool = True):
+    """The progress bar of one loop: a widget in a notebook, a line in a terminal, over ``items``
+    when given. Close it with ``end_progress`` where the loop may stop before ``total``.
+
+    In a notebook the bar stays once closed: the saved output then ends on what the loop did. In a
+    terminal it clears itself, so that a command's own lines (an error above all) stand alone.
+    """
+    from tqdm.auto import tqdm
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    return tqdm(items, total=total, initial=initial, desc=desc, disable=not enabled,
+                leave=issubclass(tqdm, notebook_tqdm))
+
+
+def end_progress(bar, why: str | None = None) -> None:
+    """Close ``bar`` on a last line that says how its loop ended.
+
+    A loop that stopped short of its planned total (a time budget, a pool that ran out) would
+    leave a bar frozen part-way, as a crashed run does. Its total becomes what was done instead,
+    with ``why`` and the plan in its postfix: ``grpo: 100%|##| 2/2 [04:40<00:00, stopped by the
+    time budget after 2 of 200]``.
+    """
+    if bar.disable:  # disabled, or closed already
+        return
+    planned = bar.total
+    if planned and bar.n < planned:
+        bar.total = bar.n
+        note = f"{why or 'stopped'} after {bar.n} of {planned}"
+        bar.set_postfix_str(", ".join(p for p in (bar.postfix, note) if p), refresh=False)
+        widget = getattr(bar, "container", None)  # a notebook's bar keeps its own maximum
+        if widget is not None:
+            widget.children[1].max = bar.n
+    bar.leave = True
+    bar.close()

@@ -170,7 +170,7 @@ def resolve_images(rows: list[BenchmarkRow], cache: ImageCache | None, *, mode: 
         raise InputError("these rows need an image cache folder (embedded or downloaded images)")
     resolved: dict[str, str | None] = {}
     problems: list[str] = []
-    from tqdm.auto import tqdm
+    from vsearcher_lite.runtime import progress_bar
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         # One job per distinct image: rows that share a picture share its download.
@@ -178,7 +178,7 @@ def resolve_images(rows: list[BenchmarkRow], cache: ImageCache | None, *, mode: 
         for row in rows:
             if cached(row.image) and row.image.key not in jobs:
                 jobs[row.image.key] = pool.submit(lambda img: str(cache.local_path(img)), row.image)
-        for row in tqdm(rows, desc="images", disable=not progress, leave=False):
+        for row in progress_bar("images", items=rows, enabled=progress):
             img = row.image
             if img is None or img.key not in jobs:
                 resolved[row.id] = None if img is None else img.value

@@ -51,7 +51,13 @@ from vsearcher_lite.runio import (
     resume_identity,
     write_jsonl,
 )
-from vsearcher_lite.runtime import resolve_device, set_threads, training_budget_s
+from vsearcher_lite.runtime import (
+    end_progress,
+    progress_bar,
+    resolve_device,
+    set_threads,
+    training_budget_s,
+)
 from vsearcher_lite.training.checkpoint import freeze_vision, suppress_vision_tokens
 
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
@@ -319,8 +325,6 @@ def train_steps(run: CpuRun, sampler: TaskSampler, progress: Progress, screened:
     """Run steps until ``max_steps`` or the time budget, logging each and saving what
     ``checkpoint_every`` and ``save_every`` ask for. ``(what stopped training, its seconds over
     every resume)``."""
-    from tqdm.auto import tqdm
-
     from vsearcher_lite.model.tiny import save_base
 
     config, out = run.config, run.out
@@ -330,8 +334,7 @@ def train_steps(run: CpuRun, sampler: TaskSampler, progress: Progress, screened:
     train_start = time.perf_counter()
     offset_s = progress.rows[-1]["seconds"] if progress.rows else 0.0  # time before a resume
     last_step_s = 0.0
-    bar = tqdm(total=config.max_steps, initial=progress.step, desc="grpo",
-               disable=not config.progress, leave=False)
+    bar = progress_bar("grpo", config.max_steps, initial=progress.step, enabled=config.progress)
     while progress.step < max_steps:
         step = progress.step
         elapsed = time.perf_counter() - train_start
@@ -357,7 +360,7 @@ def train_steps(run: CpuRun, sampler: TaskSampler, progress: Progress, screened:
             save_training_state(out, progress.step, run.model, run.optimizer, sampler,
                                 progress.rows, progress.excluded, [t.id for t in run.tasks],
                                 screened, config, run.backend.stats)
-    bar.close()
+    end_progress(bar, "stopped by the time budget" if stopped_by == "time" else None)
     rows = progress.rows
     train_seconds = rows[-1]["seconds"] if rows else time.perf_counter() - train_start
     return stopped_by, train_seconds

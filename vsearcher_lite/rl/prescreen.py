@@ -25,10 +25,10 @@ def prescreen(backend, toolbox, tasks: list, samples: int, settings: RolloutSett
     """Task id -> its right answers in ``samples`` episodes of the current policy, seeded apart
     from training's (step -1). ``progress`` shows a bar over the tasks: the whole RL pool takes
     minutes even on a GPU."""
-    from tqdm.auto import tqdm
+    from vsearcher_lite.runtime import progress_bar
 
     out: dict[str, int] = {}
-    with tqdm(total=len(tasks), desc="pre-screen", disable=not progress, leave=False) as bar:
+    with progress_bar("pre-screen", len(tasks), enabled=progress) as bar:
         for part in chunks(tasks, max(1, tasks_per_call)):
             groups = rollout_groups(backend, toolbox, part, samples, settings, judge, None, step=-1)
             for task, group in zip(part, groups):

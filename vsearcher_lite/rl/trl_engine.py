@@ -45,7 +45,7 @@ from vsearcher_lite.rl.paired_eval import eval_summary, evaluate_pair
 from vsearcher_lite.rl.rollout import TrajectoryEncoder, load_example, rollout_groups
 from vsearcher_lite.rl.steps import has_signal, step_row, steps_csv, training_summary
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text
-from vsearcher_lite.runtime import resolve_device, set_threads
+from vsearcher_lite.runtime import end_progress, progress_bar, resolve_device, set_threads
 from vsearcher_lite.training.checkpoint import (
     freeze_vision,
     load_model,
@@ -54,6 +54,7 @@ from vsearcher_lite.training.checkpoint import (
     suppress_vision_tokens,
 )
 from vsearcher_lite.training.data import with_string_parts
+from vsearcher_lite.training.sft_trainer import one_progress_bar
 
 _TOOL_IMAGES_MARKER = "tool images in completions"
 
@@ -325,9 +326,11 @@ def task_dataset(config: GRPOConfig, tasks: list, log: Callable[[str], None]):
                                                         datasets.Sequence(datasets.Image()))
 
 
-def step_logger(out: Path, log_rows: list[dict], budget_s: float | None):
+def step_logger(out: Path, log_rows: list[dict], budget_s: float | None,
+                progress: bool = False):
     """A ``TrainerCallback`` writing one ``steps.csv`` row per optimizer step, from the last
-    rollout's numbers and TRL's logs, and stopping training once ``budget_s`` has passed."""
+    rollout's numbers and TRL's logs, and stopping training once ``budget_s`` has passed. With
+    ``progress`` it shows the run's one progress bar, in place of transformers' own."""
     from transformers import TrainerCallback
 
     class StepLog(TrainerCallback):
@@ -335,11 +338,23 @@ def step_logger(out: Path, log_rows: list[dict], budget_s: float | None):
             self.start = time.perf_counter()
             self.stopped_by = "steps"
             self.rows: list[dict] = []
+            self.bar = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            if progress and state.is_world_process_zero:
+                self.bar = progress_bar("grpo", state.max_steps, initial=state.global_step)
 
         def on_step_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.update(1)
             if budget_s and time.perf_counter() - self.start >= budget_s:
                 control.should_training_stop = True
                 self.stopped_by = "time"
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                timed_out = self.stopped_by == "time"
+                end_progress(self.bar, "stopped by the time budget" if timed_out else None)
 
         def on_log(self, args, state, control, logs=None, **kw):
             logs = logs or {}
@@ -375,13 +390,15 @@ def train_with_trl(run_dir: str | Path, config: GRPOConfig, out: Path, tasks: li
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rollout_func = make_rollout_func(run_dir, config, processor, log_rows,
                                      JsonlLog(out / "rollouts.jsonl", key="id"))
-    step_log = step_logger(out, log_rows, config.minutes * 60 if config.minutes else None)
+    step_log = step_logger(out, log_rows, config.minutes * 60 if config.minutes else None,
+                           progress=config.progress)
     trainer = trainer_class()(
         model=model, reward_funcs=[judged_reward],
         args=trl_args(config, out / "trainer", world_size),
         train_dataset=dataset, processing_class=processor, rollout_func=rollout_func,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
         callbacks=[step_log], fatal_aware=config.fatal_aware)
+    one_progress_bar(trainer)
     log(f"[grpo] trl engine: {len(tasks)} training tasks, start {config.init}; "
         f"P={config.prompts_per_step} x G={config.generations}, method {config.method}, "
         f"lr {config.learning_rate:g}, beta {config.beta:g}")

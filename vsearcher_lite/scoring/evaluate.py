@@ -175,12 +175,12 @@ def run_pending(todo: list[Task], run_task: Callable[[Task], dict], log: JsonlLo
                 concurrency: int, *, progress: bool = True, desc: str = "eval") -> list[dict]:
     """Run ``run_task`` over ``todo`` on ``concurrency`` threads, logging each record as it
     finishes (an interrupted run keeps them); the records, in that order."""
-    from tqdm.auto import tqdm
+    from vsearcher_lite.runtime import progress_bar
 
     records = []
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
     try:
-        with tqdm(total=len(todo), desc=desc, disable=not progress, leave=False) as bar:
+        with progress_bar(desc, len(todo), enabled=progress) as bar:
             futures = [pool.submit(run_task, t) for t in todo]
             for future in as_completed(futures):
                 record = future.result()

@@ -27,6 +27,7 @@ from vsearcher_lite.agent.task import DIFFICULTY_ROUNDS, LEVEL_ORDER, ONEHOP, Ta
 from vsearcher_lite.chat import ChatBackend, ChatError, roles_usage
 from vsearcher_lite.options import option
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, atomic_write_text, write_jsonl
+from vsearcher_lite.runtime import progress_bar
 from vsearcher_lite.synthesis.chain import is_checkable, solve_chain
 from vsearcher_lite.synthesis.describe import FactIndex
 from vsearcher_lite.synthesis.seeds import rows_to_csv
@@ -424,9 +425,7 @@ def run_filter(
     log = JsonlLog(out / "labeled.jsonl")
     todo = [t for t in tasks if t.id not in log]
     start = time.perf_counter()
-    from tqdm.auto import tqdm
-
-    for task in tqdm(todo, desc="filter", disable=not config.progress, leave=False):
+    for task in progress_bar("filter", items=todo, enabled=config.progress):
         log.append(rd.relative(label_task(task, filters, config.short_circuit).to_dict()))
     elapsed = time.perf_counter() - start
 

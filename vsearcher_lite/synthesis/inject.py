@@ -31,8 +31,9 @@ from vsearcher_lite.agent.task import (
 from vsearcher_lite.options import option
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.runio import InputError, JsonlLog, RunDir, mean
+from vsearcher_lite.runtime import end_progress, progress_bar
 from vsearcher_lite.synthesis.describe import FactIndex
-from vsearcher_lite.synthesis.runner import drop_record, guarded, process_in_order, progress_bar
+from vsearcher_lite.synthesis.runner import drop_record, guarded, process_in_order
 from vsearcher_lite.synthesis.seeds import (
     DEFAULT_MIX,
     SeedConfig,
@@ -310,7 +311,7 @@ class TextInjection:
         todo = [r for r, tid in ids if tid not in self.tasks_log and tid not in self.failed_log]
         if need <= 0 or not todo:
             return 0
-        bar = progress_bar(need, f"inject-text {split}/{difficulty}", self.config.progress)
+        bar = progress_bar(f"inject-text {split}/{difficulty}", need, enabled=self.config.progress)
 
         def work(rec):
             rng = task_rng(self.config.seed, "text", task_id(split, difficulty, rec["id"]))
@@ -327,11 +328,14 @@ class TextInjection:
                 self.failed_log.append(drop_record(tid, item, result, "text"))
 
         try:
-            return process_in_order(todo, work, need=need,
-                                    is_success=lambda r: isinstance(r, Task),
-                                    on_result=on_result, concurrency=self.config.concurrency)
-        finally:
-            bar.close()
+            built = process_in_order(todo, work, need=need,
+                                     is_success=lambda r: isinstance(r, Task),
+                                     on_result=on_result, concurrency=self.config.concurrency)
+        except BaseException:
+            bar.close()  # left where the failure stopped it
+            raise
+        end_progress(bar, "no seeds left to try")
+        return built
 
 
 def _throughput(start: float, built_now: int, writer: Writer) -> dict:
@@ -491,7 +495,7 @@ def run_inject_image(
     todo = [t for t in text_tasks if t.id not in tasks_log and t.id not in failed_log]
     start = time.perf_counter()
     built_now = 0
-    bar = progress_bar(len(todo), "inject-image", config.progress)
+    bar = progress_bar("inject-image", len(todo), enabled=config.progress)
 
     def work(task: Task):
         rng = task_rng(config.seed, "image", task.id)

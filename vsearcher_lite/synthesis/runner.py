@@ -75,12 +75,6 @@ def guarded(fn: Callable[[], Task]) -> Task | TaskDropped:
         return TaskDropped(f"internal_error:{type(exc).__name__}", str(exc))
 
 
-def progress_bar(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False)
-
-
 def drop_record(tid: str, item: dict, dropped: TaskDropped, stage: str) -> dict:
     return {
         "id": tid,

@@ -55,6 +55,7 @@ from vsearcher_lite.runio import (
     read_jsonl,
     write_jsonl,
 )
+from vsearcher_lite.runtime import progress_bar
 from vsearcher_lite.synthesis.filters import run_filter
 from vsearcher_lite.synthesis.inject import InjectConfig
 from vsearcher_lite.synthesis.sources import open_sandbox
@@ -304,10 +305,8 @@ def generate_trajectories(run_dir: str | Path, config: TrajectoryConfig | None =
             if job_key(t.id, i) not in stored or is_transient(stored[job_key(t.id, i)])]
     n_retried = sum(1 for t, i in todo if job_key(t.id, i) in stored)
     start = time.perf_counter()
-    from tqdm.auto import tqdm
-
-    with ThreadPoolExecutor(max_workers=max(1, config.concurrency)) as pool, tqdm(
-        total=len(todo), desc="trajectories", disable=not config.progress, leave=False
+    with ThreadPoolExecutor(max_workers=max(1, config.concurrency)) as pool, progress_bar(
+        "trajectories", len(todo), enabled=config.progress
     ) as bar:
         futures = [pool.submit(run_job, t, i) for t, i in todo]
         for future in as_completed(futures):

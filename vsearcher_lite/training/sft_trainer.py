@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.runio import JsonlLog, csv_text
+from vsearcher_lite.runtime import end_progress, progress_bar
 from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.data import IGNORE_INDEX, answer_token_weights
 
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce",
                "mean_token_accuracy", "grad_norm")
+# what the progress bar says of a run that stopped before its planned steps, by ``stopped_by``
+STOP_NOTES = {"time": "stopped by the time budget",
+              "min_steps": "stopped by the time budget, past the step floor (--min-steps)"}
 
 
 def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0) -> float:
@@ -217,14 +221,11 @@ class LossLogMixin:
         self.start = time.perf_counter()
         self.trainer_ref().train_started = self.start
         if self.progress and state.is_world_process_zero:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="sft steps",
-                            leave=False)
+            self.bar = progress_bar("sft steps", state.max_steps, initial=state.global_step)
 
     def on_train_end(self, args, state, control, **kw):
         if self.bar is not None:
-            self.bar.close()
+            end_progress(self.bar, STOP_NOTES.get(self.stopped_by))
 
     def on_step_end(self, args, state, control, **kw):
         if self.bar is not None:
