@@ -85,8 +85,12 @@ class SearchState:
         for h in hits:
             if h.is_article:
                 self.urls.setdefault(h.title, h.url)
-                self.snippets[h.title] = (self.snippets.get(h.title, "") + " " + h.snippet).strip()
+                self.remember(h.title, h.snippet)
         return hits
+
+    def remember(self, title: str, text: str) -> None:
+        """Add ``text`` to what has been seen of ``title`` (a snippet, or its page)."""
+        self.snippets[title] = (self.snippets.get(title, "") + " " + text).strip()
 
     def fill(self, template: str) -> str:
         """The description with every hidden name found so far filled in."""
@@ -222,9 +226,10 @@ class Hop:
         """The best candidate when its snippet states every clue and does not contradict the
         kind, else None."""
         best = max(self.candidates, key=self.rank, default=None)
-        if best is None or self.rank(best)[0] < 2 or self.rank(best)[1] < 0:
+        if best is None:
             return None
-        return best
+        stated, kind, _ = self.rank(best)
+        return None if stated < 2 or kind < 0 else best
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,8 +405,7 @@ def open_candidates(ep: Episode, hop: Hop, ordered: list[Hit]) -> Generator[Acti
                                    f"{hit.title} and check whether it is {hop.description}.",
                                    f"Check {hit.title}."))
         _, _, content = parse_visit(obs)
-        seen_text = ep.state.snippets.get(hit.title, "") + " " + content
-        ep.state.snippets[hit.title] = seen_text.strip()  # what it is
+        ep.state.remember(hit.title, content)  # what it is
         fits = support(content, hit.title, hop.step.clues, ep.state) >= 2
         if fits and hop.kind_of(hit.title, content) >= 0:
             return hit.title, ep.say(f"The page of {hit.title} confirms it is {hop.description}",

@@ -59,6 +59,7 @@ from vsearcher_lite.runtime import (
     training_budget_s,
 )
 from vsearcher_lite.training.checkpoint import freeze_vision, suppress_vision_tokens
+from vsearcher_lite.training.sft_trainer import STOP_NOTES
 
 SAVE_MARGIN_S = 15.0  # saving the checkpoint and loading the evaluation's second model
 RL_EVAL_SLACK = 1.2  # the RL model's episodes may run longer than the start's
@@ -80,7 +81,7 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
         tasks = sampler.draw(want)
         groups = rollout(tasks, r)
         stats["draw_rounds"] += 1
-        for task, group in zip(tasks, groups):
+        for group in groups:
             drawn.extend(group)
             stats["groups"] += 1
             signal = has_signal(group)
@@ -360,7 +361,7 @@ def train_steps(run: CpuRun, sampler: TaskSampler, progress: Progress, screened:
             save_training_state(out, progress.step, run.model, run.optimizer, sampler,
                                 progress.rows, progress.excluded, [t.id for t in run.tasks],
                                 screened, config, run.backend.stats)
-    end_progress(bar, "stopped by the time budget" if stopped_by == "time" else None)
+    end_progress(bar, STOP_NOTES.get(stopped_by))
     rows = progress.rows
     train_seconds = rows[-1]["seconds"] if rows else time.perf_counter() - train_start
     return stopped_by, train_seconds

@@ -9,7 +9,6 @@ of the rollout policy over the re-rendered sequence (``update.py``), not from th
 
 from __future__ import annotations
 
-import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -215,16 +214,9 @@ def build_sample(task: Task, trajectory: Trajectory, group: int, sample_index: i
 # Groups of episodes
 
 
-@dataclass
-class RolloutTiming:
-    episodes_seconds: float = 0.0
-    encode_seconds: float = 0.0
-
-
 def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int,
                    settings: RolloutSettings, judge, encoder: TrajectoryEncoder | None, *,
                    step: int = 0, first_sample: list[int] | None = None,
-                   timing: RolloutTiming | None = None,
                    run: Callable[..., Trajectory] = run_episode) -> list[list[RolloutSample]]:
     """``generations`` episodes of every task, in lockstep when ``backend`` is a
     ``LockstepBatcher`` (else one after another); one list per task. ``first_sample[g]`` numbers
@@ -239,16 +231,11 @@ def rollout_groups(backend, toolbox: Any, tasks: list[Task], generations: int,
                    sampling=settings.sampling(step, task.id, k), today=settings.today,
                    variant=settings.prompt_variant, sample_index=k)
 
-    t0 = time.perf_counter()
     if isinstance(backend, LockstepBatcher):
         trajectories = run_lockstep(backend, jobs, run_one, keys=[(g, k) for g, _, k in jobs])
     else:
         trajectories = [run_one(job) for job in jobs]
-    t1 = time.perf_counter()
     groups: list[list[RolloutSample]] = [[] for _ in tasks]
     for (g, task, k), traj in zip(jobs, trajectories):
         groups[g].append(build_sample(task, traj, g, k, judge, encoder, settings))
-    if timing is not None:
-        timing.episodes_seconds += t1 - t0
-        timing.encode_seconds += time.perf_counter() - t1
     return groups

@@ -54,7 +54,7 @@ from vsearcher_lite.training.checkpoint import (
     suppress_vision_tokens,
 )
 from vsearcher_lite.training.data import with_string_parts
-from vsearcher_lite.training.sft_trainer import one_progress_bar
+from vsearcher_lite.training.sft_trainer import STOP_NOTES, one_progress_bar
 
 _TOOL_IMAGES_MARKER = "tool images in completions"
 
@@ -353,8 +353,7 @@ def step_logger(out: Path, log_rows: list[dict], budget_s: float | None,
 
         def on_train_end(self, args, state, control, **kw):
             if self.bar is not None:
-                timed_out = self.stopped_by == "time"
-                end_progress(self.bar, "stopped by the time budget" if timed_out else None)
+                end_progress(self.bar, STOP_NOTES.get(self.stopped_by))
 
         def on_log(self, args, state, control, logs=None, **kw):
             logs = logs or {}

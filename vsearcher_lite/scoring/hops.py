@@ -52,34 +52,6 @@ def thought_lines(messages: list[dict[str, Any]]) -> list[str]:
             for line in message["content"].split("</think>")[0].splitlines()]
 
 
-def walk(hops: list[tuple[str, str]],
-         messages: list[dict[str, Any]]) -> tuple[int, str, list[tuple[str, int]]]:
-    """``reach``, and each line of thinking read while the walk was on the chain, with the hops
-    resolved by then (what a line naming the next hop is checked against).
-
-    >>> hops = [("the tower in the image", "Orm Tower"), ("the town of Orm Tower", "Ulby")]
-    >>> say = lambda *lines: [{"role": "assistant", "content": "\\n".join(lines) + "</think>"}]
-    >>> walk(hops, say("The tower in the image is Orm Tower.", "Next: the town of Orm Tower",
-    ...                "The town of Orm Tower is Vey.", "Next: the river of Vey"))[1:]
-    ('reading', [('The tower in the image is Orm Tower.', 1), ('Next: the town of Orm Tower', 1)])
-    """
-    done, read = 0, []
-    for line in thought_lines(messages):
-        match = CLAIM.match(line)
-        if match and done < len(hops):
-            description, entity = match["description"], match["entity"]
-            if norm(entity) == norm(hops[done][1]):
-                done += 1
-            elif done == 0 and "image" in description.casefold():
-                return done, "image", read
-            elif done and norm(description) == norm(hops[done][0]):
-                return done, "reading", read
-            elif not done or norm(entity) != norm(hops[done - 1][1]):  # not the last hop again
-                return done, "off chain", read
-        read.append((line, done))
-    return done, "chain done" if done == len(hops) else "stopped", read
-
-
 def reach(hops: list[tuple[str, str]], messages: list[dict[str, Any]]) -> tuple[int, str]:
     """Hops of ``hops`` (``chain``) resolved before the first wrong claim in ``messages``, and
     what ended the walk (``KINDS``).
@@ -95,6 +67,18 @@ def reach(hops: list[tuple[str, str]], messages: list[dict[str, Any]]) -> tuple[
     >>> reach(hops, say("The tower in the image is Kell Tower."))
     (0, 'image')
     """
-    done, kind, _ = walk(hops, messages)
-    return done, kind
+    done = 0
+    for line in thought_lines(messages):
+        match = CLAIM.match(line)
+        if match and done < len(hops):
+            description, entity = match["description"], match["entity"]
+            if norm(entity) == norm(hops[done][1]):
+                done += 1
+            elif done == 0 and "image" in description.casefold():
+                return done, "image"
+            elif done and norm(description) == norm(hops[done][0]):
+                return done, "reading"
+            elif not done or norm(entity) != norm(hops[done - 1][1]):  # not the last hop again
+                return done, "off chain"
+    return done, "chain done" if done == len(hops) else "stopped"
 

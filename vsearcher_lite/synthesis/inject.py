@@ -494,7 +494,6 @@ def run_inject_image(
     failed_log = JsonlLog(out / "failed.jsonl")
     todo = [t for t in text_tasks if t.id not in tasks_log and t.id not in failed_log]
     start = time.perf_counter()
-    built_now = 0
     bar = progress_bar("inject-image", len(todo), enabled=config.progress)
 
     def work(task: Task):
@@ -502,18 +501,17 @@ def run_inject_image(
         return guarded(lambda: synth.image_task(task, rng, image_dir))
 
     def on_result(task: Task, result):
-        nonlocal built_now
         bar.update(1)
         if isinstance(result, Task):
             tasks_log.append(rd.relative(task_record(result)))
-            built_now += 1
         else:
             item = {"seed_id": task.seed_id, "split": task.split, "difficulty": task.difficulty}
             failed_log.append(rd.relative(drop_record(task.id, item, result, "image")))
 
     try:
-        process_in_order(todo, work, need=None, is_success=lambda r: isinstance(r, Task),
-                         on_result=on_result, concurrency=config.concurrency)
+        built_now = process_in_order(todo, work, need=None,
+                                     is_success=lambda r: isinstance(r, Task),
+                                     on_result=on_result, concurrency=config.concurrency)
     finally:
         bar.close()
     throughput = _throughput(start, built_now, writer)

@@ -194,9 +194,8 @@ def fitting_records(records: list[dict], processor, config: SFTConfig, data_path
 
 
 def log_data(log: Callable[[str], None], records: list[dict], data_path: Path, by_level: dict,
-             config: SFTConfig, threads: int) -> None:
+             n_dropped: int, config: SFTConfig, threads: int) -> None:
     """Log what is trained: the trajectories kept and dropped, their token lengths by level."""
-    n_dropped = sum(v["dropped"] for v in by_level.values())
     log(f"[sft] {len(records)} trajectories from {data_path} ({n_dropped} longer than "
         f"{config.max_length} tokens dropped); method {config.method}, {config.dtype}, "
         f"{threads} thread(s)")
@@ -321,7 +320,8 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     records, by_level = fitting_records(records, processor, config, data_path)
     dataset, collator = to_dataset(records), make_collator(processor)
     out = rd.stage(config.name)
-    log_data(log, records, data_path, by_level, config, threads)
+    n_dropped = sum(v["dropped"] for v in by_level.values())
+    log_data(log, records, data_path, by_level, n_dropped, config, threads)
 
     # 2. the time budget, then training
     evals, budget_s = training_budget(run_dir, config, wall_start, log)
@@ -335,9 +335,10 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     is_main = save_outputs(trainer, callback, processor, out, config)
     metrics.update(
         n_train_trajectories=len(records),
-        n_dropped_too_long=sum(v["dropped"] for v in by_level.values()), lengths=by_level,
+        n_dropped_too_long=n_dropped, lengths=by_level,
         trainable_parameters=int(trainable), threads=threads, device=str(trainer.args.device),
         train_file=str(data_path), checkpoint=str(checkpoint), prepare=prep)
+    del trainer  # this function's reference goes before the evaluations load the checkpoint
 
     # 4. the held-out evaluations, on the main process only
     if config.evaluate and is_main:
