@@ -48,14 +48,15 @@ def test_environment_python_satisfies_requires_python():
     assert (major, minor) >= (fmaj, fmin)
 
 
-def test_torch_is_pinned_and_torchvision_absent():
+def test_torch_is_pinned_and_torchvision_only_in_the_gpu_extra():
     proj = _pyproject()["project"]
-    every = list(proj["dependencies"]) + [
-        r for v in proj["optional-dependencies"].values() for r in v
-    ]
+    extras = proj["optional-dependencies"]
+    every = list(proj["dependencies"]) + [r for v in extras.values() for r in v]
     torch = [r for r in every if _name(r) == "torch"]
     assert torch == ["torch==2.13.0"]
-    assert not [r for r in every if _name(r) in ("torchvision", "torchaudio")]
+    # the CPU install never takes torchvision; the gpu extra pins the release paired with torch
+    vision = [r for r in every if _name(r) in ("torchvision", "torchaudio")]
+    assert vision == ["torchvision==0.28.0"] and vision[0] in extras["gpu"]
     makefile = (ROOT / "Makefile").read_text()
     assert "pip install --quiet torch==2.13.0" in makefile
 

@@ -303,6 +303,10 @@ def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None
         processor = AutoProcessor.from_pretrained(source)
     except OSError as exc:
         raise InputError(f"cannot load model {source!r}: {str(exc).splitlines()[0]}") from None
+    except ImportError:  # Qwen3-VL's video processor needs torchvision
+        raise InputError(f"cannot load the processor of {source!r}: it needs torchvision "
+                         "(pip install -e \".[gpu]\" installs the release paired with torch "
+                         "2.13.0)") from None
     if device is not None:
         model.to(device)
     return model, processor
