@@ -38,7 +38,7 @@ CLI_OPTIONS = ("init", "engine", "method", "max_steps", "minutes", "total_minute
                "prompts_per_step", "generations", "learning_rate", "mu", "beta", "temperature",
                "max_tokens", "aggregation", "curriculum", "prescreen_samples", "prescreen_tasks",
                "difficulty_mix", "dynamic_sampling", "max_draw_rounds", "save_every",
-               "checkpoint_every", "fatal_aware", "search_penalty", "threads")
+               "checkpoint_every", "fatal_aware", "search_penalty", "use_vllm", "threads")
 CLI_DATA_OPTIONS = ("task_source", "train_file", "eval_file", "eval_max_tasks", "eval_batch",
                     "name")
 
@@ -139,7 +139,8 @@ class GRPOConfig(TrainingSettings):
     lora_dropout: float = 0.05
     lora_target: str = LORA_TARGET_REGEX
     # runtime
-    use_vllm: bool = True
+    use_vllm: bool = option(True, "trl engine: generate the rollouts with vLLM (the vllm "
+                            "package); --no-vllm decodes with the training model", "--vllm")
     vllm_mode: str = "colocate"
     gradient_checkpointing: bool = True
     threads: int | None = option(None, "torch threads (cpu default: 2; 1 when another torch job "

@@ -20,6 +20,7 @@ in the per-token normaliser and the KL), and TRL logs the entropy of trained tok
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import time
@@ -408,12 +409,20 @@ def train_with_trl(run_dir: str | Path, config: GRPOConfig, out: Path, tasks: li
     return trainer, step_log, train_seconds
 
 
+def check_vllm(config: GRPOConfig) -> None:
+    """Refuse, before any model loads, a vLLM run where the vllm package is missing."""
+    if config.use_vllm and importlib.util.find_spec("vllm") is None:
+        raise InputError("use_vllm is on but the vllm package is not installed: install it, or "
+                         "pass --no-vllm to decode with the training model")
+
+
 def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,
                  log: Callable[[str], None] = print) -> dict:
     """TRL's ``GRPOTrainer`` (LoRA / QLoRA / full), then the cpu engine's saving and evaluation."""
     import torch
 
     wall_start = time.perf_counter()
+    check_vllm(config)
     # 1. the inputs: the start checkpoint, the training tasks and their draws
     if config.use_cpu:
         set_threads(config.threads)
