@@ -71,7 +71,7 @@ def main() -> int:
             if (run / name).is_dir():
                 (Path(scratch) / name).symlink_to((run / name).resolve())
         sft_config = SFTConfig.for_profile(
-            "cpu", max_steps=args.sft_steps, min_steps=0, evaluate=False, **untimed
+            "cpu", max_steps=args.sft_steps, evaluate=False, **untimed
         )
         sft = run_sft(scratch, sft_config, log=quiet)
         times = [row["seconds"] for row in read_loss_curve(scratch, "sft")]

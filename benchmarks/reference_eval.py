@@ -51,7 +51,7 @@ def main() -> int:
     print(f"{'benchmark':9} {'policy':8} {'tasks':>5} {'seconds':>8} {'same as shipped':>15}")
     agree = total = 0
     for benchmark in ("heldout", "exam"):
-        for policy in ("base", "direct", "sft", "rl", "teacher"):
+        for policy in ("base", "sft", "rl", "teacher"):
             name = f"{benchmark}-{policy}"
             shipped = records(REFERENCE / "results" / f"{name}.jsonl")
             ours = records(run / "eval" / name / "results.jsonl")

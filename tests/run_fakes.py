@@ -84,6 +84,11 @@ def evaluation(exam_correct: int, heldout_correct: dict) -> dict:
             out["accuracy_by_difficulty"] = {
                 lvl: by_level[lvl] / HELDOUT_BY_LEVEL[lvl] for lvl in by_level
             }
+            out["by_difficulty"] = {
+                lvl: {"n_tasks": HELDOUT_BY_LEVEL[lvl], "n_correct": by_level[lvl],
+                      "accuracy": by_level[lvl] / HELDOUT_BY_LEVEL[lvl]} for lvl in by_level
+            }
+            out["headline"] = {"n_tasks": n, "n_correct": correct, "accuracy": correct / n}
         return out
 
     return {

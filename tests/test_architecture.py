@@ -139,6 +139,7 @@ LAYERS = (
     "scoring synthesis",  # the evaluation runner; the data stages, seeds to trajectories
     "recipes training",  # the tiny base's pretraining recipe (recipes.pretraining); SFT
     "rl",  # GRPO, from the SFT checkpoint
+    "widgets",  # the notebooks' explorers (ipywidgets), over the SFT data and GRPO's rules
     "evaluation",  # the eval stage: benchmarks, the comparison
     "reference sandbox_bench",  # the shipped full-length run's card; the sandbox benchmarks
     "reference_ship",  # shipping a finished run as the reference, its card

@@ -1,4 +1,4 @@
-"""Notebook 08's comparison: base / SFT / RL / teacher / direct on a run's exam and held-out tasks,
+"""Notebook 08's comparison: base / SFT / RL / teacher on a run's exam and held-out tasks,
 reuse of the stages' own evaluations, a missing RL checkpoint, the table and the figures."""
 
 import csv
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from vsearcher_lite.agent.task import Task
+from vsearcher_lite.agent.task import HEADLINE_GROUP, Task
 from vsearcher_lite.cli import main
 from vsearcher_lite.evaluation import comparison as cmp
 from vsearcher_lite.evaluation.plots import (
@@ -132,7 +132,7 @@ def test_select_tasks_caps_the_exam_and_takes_heldout_round_robin():
 
 
 def test_the_cpu_preset_caps_the_live_exam_and_a_number_lifts_the_cap():
-    assert cmp.ComparisonConfig.for_profile("cpu").exam_max_tasks == 10
+    assert cmp.ComparisonConfig.for_profile("cpu").exam_max_tasks == 5
     assert cmp.ComparisonConfig.for_profile("cpu", exam_max_tasks=200).exam_max_tasks == 200
     assert cmp.ComparisonConfig.for_profile("single_gpu").exam_max_tasks is None
 
@@ -167,15 +167,11 @@ def test_settings_follow_the_sft_stage_on_heldout_and_the_paper_on_the_exam():
 def test_policy_specs_and_why_a_row_cannot_run(tmp_path):
     assert cmp.policy_spec("sft", tmp_path) == f"transformers:{tmp_path}/sft/checkpoint"
     assert cmp.policy_spec("base", tmp_path) == "base"
-    # the no-tools row: the cpu profile ablates its SFT model, another profile its base
-    direct = cmp.policy_spec("direct", tmp_path)
-    assert direct == f"direct:transformers:{tmp_path}/sft/checkpoint"
-    assert cmp.policy_spec("direct", tmp_path, direct_model="base") == "direct"
-    assert cmp.policy_spec("direct", tmp_path, "single_gpu") == (
-        f"direct:transformers:{SFTConfig.for_profile('single_gpu').base}")
-    assert "notebook 06" in cmp.unavailable_reason("direct", direct)
-    with pytest.raises(InputError, match="direct_model 'teacher'"):
-        cmp.ComparisonConfig.for_profile("cpu", direct_model="teacher")
+    # no default no-tools row; one given as an extra row names the stage its model comes from
+    with pytest.raises(InputError, match="unknown policy 'direct'"):
+        cmp.ComparisonConfig.for_profile("cpu", policies=("base", "direct"))
+    direct = f"direct:{cmp.policy_spec('sft', tmp_path)}"
+    assert "notebook 06" in cmp.unavailable_reason("no-tools", direct)
     assert (
         cmp.policy_spec("base", tmp_path, "single_gpu")
         == f"transformers:{SFTConfig.for_profile('single_gpu').base}"
@@ -222,7 +218,7 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
         and m["heldout_accuracy"]["rl"] is None
         and m["accuracy"]["rl"] is None
     )
-    assert m["evaluated"] == ["base", "sft", "teacher", "direct"]
+    assert m["evaluated"] == ["base", "sft", "teacher"]
     assert m["n_tasks"]["exam"] == 2 and m["n_tasks"]["heldout"] == 3
     assert m["n_tasks"]["heldout_by_difficulty"] == {"easy": 1, "medium": 1, "hard": 1}
     # The table's numbers are the evaluations' own, stored under <benchmark>-<policy>.
@@ -233,13 +229,17 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
     assert (
         held_sft["settings"]["max_tool_calls"] == SFTConfig.for_profile("cpu").eval.max_tool_calls
     )
-    assert m["accuracy"]["sft"]["heldout"] == held_sft["pass_at_1"]
-    assert m["mean_tool_calls"]["direct"] == {"exam": 0.0, "heldout": 0.0}
+    assert m["heldout_accuracy"]["sft"] == held_sft["pass_at_1"]
+    # the headline: the paper's levels (these three tasks), with its binomial standard error
+    headline = held_sft["headline"]
+    assert m["accuracy"]["sft"][HEADLINE_GROUP] == headline["accuracy"] == held_sft["pass_at_1"]
+    p = headline["accuracy"]
+    assert m["accuracy_se"]["sft"][HEADLINE_GROUP] == pytest.approx((p * (1 - p) / 3) ** 0.5,
+                                                                    abs=1e-4)
     for name in m["evaluated"]:
         for bench in ("exam", "heldout"):
             assert sum(m["terminations"][name][bench].values()) == m["n_tasks"][bench]
-    # The teacher solves some held-out tasks with the tools; a model with none solves none.
-    assert m["heldout_accuracy"]["teacher"] > 0 and m["heldout_accuracy"]["direct"] == 0
+    assert m["heldout_accuracy"]["teacher"] > 0
     # The cost per task is the evaluation's wall time over the tasks it ran, counted with it.
     assert m["wall_timed_tasks"]["teacher"] == {"exam": 2, "heldout": 3}
     assert m["wall_seconds_per_task"]["teacher"]["exam"] == pytest.approx(
@@ -248,7 +248,7 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
     assert m["episode_seconds"]["teacher"]["exam"] == teacher_exam["seconds_per_task"]["mean"]
 
     rows = list(csv.DictReader((run / "comparison" / "table.csv").open()))
-    assert [r["policy"] for r in rows] == ["base", "sft", "rl", "teacher", "direct"]
+    assert [r["policy"] for r in rows] == ["base", "sft", "rl", "teacher"]
     assert rows[2]["state"] == "missing" and rows[2]["exam"] == ""
     saved = cmp.read_comparison(run)
     assert saved["exam_accuracy"] == m["exam_accuracy"]
@@ -263,7 +263,7 @@ def test_comparison_reports_missing_rl_then_evaluates_it_once_trained(sandbox_ru
     assert rl_exam["policy_spec"] == "transformers:grpo/checkpoint"
     assert rl_exam["evaluated_this_run"] == 2
     # Nothing evaluated before is run again.
-    for name in ("exam-base", "heldout-sft", "exam-teacher", "heldout-direct"):
+    for name in ("exam-base", "heldout-sft", "exam-teacher", "heldout-teacher"):
         assert (
             json.loads((run / "eval" / name / "metrics.json").read_text())["evaluated_this_run"]
             == 0
@@ -348,8 +348,8 @@ def test_figures_and_the_compare_command(sandbox_run, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     m = cmp.read_comparison(run)
-    # no SFT model yet: neither it nor its no-tools ablation can run
-    assert set(m["missing"]) == {"sft", "rl", "direct"} and m["n_tasks"]["exam"] == 1
+    # no SFT model yet
+    assert set(m["missing"]) == {"sft", "rl"} and m["n_tasks"]["exam"] == 1
     assert "sft: not trained yet" in out and "rl: not trained yet" in out
     assert out.splitlines()[
         [i for i, line in enumerate(out.splitlines()) if line.startswith("policy")][0] + 2
@@ -357,7 +357,7 @@ def test_figures_and_the_compare_command(sandbox_run, tmp_path, capsys):
 
     fig = comparison_bars(m)
     assert [t.name for t in fig.data] == ["base", "teacher"]
-    assert "missing: sft, rl, direct" in fig.layout.legend.title.text
+    assert "missing: sft, rl" in fig.layout.legend.title.text
     assert (
         list(fig.data[1].x) == comparison_groups(m)
         and fig.data[1].y[0] == m["exam_accuracy"]["teacher"]

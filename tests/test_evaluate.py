@@ -104,8 +104,14 @@ def test_metrics_match_a_hand_count(tmp_path):
         "n_tasks": 1,
         "n_correct": 1,
         "accuracy": 1.0,
+        "se": 0.0,
+        "format_valid_rate": 1.0,
         "mean_tool_calls": 2.0,
     }
+    # the headline: easy, medium and hard together (the exam task is not a held-out level)
+    assert m["headline"] == {"n_tasks": 3, "n_correct": 2, "accuracy": 0.6667, "se": 0.2722,
+                             "format_valid_rate": 1.0,
+                             "mean_tool_calls": m["headline"]["mean_tool_calls"]}
     times = m["seconds_per_task"]
     assert 0 <= times["median"] <= times["p90"] <= times["max"] and times["mean"] is not None
     out = tmp_path / "eval" / "scripted"

@@ -497,7 +497,7 @@ def test_presets_and_checks():
     assert cpu.difficulty_mix == {"onehop": 2, "easy": 2, "medium": 1} and (
         cpu.prompts_per_step,
         cpu.generations,
-    ) == (4, 8)
+    ) == (1, 8)
     single = GRPOConfig.for_profile("single_gpu")
     multi = GRPOConfig.for_profile("multi_gpu")
     for c in (single, multi):  # paper A.4

@@ -3,6 +3,7 @@ results."""
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ from vsearcher_lite.reference_ship import (
     ship_reference,
     targets_markdown,
 )
-from vsearcher_lite.runio import InputError, write_jsonl
+from vsearcher_lite.runio import InputError, read_jsonl, write_jsonl
 
 
 def _record(task_id, policy, correct, difficulty="easy", **extra):
@@ -64,13 +65,20 @@ def run(tmp_path):
         "sft": [1, 1, 1, 0, 0, 0, 0, 1, 0, 0],
         "rl": [1, 1, 1, 1, 1, 0, 0, 0, 0, 1],
         "teacher": [1] * 10,
-        "direct": [0] * 10,
     }
+    # each task's chain: the bird in its image; RL's episode of t9, which it gains, names it
+    write_jsonl(root / "filter" / "heldout.jsonl",
+                [{"id": f"t{i}", "image": {"description": "the bird in the image",
+                                           "entity": f"Bird {i}"}, "rounds": []}
+                 for i in range(10)])
     for policy, row in outcomes.items():
         records = [
             _record(f"t{i}", policy, bool(c), "onehop" if i < 5 else "easy")
             for i, c in enumerate(row)
         ]
+        if policy == "rl":
+            records[9]["trajectory"]["turns"][0]["text"] = (
+                "<think>\nThe bird in the image is Bird 9.\n</think><answer>x</answer>")
         write_jsonl(root / "eval" / f"heldout-{policy}" / "results.jsonl", records)
         write_jsonl(
             root / "eval" / f"exam-{policy}" / "results.jsonl",
@@ -105,6 +113,85 @@ def run(tmp_path):
     (ckpt / "config.json").write_text("{}")
     (ckpt / "model.safetensors").write_bytes(b"\0" * 1024)
     return root
+
+
+def test_a_gain_whose_episode_does_not_walk_its_chain_is_counted_not_shipped(run, tmp_path):
+    path = run / "eval" / "heldout-rl" / "results.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    # the right answer, reached through the wrong bird: a lucky answer, not a walked chain
+    rows[9]["trajectory"]["turns"][0]["text"] = (
+        "<think>\nThe bird in the image is Bird 4.\n</think><answer>x</answer>")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    card = ship_reference(run, tmp_path / "reference", commands=["x"], device="test", seeds=[0],
+                          log=lambda _: None)
+    assert card["examples_shipped"] == {"rl_gained": [],
+                                        "gains": {"easy": {"gained": 1, "walked": 0}}}
+    assert read_examples(tmp_path / "reference") == []
+
+
+def test_walk_runs_the_models_again_and_ships_what_walks(run, tmp_path, monkeypatch):
+    import shutil
+    from types import SimpleNamespace
+
+    from vsearcher_lite import reference_run
+    from vsearcher_lite.evaluation import benchmarks
+    from vsearcher_lite.scoring import evaluate as scoring_evaluate
+    from vsearcher_lite.scoring import policies
+
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+    (out / "examples" / "rl_gained.jsonl").unlink()  # a reference shipped without examples
+    walk_dir = tmp_path / "walk"
+    (walk_dir / "filter").mkdir(parents=True)
+    shutil.copyfile(run / "filter" / "heldout.jsonl", walk_dir / "filter" / "heldout.jsonl")
+    ran = []
+
+    def rerun(run_dir, tasks, policy, *, config, name, benchmark, fresh):
+        """The shipped run's episodes of these tasks, as a greedy run gives them again."""
+        ran.append((name, policy.spec, sorted(t.id for t in tasks)))
+        ids = {t.id for t in tasks}
+        rows = [r for r in read_jsonl(run / "eval" / name / "results.jsonl") if r["id"] in ids]
+        write_jsonl(Path(run_dir) / "eval" / name / "results.jsonl", rows)
+        return {}
+
+    monkeypatch.setattr(benchmarks, "ensure_sandbox_eval_tasks", lambda *a, **k: [
+        SimpleNamespace(id=f"t{i}", split="heldout") for i in range(10)])
+    monkeypatch.setattr(policies, "make_policy", lambda spec, config: SimpleNamespace(spec=spec))
+    monkeypatch.setattr(scoring_evaluate, "evaluate", rerun)
+    lines = []
+    gains = reference_run.walk_reference(out, walk_dir, log=lines.append)
+    # only the gained task runs, with both shipped checkpoints
+    assert [(name, ids) for name, _, ids in ran] == [("heldout-sft", ["t9"]),
+                                                     ("heldout-rl", ["t9"])]
+    assert ran[0][1].endswith("reference/sft/checkpoint")
+    assert gains == {"easy": {"gained": 1, "walked": 1}}
+    assert [e["id"] for e in read_examples(out)] == ["t9"] and check_reference(out) == []
+    assert lines[-1].endswith("1 of 1 gained tasks walk their chain (easy 1 of 1); 1 shipped")
+    # an episode that does not come out as shipped is named and left out
+    path = run / "eval" / "heldout-sft" / "results.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[9]["prediction"] = "y"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines.clear()
+    assert reference_run.walk_reference(out, walk_dir, log=lines.append) == {}
+    assert "t9: the episodes run again differ from the shipped ones" in lines[0]
+    assert read_examples(out) == [] and read_card(out)["examples_shipped"]["rl_gained"] == []
+
+
+def test_every_shipped_gained_episode_walks_its_chain():
+    from vsearcher_lite.reference_ship import walks_chain
+
+    card, examples = read_card(REFERENCE_DIR), read_examples(REFERENCE_DIR)
+    shipped = card["examples_shipped"]
+    assert [e["id"] for e in examples] == shipped["rl_gained"]
+    for e in examples:
+        assert e["rl"]["correct"] and not e["sft"]["correct"], e["id"]
+        assert walks_chain(e["chain"], e["rl"]["turns"]), e["id"]
+    # the count covers every gained task of the paired headline
+    gains = shipped["gains"]
+    paired = headline_numbers(REFERENCE_DIR)["paired_heldout"]["rl_minus_sft"]
+    assert sum(g["gained"] for g in gains.values()) == paired["gained"]
+    assert len(examples) <= sum(g["walked"] for g in gains.values())
 
 
 def test_paired_difference_counts_flips_on_shared_tasks():
@@ -148,17 +235,21 @@ def test_ship_writes_trimmed_results_and_a_card_that_checks(run, tmp_path):
         "gained": 1,
         "lost": 1,
     }
-    # the task RL gained is shipped with both episodes, turn by turn
-    assert card["examples_shipped"] == {"rl_gained": ["t9"]}
+    # the task RL gained is shipped with both episodes, turn by turn: its RL episode walks the
+    # task's chain
+    assert card["examples_shipped"] == {"rl_gained": ["t9"],
+                                        "gains": {"easy": {"gained": 1, "walked": 1}}}
     (example,) = read_examples(out)
     assert example["question"] == "Q t9?" and example["rl"]["correct"]
+    assert example["chain"] == [["the bird in the image", "Bird 9"]]
+    assert example["rl"]["walks_chain"] and not example["sft"]["walks_chain"]
     assert not example["sft"]["correct"] and example["sft"]["turns"][0] == {
         "text": "<think>x</think><answer>x</answer>", "tool": None, "arguments": None,
         "observation": None}
     # one-hop apart: tasks 3 and 4 gained
     assert n["paired_by_level"]["onehop"]["rl_minus_sft"]["gained"] == 2
     assert n["policies"]["heldout"]["sft"]["by_difficulty"]["easy"] == {
-        "accuracy": 0.2, "n_tasks": 5, "mean_tool_calls": 2.0}
+        "accuracy": 0.2, "n_tasks": 5, "format_valid_rate": 1.0, "mean_tool_calls": 2.0}
     # Pass@k of two samples: SFT solves v0 and v3 twice, v2 once (mixed), v1 never
     sft_k = n["passk"]["sft"]
     assert sft_k["n_samples"] == 2 and sft_k["pass_at_1"] == 0.625
@@ -193,7 +284,8 @@ def test_a_card_with_a_missed_target_says_what_limits_it():
         "policies": {"heldout": {}, "exam": {"teacher": {"n_tasks": 120, "pass_at_1": 0.4}}},
         "paired_heldout": {"sft_minus_base": {"mean": 0.1, "se": 0.01}},
         "passk": {"sft": {"n_samples": 4, "by_level": {
-            "hard": {"pass_at_k": {"4": 0.0}}, "easy": {"pass_at_k": {"4": 0.5}}}}},
+            "hard": {"pass_at_k": {"4": 0.0}, "n_tasks": 10},
+            "easy": {"pass_at_k": {"4": 0.5}, "n_tasks": 4}}}},
         "prescreen": {"medium": {"screened": 9, "mixed": 1}, "easy": {"screened": 8, "mixed": 3}},
     }
     lines = targets_markdown(numbers)
@@ -202,7 +294,9 @@ def test_a_card_with_a_missed_target_says_what_limits_it():
         in lines
     assert "| teacher Pass@1 on the exam | >= 0.3 | 0.4 | met |" in lines
     text = "\n".join(lines)
-    assert "(Pass@4): easy 0.5, hard 0.0." in text
+    # a bound with its standard error over the tasks it was measured on, not a ceiling
+    assert "(Pass@4): easy 0.5 of 4 tasks (SE 0.25), hard 0.0 of 10 tasks (SE 0.0)." in text
+    assert "ceiling" not in text
     assert "carry signal: easy 3 of 8, medium 1 of 9." in text
     # every target met or not measured: nothing to explain
     numbers["paired_heldout"]["sft_minus_base"]["mean"] = 0.3
@@ -273,7 +367,7 @@ def test_rescore_judges_the_shipped_predictions_again(run, tmp_path, capsys):
              ("sft", "t7"): ("37,381 km²", "37381 square kilometres"),  # the gold another way
              ("rl", "t0"): ("Bepo Kala", "Kala")}  # an alias the line does not hold
 
-    for policy in ("base", "sft", "rl", "teacher", "direct"):
+    for policy in ("base", "sft", "rl", "teacher"):
         def edit(r, policy=policy):
             r = as_judged(r)
             if (policy, r["id"]) in cases:
@@ -304,7 +398,7 @@ def test_rescore_judges_the_shipped_predictions_again(run, tmp_path, capsys):
     assert heldout["sft"]["accepted_not_exact"] == 1  # the square kilometres
     assert card["numbers"]["paired_heldout"]["rl_minus_sft"]["gained"] == 0
     # t9 is no longer gained: its example goes
-    assert card["examples_shipped"] == {"rl_gained": []} and read_examples(out) == []
+    assert card["examples_shipped"]["rl_gained"] == [] and read_examples(out) == []
     assert card["rescored"]["changed"][0]["prediction"] == "916"
     card_md = (out / "CARD.md").read_text()
     assert card_md == card_markdown(card) and "prediction 916: now incorrect" in card_md
@@ -372,7 +466,7 @@ def test_a_reference_reads_as_a_comparison_with_paired_rows(run, tmp_path):
     ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
     metrics = reference_comparison(out)
     assert (
-        metrics["evaluated"] == ["base", "sft", "rl", "teacher", "direct"]
+        metrics["evaluated"] == ["base", "sft", "rl", "teacher"]
         and metrics["missing"] == {}
     )
     assert metrics["heldout_accuracy"]["rl"] == 0.6 and metrics["exam_accuracy"]["teacher"] == 0.5
@@ -420,7 +514,9 @@ def test_the_report_shows_the_reference_beside_the_run(run, tmp_path):
     page = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=out)
     section = page.split("The reference run (full length, shipped)")[1]
     assert "vsearcher-lite reference run" in section and "rl - sft" in section
-    assert "<td>0.6 <span class='n'>(6/10)</span></td>" in section  # RL on the held-out tasks
+    # the headline column: RL on the paper's levels (here 5 easy tasks), one-hop apart
+    assert "<th>easy+medium+hard<br><span class='n'>n=5</span></th>" in section
+    assert "<td>0.2 <span class='n'>(1/5)</span></td>" in section
     assert section.count("plotly-graph-div") >= 4  # figure 4, the SFT loss, figures 5 and 6
     missing = report_html({"settings": {}}, tmp_path / "no-run", reference_dir=tmp_path / "none")
     assert "Not run yet" in missing.split("The reference run")[1]
@@ -438,7 +534,9 @@ def test_the_shipped_reference_matches_its_card():
     assert (REFERENCE_DIR / "CARD.md").read_text() == card_markdown(card)
     numbers = headline_numbers(REFERENCE_DIR)
     heldout, exam = numbers["policies"]["heldout"], numbers["policies"]["exam"]
-    for policy in ("base", "sft", "rl", "teacher", "direct"):
+    # no no-tools row: the tiny models answer without tools only with fragments of the markup
+    assert not sorted((REFERENCE_DIR / "results").glob("*-direct*.jsonl"))
+    for policy in ("base", "sft", "rl", "teacher"):
         assert numbers["headline"][policy]["n_tasks"] >= TARGETS["min_heldout_tasks"], policy
         assert exam[policy]["n_tasks"] >= TARGETS["min_exam_tasks"], policy
         assert set(heldout[policy]["by_difficulty"]) == {"onehop", "easy", "medium", "hard"}
@@ -600,7 +698,7 @@ def readme_reference_rows(numbers: dict, card: dict) -> list[str]:
     minutes = {stage: round(s / 60) for stage, s in card["wall_seconds"].items()}
     return [
         f"| held-out easy + medium + hard, {top['sft']['n_tasks']} tasks | base "
-        f"{top['base']['pass_at_1']:.3f}, no-tools {top['direct']['pass_at_1']:.3f}, SFT "
+        f"{top['base']['pass_at_1']:.3f}, SFT "
         f"{top['sft']['pass_at_1']:.3f}, RL {top['rl']['pass_at_1']:.3f}, teacher "
         f"{top['teacher']['pass_at_1']:.3f} |",
         f"| easy / medium / hard | SFT {by_level('sft')}; RL {by_level('rl')}; teacher "

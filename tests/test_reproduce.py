@@ -255,7 +255,7 @@ def test_the_report_draws_table_1_and_the_papers_figures_from_the_saved_files(tm
     # Table 1: every cell with its correct/total count, every column with its number of tasks.
     assert (
         "exam<br><span class='n'>n=20</span>" in page
-        and "held-out<br><span class='n'>n=8</span>" in page
+        and "easy+medium+hard<br><span class='n'>n=8</span>" in page
     )
     assert (
         "<td>sft</td><td>0.25 <span class='n'>(5/20)</span></td>"

@@ -32,7 +32,7 @@ from vsearcher_lite.training.data import (
     trained_spans,
 )
 from vsearcher_lite.training.sft import first_last
-from vsearcher_lite.training.sft_trainer import run_progress, schedule_factor, stop_rule
+from vsearcher_lite.training.sft_trainer import run_progress, schedule_factor
 
 # ---------------------------------------------------------------------------------------------
 # Hand-made trajectories in the TRL export format
@@ -271,50 +271,24 @@ def test_schedule_walks_by_steps_or_time():
     assert run_progress(5, 10, 90.0, 100.0) == 0.9
     assert run_progress(50, 10, 0.0, 100.0) == 1.0
     assert first_last([None, None]) == (None, None)
-    # a floor of 200 steps on a machine that spent its 60 s budget in 30 steps: the schedule spans
-    # the floor
-    assert run_progress(30, 1000, 60.0, 60.0, min_steps=200) == pytest.approx(0.15)
-    assert run_progress(200, 1000, 400.0, 60.0, min_steps=200) == 1.0
-    # faster than the floor: as without it
-    assert run_progress(300, 1000, 60.0, 60.0, min_steps=200) == 1.0
+    # a run stopped by its budget ends at the schedule's end whatever its step count
+    assert run_progress(30, 1000, 60.0, 60.0) == 1.0
 
 
-def test_the_step_floor_outlasts_the_time_budget():
+def test_the_time_budget_stops_training_at_the_step_it_is_spent():
     import time
     from types import SimpleNamespace
 
     from vsearcher_lite.training.sft_trainer import sft_trainer_classes
 
-    assert [stop_rule(s, 61.0, 60.0, min_steps=3) for s in (1, 2, 3, 4)] == [
-        "floor",
-        "floor",
-        "time",
-        "time",
-    ]
-    assert stop_rule(1, 59.0, 60.0, min_steps=3) == "go" and stop_rule(1, 61.0, 60.0) == "time"
     _, LossLog = sft_trainer_classes()
-    messages: list[str] = []
-    callback = LossLog(lambda: None, budget_s=0.5, progress=False, min_steps=3, log=messages.append)
-    callback.start = time.perf_counter() - 1.0  # the budget is spent
-    stops = []
-    for step in (1, 2, 3):
-        control = SimpleNamespace(should_training_stop=False)
-        callback.on_step_end(None, SimpleNamespace(global_step=step), control)
-        stops.append(control.should_training_stop)
-    assert stops == [False, False, True]
-    assert callback.stopped_by == "min_steps" and callback.over_budget_at == 1
-    assert (
-        len(messages) == 1
-        and "spent after 1 steps" in messages[0]
-        and "floor of 3 steps" in messages[0]
-    )
-    plain = LossLog(lambda: None, budget_s=0.5, progress=False, log=messages.append)
-    plain.start = time.perf_counter() - 1.0
+    callback = LossLog(lambda: None, budget_s=60.0, progress=False, log=lambda _: None)
     control = SimpleNamespace(should_training_stop=False)
-    plain.on_step_end(None, SimpleNamespace(global_step=1), control)
-    assert (
-        control.should_training_stop and plain.stopped_by == "time" and plain.over_budget_at is None
-    )
+    callback.on_step_end(None, SimpleNamespace(global_step=1), control)
+    assert not control.should_training_stop and callback.stopped_by == "steps"
+    callback.start = time.perf_counter() - 61.0  # the budget is spent
+    callback.on_step_end(None, SimpleNamespace(global_step=2), control)
+    assert control.should_training_stop and callback.stopped_by == "time"
 
 
 def test_bad_records_name_their_line(tmp_path, train_file):
@@ -344,9 +318,9 @@ def test_profile_presets():
         False,
         10.0,
     )
-    assert cpu.eval_difficulties == ("onehop", "easy", "medium") and cpu.threads == 2
+    assert cpu.eval_difficulties == ("onehop", "easy", "medium", "hard") and cpu.threads == 2
     assert cpu.init_markup_embeddings and cpu.minutes <= 3 and cpu.base is None
-    assert cpu.min_steps == 200 and SFTConfig.for_profile("single_gpu").min_steps == 0
+    assert not hasattr(cpu, "min_steps")  # the budget is honoured on any machine
     multi = SFTConfig.for_profile("multi_gpu")
     assert (
         multi.learning_rate,
@@ -378,14 +352,6 @@ def test_cli_rejects_bad_settings_in_one_line(tmp_path, capsys):
     assert main(["sft", "--run-dir", str(tmp_path), "--lr", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["vsearcher-lite sft: error: learning_rate must be positive, got -1.0"]
-    assert main(["sft", "--run-dir", str(tmp_path), "--min-steps", "-5"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["vsearcher-lite sft: error: min_steps must be 0 (no floor) or more, got -5"]
-    from vsearcher_lite.cli import build_parser
-    from vsearcher_lite.training.commands import config_from_args
-
-    args = build_parser().parse_args(["sft", "--run-dir", str(tmp_path), "--min-steps", "0"])
-    assert config_from_args(args).min_steps == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -633,3 +599,43 @@ def test_the_trained_window_is_declared_on_the_model_and_the_tokenizer(base):
         assert declare_length(model, processor.tokenizer, 16) == positions + 2048  # never lowered
     finally:
         text.max_position_embeddings, processor.tokenizer.model_max_length = positions, limit
+
+
+def test_the_loss_over_every_process_tokens_is_scaled_back_by_the_processes():
+    """Divided by the token count of all processes, one process's loss is multiplied by their
+    number, as ``Trainer.compute_loss`` does: its averaged gradient is then the one-process one."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    import torch
+
+    from vsearcher_lite.training.sft_trainer import AgentSFTMixin
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Embedding(8, 8)
+
+        def forward(self, input_ids, attention_mask=None, use_cache=False):
+            return SimpleNamespace(logits=self.table(input_ids))
+
+    class OnProcesses(AgentSFTMixin):
+        def __init__(self, n_processes):  # the mixin's own state, without a Trainer
+            self.model, self.answer_weight, self.answer_tags = model, 1.0, ((), ())
+            self._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
+            self._total_train_tokens = 0
+            self.args = SimpleNamespace(average_tokens_across_devices=True, n_gpu=1)
+            self.accelerator = SimpleNamespace(num_processes=n_processes)
+
+        def get_tp_size(self):
+            return 1
+
+    torch.manual_seed(0)
+    model = Logits()
+    batch = {"input_ids": torch.tensor([[1, 2, 3, 4]]), "labels": torch.tensor([[-100, 2, 3, 4]])}
+    one = OnProcesses(1).compute_loss(model, batch, num_items_in_batch=6)
+    two = OnProcesses(2).compute_loss(model, batch, num_items_in_batch=6)
+    assert two.item() == pytest.approx(2 * one.item())
+    # without a count over the processes, the loss is this batch's own mean
+    alone = OnProcesses(2).compute_loss(model, batch)
+    assert alone.item() == pytest.approx(one.item() * 6 / 3)

@@ -498,10 +498,12 @@ def test_seed_scatter_log_axis_spans_the_points():
     assert fig.layout.xaxis.type == "log" and min(xs) > 0
     low, high = fig.layout.xaxis.range  # log10 units
     assert low <= math.log10(min(xs)) and math.log10(max(xs)) <= high and high - low < 4
+    # a shape on a log axis takes data units (the axis range takes log10 units): the corner spans
+    # sitelinks + 1 from below 1 to between 5 + 1 and 8 + 1
     shape = fig.layout.shapes[0]
-    assert low <= shape.x0 < math.log10(1) and math.log10(5 + 1) < shape.x1 < math.log10(8 + 1)
+    assert 10 ** low <= shape.x0 < 1 and 5 + 1 < shape.x1 < 8 + 1
     selected = fig.data[0].x
-    assert all(shape.x0 < math.log10(x) < shape.x1 for x in selected)
+    assert all(shape.x0 < x < shape.x1 for x in selected)
 
     small = plots.seed_scatter([dict(r, sitelinks=min(r["sitelinks"], 20)) for r in rows], 5, 15)
     assert small.layout.xaxis.type == "linear" and small.layout.shapes[0].x0 == -0.5

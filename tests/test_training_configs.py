@@ -98,7 +98,7 @@ def test_settings_are_shown_as_their_differences_from_the_paper():
     assert (
         page.count("<tr>") == len(differ) + 1
         and "<details>" in page
-        and '"eval_max_tasks": 30' in page
+        and '"eval_max_tasks": 24' in page
     )
 
     rl = {

@@ -29,6 +29,7 @@ def base(tmp_path_factory):
 
 def config(run, **kw):
     kw.setdefault("task_file", str(run / "inject-image" / "tasks.jsonl"))  # every difficulty
+    kw.setdefault("samples_per_task", 4)  # as the reference samples: repeats to count
     return TrajectoryConfig.for_profile("cpu", progress=False, **kw)
 
 

@@ -43,7 +43,8 @@ in ``tests/test_architecture.py`` holds the list):
     config     ``EvalConfig``, the shared training settings, range checks
     scoring    the evaluation runner, policy specs, metrics (used by sft, grpo and eval)
 
-then the stages: synthesis; training; rl; evaluation; and above them ``reference`` (the card)
+then the stages: synthesis; training; rl; ``widgets`` (the explorers of notebooks 05 and 07);
+evaluation; and above them ``reference`` (the card)
 and ``reference_run``, ``report`` (report.html), ``notebooks`` and ``cli``. Apart from the
 course, at the stages' level: ``recipes.pretraining``, the recipe of the tiny base (which ships
 in ``data/tiny_base``), and ``sandbox_bench``, the sandbox's benchmarks (``vsearcher-lite

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vsearcher_lite.agent.task import in_level_order
+from vsearcher_lite.agent.task import HEADLINE_GROUP, HEADLINE_LEVELS, in_level_order
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import paired_difference, share
@@ -24,6 +24,7 @@ from vsearcher_lite.runio import (
     read_jsonl,
     read_number_rows,
 )
+from vsearcher_lite.scoring.metrics import binomial_se
 from vsearcher_lite.scoring.passk import sample_number
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
@@ -51,9 +52,6 @@ TARGETS = {
     "min_exam_tasks": 100,
     "teacher_exam": 0.30,
 }
-#: The paper's levels: the headline's tasks.
-HEADLINE_LEVELS = ("easy", "medium", "hard")
-HEADLINE_GROUP = "easy+medium+hard"
 #: The policies whose Pass@k the reference measures on the validation split, before and after RL.
 PASSK_POLICIES = ("sft", "rl")
 PASSK_BENCHMARK = "validation"
@@ -89,6 +87,7 @@ def policy_numbers(records: list[dict]) -> dict:
     return {**{k: m[k] for k in keys},
             "n_by_difficulty": {level: g["n_tasks"] for level, g in m["by_difficulty"].items()},
             "by_difficulty": {level: {"accuracy": g["accuracy"], "n_tasks": g["n_tasks"],
+                                      "format_valid_rate": g["format_valid_rate"],
                                       "mean_tool_calls": g["mean_tool_calls"]}
                               for level, g in m["by_difficulty"].items()}}
 
@@ -277,35 +276,57 @@ TARGET_WORDS = {
 }
 
 
-def targets_markdown(numbers: dict) -> list[str]:
-    """The card's target table (required, measured, met) and, where a target is missed, what
-    bounds the run: the Pass@k ceiling by level and the tasks its GRPO could learn from."""
-    checks = target_checks(numbers)
-    lines = ["Targets:", "", "| target | required | measured | |", "|---|---|---|---|"]
-    for name, c in checks.items():
+def target_rows(numbers: dict) -> list[dict]:
+    """Each target as the card and the report show it: its words, what it requires, what was
+    measured (a paired difference with its SE) and ``met``, ``missed`` or ``not measured``."""
+    rows = []
+    for name, c in target_checks(numbers).items():
         got = c["measured"]
         if isinstance(got, dict):
             got = f"{got['mean']:+.4f} (SE {got['se']:.4f})"
-        met = "met" if c["met"] else "missed" if c["met"] is False else "not measured"
-        lines.append(f"| {TARGET_WORDS[name]} | {c['required']} | "
-                     f"{'-' if got is None else got} | {met} |")
+        rows.append({"target": TARGET_WORDS[name], "required": c["required"],
+                     "measured": "-" if got is None else str(got),
+                     "verdict": ("met" if c["met"] else "missed" if c["met"] is False
+                                 else "not measured")})
+    return rows
+
+
+def limit_lines(numbers: dict) -> list[str]:
+    """Where a target is missed, what bounds the run: the share of validation tasks some sample
+    of the SFT model solves (Pass@k with its SE over those tasks, a noisy bound on what RL can
+    reach, not a ceiling), and the RL-pool tasks whose groups carry signal ([] if none missed)."""
     sft_k, pre = (numbers.get("passk") or {}).get("sft"), numbers.get("prescreen")
-    if not any(c["met"] is False for c in checks.values()) or not (sft_k or pre):
-        return lines
-    lines += ["", "What limits it: RL can at most turn into Pass@1 what some sample of the SFT "
-              "model already finds."]
+    if all(r["verdict"] != "missed" for r in target_rows(numbers)) or not (sft_k or pre):
+        return []
+    lines = ["What limits it: RL learns from the tasks some sample of the SFT model already "
+             "solves, so the SFT model's Pass@k bounds what RL can reach. The bound is noisy: "
+             "it is measured on a few validation tasks a level (each with its SE), so a 0 there "
+             "does not rule out a gain on other tasks."]
     if sft_k:
         k, by = sft_k["n_samples"], sft_k["by_level"]
+
+        def bound(level: str) -> str:
+            p, n = by[level]["pass_at_k"][str(k)], by[level]["n_tasks"]
+            return f"{level} {p} of {n} tasks (SE {binomial_se(p, n)})"
+
         lines.append(f"Sampled {k} times, the SFT model solves at least once this share of the "
                      f"validation tasks by level (Pass@{k}): "
-                     + ", ".join(f"{lv} {by[lv]['pass_at_k'][str(k)]}" for lv in in_level_order(by))
-                     + ".")
+                     + ", ".join(bound(lv) for lv in in_level_order(by)) + ".")
     if pre:
         lines.append("GRPO's pre-screen found these RL-pool tasks solved sometimes, the ones whose "
                      "groups carry signal: " + ", ".join(
                          f"{lv} {pre[lv]['mixed']} of {pre[lv]['screened']}"
                          for lv in in_level_order(pre)) + ".")
     return lines
+
+
+def targets_markdown(numbers: dict) -> list[str]:
+    """The card's target table and, where a target is missed, what bounds the run."""
+    lines = ["Targets:", "", "| target | required | measured | |", "|---|---|---|---|"]
+    lines += [f"| {r['target']} | {r['required']} | {r['measured']} | {r['verdict']} |"
+              for r in target_rows(numbers)]
+    limits = limit_lines(numbers)
+    return lines + ([""] + limits if limits else [])
 
 
 def read_card(ref: str | Path = REFERENCE_DIR) -> dict:

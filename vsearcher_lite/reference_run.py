@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from vsearcher_lite.reference import (
+    CHECKPOINTS,
     LOGS,
     PASSK_BENCHMARK,
     PASSK_POLICIES,
@@ -23,6 +24,7 @@ from vsearcher_lite.reference import (
     REFERENCE_SFT,
     REFERENCE_TRAJECTORIES,
     check_reference,
+    read_results,
 )
 from vsearcher_lite.reference_ship import rescore_reference, ship_reference
 from vsearcher_lite.runio import (
@@ -30,6 +32,7 @@ from vsearcher_lite.runio import (
     RunDir,
     atomic_write_json,
     read_json,
+    read_jsonl,
     read_number_rows,
 )
 
@@ -166,6 +169,46 @@ def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=p
     return metrics
 
 
+def walk_reference(ref: str | Path, run_dir: str | Path, *, log=print) -> dict:
+    """Run the shipped SFT and RL checkpoints again on the held-out tasks RL gained (greedy, the
+    reference's settings: the same episodes, now with their turns), walk each RL episode along
+    its task's chain and ship up to ``MAX_GAINED`` that walk it, with the count by level. A task
+    whose episodes do not come out as shipped is left out and named. ``run_dir`` holds the
+    default world's tasks (built there when missing) and the episodes."""
+    from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, eval_name
+    from vsearcher_lite.reference_ship import gained_examples, gained_ids, write_examples
+    from vsearcher_lite.scoring.evaluate import evaluate
+    from vsearcher_lite.scoring.policies import make_policy
+
+    ref, run_dir = Path(ref), Path(run_dir)
+    shipped = {p: {r["id"]: r for r in read_results(ref, "heldout", p)} for p in ("sft", "rl")}
+    ids = set(gained_ids(shipped["sft"], shipped["rl"]))
+    config = full_length(ComparisonConfig.for_profile("cpu", seed=0), REFERENCE_COMPARISON)
+    eval_config = config.heldout_eval_config()
+    tasks = [t for t in ensure_sandbox_eval_tasks(run_dir, profile="cpu", seed=0)
+             if t.split == "heldout" and t.id in ids]
+    for policy, stage in (("sft", "sft"), ("rl", "grpo")):
+        model = make_policy(f"transformers:{(ref / CHECKPOINTS[stage]).resolve()}", eval_config)
+        model.name = policy
+        evaluate(run_dir, tasks, model, config=eval_config, name=eval_name("heldout", policy),
+                 benchmark="heldout", fresh=True)
+    again = {p: {r["id"]: r for r in read_jsonl(run_dir / "eval" / eval_name("heldout", p)
+                                                / "results.jsonl")} for p in ("sft", "rl")}
+    differ = sorted(i for i in ids for p in ("sft", "rl")
+                    if (again[p].get(i) or {}).get("prediction") != shipped[p][i]["prediction"])
+    for task_id in differ:
+        log(f"[reference] {task_id}: the episodes run again differ from the shipped ones; "
+            "left out")
+    examples, gains = gained_examples(run_dir, skip=set(differ))
+    write_examples(ref, examples, gains)
+    walked = sum(g["walked"] for g in gains.values())
+    levels = ", ".join(f"{lv} {g['walked']} of {g['gained']}" for lv, g in gains.items())
+    log(f"[reference] {ref}: {walked} of {sum(g['gained'] for g in gains.values())} gained tasks "
+        f"walk their chain ({levels}); {len(examples)} shipped")
+    return gains
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 
@@ -176,12 +219,14 @@ def register(sub, common) -> None:
                        description="Ship a finished run (its logs, per-task results and small "
                                    "checkpoints) as a reference, check a reference's card "
                                    "against its own files, or judge its predictions again.")
-    p.add_argument("action", choices=("run", "ship", "check", "rescore"),
+    p.add_argument("action", choices=("run", "ship", "check", "rescore", "walk"),
                    help="run: the teacher's trajectories and the full-length SFT, GRPO and "
                         "evaluation in --run-dir (resumable), "
                         "then ship it; ship: a finished run into --out; check: a reference's "
                         "card against its files; rescore: judge every stored prediction again "
-                        "with the offline judge and rebuild the card")
+                        "with the offline judge and rebuild the card; walk: run the shipped models "
+                        "again on the tasks RL gained (in --run-dir) and ship those whose RL "
+                        "episode walks its task's chain")
     p.add_argument("--out", default=str(REFERENCE_DIR),
                    help="the reference folder (default: data/reference)")
     p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
@@ -195,7 +240,9 @@ def register(sub, common) -> None:
 def _command(args: argparse.Namespace) -> int:
     if args.action == "rescore":
         rescore_reference(args.out)
-    if args.action in ("check", "rescore"):
+    if args.action == "walk":
+        walk_reference(args.out, args.run_dir)
+    if args.action in ("check", "rescore", "walk"):
         problems = check_reference(args.out)
         for line in problems:
             print(line)

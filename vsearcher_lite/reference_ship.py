@@ -13,13 +13,12 @@ import shutil
 from pathlib import Path
 
 from vsearcher_lite.agent.judge import Judge, MatchJudge, numbers_match
-from vsearcher_lite.agent.task import in_level_order, in_order
+from vsearcher_lite.agent.task import HEADLINE_LEVELS, in_level_order, in_order
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.manifest import git_state
 from vsearcher_lite.reference import (
     CHECKPOINTS,
     GAINED,
-    HEADLINE_LEVELS,
     LENGTHS,
     LOGS,
     MAX_CHECKPOINT_MB,
@@ -43,6 +42,7 @@ from vsearcher_lite.runio import (
     replace_dir,
     write_jsonl,
 )
+from vsearcher_lite.scoring.hops import chain, reach
 from vsearcher_lite.scoring.metrics import match_kind
 from vsearcher_lite.scoring.passk import sample_number
 
@@ -77,25 +77,67 @@ def gained_ids(sft: dict[str, dict], rl: dict[str, dict]) -> list[str]:
     return gained
 
 
-def gained_examples(run_dir: Path, limit: int = MAX_GAINED) -> list[dict]:
-    """Up to ``limit`` of the ``gained_ids``, each with both episodes (``episode_turns``)."""
+def walks_chain(hops: list, turns: list[dict]) -> bool:
+    """Whether an episode's claims (``scoring.hops``) resolve every hop of ``hops`` in order: an
+    answer reached by the chain, not by a lucky guess or a number copied from a wrong page."""
+    messages = [{"role": "assistant", "content": t.get("text") or ""} for t in turns]
+    return bool(hops) and reach([tuple(h) for h in hops], messages) == (len(hops), "chain done")
+
+
+def task_chains(tasks_file: Path) -> dict[str, list]:
+    """Task id -> its chain of (description, entity) hops, from a run's task file."""
+    return {t["id"]: [list(h) for h in chain(t)] for t in read_jsonl(tasks_file)}
+
+
+def gain_counts(examples: list[dict]) -> dict[str, dict[str, int]]:
+    """By level: the gained tasks and how many of them RL reached along the chain."""
+    counts: dict[str, dict[str, int]] = {}
+    for e in examples:
+        level = counts.setdefault(e["difficulty"], {"gained": 0, "walked": 0})
+        level["gained"] += 1
+        level["walked"] += int(e["rl"]["walks_chain"])
+    return {lv: counts[lv] for lv in in_level_order(counts)}
+
+
+def gained_examples(run_dir: Path, limit: int = MAX_GAINED, skip: frozenset | set = frozenset()
+                    ) -> tuple[list[dict], dict]:
+    """Up to ``limit`` of the ``gained_ids`` (but ``skip``) whose RL episode walks its task's
+    chain, each with both episodes (``episode_turns``) and the chain, and ``gain_counts`` over
+    every gained task."""
     found = {p: {r["id"]: r for r in read_jsonl(run_dir / "eval" / eval_name("heldout", p)
                                                 / "results.jsonl")}
              for p in ("sft", "rl")
              if (run_dir / "eval" / eval_name("heldout", p) / "results.jsonl").exists()}
-    if len(found) < 2:
-        return []
-    rl = found["rl"]
-    out = []
-    for task_id in gained_ids(found["sft"], rl)[:limit]:
-        r = rl[task_id]
-        out.append({"id": task_id, "difficulty": r["difficulty"], "question": r.get("question"),
-                    "answer": r.get("answer"),
-                    **{p: {"prediction": found[p][task_id].get("prediction"),
-                           "correct": bool(found[p][task_id].get("correct")),
-                           "n_tool_calls": found[p][task_id].get("n_tool_calls"),
-                           "turns": episode_turns(found[p][task_id])} for p in ("sft", "rl")}})
-    return out
+    tasks_file = run_dir / "filter" / "heldout.jsonl"
+    if len(found) < 2 or not tasks_file.exists():
+        return [], {}
+    chains, rl = task_chains(tasks_file), found["rl"]
+    gained = []
+    for task_id in (i for i in gained_ids(found["sft"], rl) if i not in skip):
+        r, hops = rl[task_id], chains.get(task_id, [])
+        episodes = {p: {"prediction": found[p][task_id].get("prediction"),
+                        "correct": bool(found[p][task_id].get("correct")),
+                        "n_tool_calls": found[p][task_id].get("n_tool_calls"),
+                        "turns": episode_turns(found[p][task_id])} for p in ("sft", "rl")}
+        for episode in episodes.values():
+            episode["walks_chain"] = walks_chain(hops, episode["turns"])
+        gained.append({"id": task_id, "difficulty": r["difficulty"], "question": r.get("question"),
+                       "answer": r.get("answer"), "chain": hops, **episodes})
+    return [e for e in gained if e["rl"]["walks_chain"]][:limit], gain_counts(gained)
+
+
+def write_examples(ref: str | Path, examples: list[dict], gains: dict) -> None:
+    """Ship ``examples`` (``gained_examples``) as the reference's RL-gained episodes, with the
+    count of gained tasks that walk their chain, and rebuild the card."""
+    ref = Path(ref)
+    card = read_card(ref)
+    if examples:
+        write_jsonl(ref / GAINED, examples)
+    else:
+        (ref / GAINED).unlink(missing_ok=True)
+    made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+    made["examples_shipped"] = {"rl_gained": [e["id"] for e in examples], "gains": gains}
+    write_card(ref, made)
 
 
 def _size_mb(folder: Path) -> float:
@@ -136,7 +178,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
                     for r in read_jsonl(src)]
             write_jsonl(staging / "results" / f"{name}.jsonl", rows)
             shipped[name] = len(rows)
-    examples = gained_examples(run_dir)
+    examples, gains = gained_examples(run_dir)
     if examples:
         write_jsonl(staging / GAINED, examples)
     checkpoints = {}
@@ -157,7 +199,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
         "seeds": seeds,
         "wall_seconds": wall_seconds or {},
         "results_shipped": shipped,
-        "examples_shipped": {"rl_gained": [e["id"] for e in examples]},
+        "examples_shipped": {"rl_gained": [e["id"] for e in examples], "gains": gains},
         "checkpoints_mb": checkpoints,
         "checkpoints_not_shipped": skipped,
     })
@@ -232,7 +274,9 @@ def rescore_reference(ref: str | Path, *, judge: Judge | None = None, log=print)
     else:
         (ref / GAINED).unlink(missing_ok=True)
     made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
-    made["examples_shipped"] = {"rl_gained": [e["id"] for e in examples]}
+    made["examples_shipped"] = {**card.get("examples_shipped", {}),
+                                "rl_gained": [e["id"] for e in examples]}
+    made["results_shipped"] = {name: len(rows) for name, rows in judged.items()}
     if changes:
         made["rescored"] = {"judge": judge.name, "changed": changes}
     write_card(ref, made)

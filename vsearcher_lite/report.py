@@ -78,7 +78,7 @@ def table1_section(run_dir: Path) -> str:
 
 def table1_html(metrics: dict) -> str:
     """Table 1 (each cell with correct/total) and figure 4, from the comparison's metrics."""
-    from vsearcher_lite.agent.task import in_level_order
+    from vsearcher_lite.agent.task import HEADLINE_GROUP, HEADLINE_LEVELS, in_level_order
     from vsearcher_lite.evaluation.comparison import TABLE_GROUPS, table_rows
     from vsearcher_lite.evaluation.plots import comparison_bars
 
@@ -88,13 +88,14 @@ def table1_html(metrics: dict) -> str:
     found = n_tasks.get("heldout_by_difficulty") or {}
     by_level = {level: found[level] for level in in_level_order(found)}  # stored sorted
     groups = [g for g in TABLE_GROUPS if any(r[g] is not None for r in rows)]
-    sizes = {"exam": n_tasks.get("exam"), "heldout": n_tasks.get("heldout"), **by_level}
+    by_level[HEADLINE_GROUP] = sum(by_level.get(level, 0) for level in HEADLINE_LEVELS)
+    sizes = {"exam": n_tasks.get("exam"), **by_level}
     with_notes = any(notes.get(r["policy"]) for r in rows)
 
     def of(key: str, name: str, group: str) -> Any:
         return ((metrics.get(key) or {}).get(name) or {}).get(group)
 
-    header = "".join(f"<th>{esc('held-out' if g == 'heldout' else g)}<br>"
+    header = "".join(f"<th>{esc(g)}<br>"
                      f"<span class='n'>n={fmt(sizes.get(g))}</span></th>" for g in groups)
     parts = ["<table><tr><th>policy</th>" + header
              + ("<th>note</th>" if with_notes else "") + "</tr>"]
@@ -102,21 +103,22 @@ def table1_html(metrics: dict) -> str:
         name, values = r["policy"], []
         for g in groups:
             value = r[g]
-            if g in ("exam", "heldout"):
+            if g == "exam":
                 correct, total = of("n_correct", name, g), of("n_tasks_by_policy", name, g)
-            else:  # a held-out difficulty: its accuracy is correct / tasks of that level
+            else:  # a held-out group: its accuracy is correct / tasks of the group
                 total = by_level.get(g)
                 correct = round(value * total) if value is not None and total else None
             values.append(fmt(value) + (count(correct, total) if value is not None else ""))
         note = f"<td class='note'>{esc(str(notes.get(name) or ''))}</td>" if with_notes else ""
         parts.append(f"<tr><td>{esc(name)}</td>{cells(values)}{note}</tr>")
-    levels = ", ".join(f"{esc(k)} {v}" for k, v in by_level.items())
+    levels = ", ".join(f"{esc(k)} {v}" for k, v in by_level.items() if k != HEADLINE_GROUP)
     parts.append("</table>")
     parts.append("<p class='caption'>Pass@1 (one answer per task). Exam: the MM-SearchExam "
                  f"counterpart, {fmt(n_tasks.get('exam'))} tasks with 10 injection rounds on seeds "
                  f"never used in training; held-out: {fmt(n_tasks.get('heldout'))} tasks from "
                  "held-out seeds" + (f" ({levels})" if by_level else "")
-                 + ". In brackets: tasks answered correctly / tasks evaluated.</p>")
+                 + f". The headline is {HEADLINE_GROUP}, the paper's levels, one-hop apart. "
+                 "In brackets: tasks answered correctly / tasks evaluated.</p>")
     if metrics.get("evaluated") and metrics.get("accuracy"):
         parts.append("<h3>Figure 4: base → SFT → RL</h3>" + figure_html(comparison_bars(metrics)))
     return "\n".join(parts)
@@ -199,7 +201,13 @@ def grpo_section(run_dir: Path) -> str:
 def reference_section(ref: Path) -> str:
     """The shipped full-length run: how it was made, table 1 with the paired differences, the SFT
     loss and GRPO's figures 5 and 6, all from the reference's own files."""
-    from vsearcher_lite.reference import paired_rows, read_card, read_log, reference_comparison
+    from vsearcher_lite.reference import (
+        headline_numbers,
+        paired_rows,
+        read_card,
+        read_log,
+        reference_comparison,
+    )
     from vsearcher_lite.rl.plots import reward_entropy_figure, tool_calls_figure
     from vsearcher_lite.runio import InputError
     from vsearcher_lite.training.plots import loss_curve_figure
@@ -223,6 +231,8 @@ def reference_section(ref: Path) -> str:
                                      f"{r['difference']:+.3f}", f"{r['se']:.3f}", r["gained"],
                                      r["lost"]]) + "</tr>")
     parts.append("</table>")
+    parts.append(targets_html(numbers := headline_numbers(ref)))
+    parts.append(caveats_html(numbers))
     figures = {
         "sft": lambda rows: [loss_curve_figure(rows, title="Reference SFT loss")],
         "grpo": lambda rows: [
@@ -236,6 +246,44 @@ def reference_section(ref: Path) -> str:
             continue
         parts += [figure_html(fig) for fig in draw(rows)]
     return "\n".join(parts)
+
+
+def targets_html(numbers: dict) -> str:
+    """The targets the reference is held to, each with what it measured, and what bounds it."""
+    from vsearcher_lite.reference import limit_lines, target_rows
+
+    rows = target_rows(numbers)
+    parts = ["<h3>Targets</h3><table><tr>"
+             + cells(["target", "required", "measured", ""], "th") + "</tr>"]
+    for r in rows:
+        row_class = " class='failed'" if r["verdict"] == "missed" else ""
+        parts.append(f"<tr{row_class}>" + cells(
+            [esc(r[k]) for k in ("target", "required", "measured", "verdict")]) + "</tr>")
+    parts.append("</table>")
+    parts += [caption(esc(line)) for line in limit_lines(numbers)]
+    return "\n".join(parts)
+
+
+def caveats_html(numbers: dict) -> str:
+    """What to keep in mind beside the paper's numbers."""
+    from vsearcher_lite.agent.task import HEADLINE_GROUP
+
+    top = numbers.get("headline") or {}
+    n = (top.get("sft") or {}).get("n_tasks")
+    items = [
+        f"The headline is Pass@1 on the held-out {HEADLINE_GROUP}"
+        + (f" tasks ({n})" if n else " tasks") + ": the paper's levels; the one-hop warm-up, "
+        "which only this reproduction has, is reported apart.",
+        "Every policy is the same 5M-parameter model (the paper's is Qwen3-VL-8B-Thinking), "
+        "searching a fictional sandbox web, so the numbers are shares of these tasks, not the "
+        "paper's percent on public benchmarks.",
+        "The judge is the offline match judge: the gold's aliases, and a number only written "
+        "another way (separators, unit, the gold's rounding), never a nearby number; the paper "
+        "asks an LLM judge.",
+        "Differences between policies are paired on the same tasks, with their standard errors; "
+        "a difference under two SE is noise.",
+    ]
+    return "<h3>Caveats</h3><ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
 
 
 SECTIONS: list[tuple[str, str, Callable[[Path], str]]] = [
@@ -390,15 +438,19 @@ def progress_line(model_id: str, state: dict) -> str | None:
 
 
 def widgets_as_text(nb, resources):
-    """An nbconvert preprocessor: each saved tqdm bar of ``nb`` as its last line of text. A saved
-    widget is drawn by a script from a CDN, so offline the page would show nothing in its place;
-    when no other widget is left, the page loads no widget script either."""
+    """An nbconvert preprocessor: each saved tqdm bar of ``nb`` as its last line of text, and each
+    explorer (``widgets.show``) as the self-contained HTML view saved beside it. A saved widget is
+    drawn by a script from a CDN, so offline the page would show nothing in its place; when no
+    other widget is left, the page loads no widget script either."""
     saved = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     widgets_left = False
     for cell in nb.cells:
         kept = []
         for out in cell.get("outputs", []):
-            view = out.get("data", {}).get(WIDGET_VIEW)
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and "text/html" in data:  # an explorer: keep its own view
+                del data[WIDGET_VIEW]
+            view = data.get(WIDGET_VIEW)
             line = progress_line(view.get("model_id", ""), saved) if view else None
             if line is None:
                 widgets_left = widgets_left or view is not None

@@ -21,6 +21,10 @@ EXAM_ROUNDS = 10  # paper 2.4: MM-SearchExam used 10 injection rounds
 ONEHOP = "onehop"
 #: Every level in reading order, for tables and figures.
 LEVEL_ORDER = (ONEHOP, *DIFFICULTY_ROUNDS, "exam")
+#: The headline every table, figure and report leads with: Pass@1 over the paper's levels, the
+#: one-hop warm-up kept apart.
+HEADLINE_LEVELS = tuple(DIFFICULTY_ROUNDS)
+HEADLINE_GROUP = "+".join(HEADLINE_LEVELS)
 
 
 def in_order(labels, order) -> list[str]:

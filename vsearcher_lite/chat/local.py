@@ -291,4 +291,6 @@ def _load_transformers_model(model_id: str, *, device: str | None, dtype: Any,
         processor = None
     if device is not None:
         model.to(device)
-    return model, tokenizer, processor
+    from vsearcher_lite.model.tiny import without_length_check
+
+    return model, without_length_check(tokenizer), processor

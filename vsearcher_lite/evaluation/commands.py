@@ -2,10 +2,10 @@
 
     vsearcher-lite eval --run-dir R                       # teacher on R's exam + held-out tasks
     vsearcher-lite eval --run-dir R --policy transformers:R/sft/model --name sft
-    vsearcher-lite eval --run-dir R --policy direct       # the base model without tools
+    vsearcher-lite eval --run-dir R --policy direct:P     # a model without tools
     vsearcher-lite eval --run-dir R --policy P --name sft --temperature 0.8 --samples 8  # Pass@k
     vsearcher-lite eval --benchmark exam.jsonl --check    # validate a file, run nothing
-    vsearcher-lite eval --run-dir R --compare             # notebook 08: base/SFT/RL/teacher/direct
+    vsearcher-lite eval --run-dir R --compare             # notebook 08: base/SFT/RL/teacher
     vsearcher-lite eval --world live --benchmark exam.jsonl --policy openai:MODEL@URL --judge llm
 """
 

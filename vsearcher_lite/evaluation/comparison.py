@@ -1,5 +1,5 @@
-"""Stage `comparison` (notebook 08): base, SFT, RL, the teacher and the no-tools ablation on the
-run's exam and held-out tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
+"""Stage `comparison` (notebook 08): base, SFT, RL and the teacher on the run's exam and held-out
+tasks: this run's table 1 and figure 4 (paper 2.4, 3.2, 4).
 
 Each cell is ``RUN_DIR/eval/<benchmark>-<policy>/``; held-out results the SFT and GRPO stages
 wrote with the same settings are adopted, so only missing tasks run, and a checkpoint not trained
@@ -18,19 +18,22 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from vsearcher_lite.agent.task import LEVEL_ORDER, Task
+from vsearcher_lite.agent.task import HEADLINE_GROUP, LEVEL_ORDER, Task
 from vsearcher_lite.profiles import load_profile, with_overrides
 from vsearcher_lite.redaction import redact
 from vsearcher_lite.runio import InputError, RunDir, atomic_write_json, atomic_write_text
 from vsearcher_lite.scoring.evaluate import EvalConfig, adopt_results, evaluate, resolve_judge
 from vsearcher_lite.scoring.identity import run_identity
+from vsearcher_lite.scoring.metrics import binomial_se
 from vsearcher_lite.scoring.policies import Policy, make_policy
 from vsearcher_lite.training.config import SFTConfig
 from vsearcher_lite.training.heldout import balanced_head
 
 STAGE = "comparison"
-POLICIES = ("base", "sft", "rl", "teacher", "direct")
-DIRECT_MODELS = ("base", "sft", "rl")  # what the no-tools row can ablate
+# No no-tools row: the tiny models never learned to answer without tools (their replies are
+# fragments of the tool markup), so the row would measure decoding, not knowledge. A model that can
+# answer alone is still evaluated with `eval --policy direct:<spec>` or an `extra_policies` row.
+POLICIES = ("base", "sft", "rl", "teacher")
 BENCHMARKS = ("exam", "heldout")
 HELDOUT_DIFFICULTIES = ("onehop", "easy", "medium", "hard")  # onehop: the cpu warm-up level
 #: The paper's evaluation settings (2.4, 3.2): what notebook 08 compares a run's settings with.
@@ -41,8 +44,8 @@ STAGE_EVAL_NAMES = {"base": "base", "sft": "sft", "rl": "rl"}
 CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "rl": Path("grpo") / "checkpoint"}
 TRAINED_BY = {"sft": "notebook 06 / `vsearcher-lite sft`",
               "rl": "notebook 07 / `vsearcher-lite grpo`"}
-# the table's columns, the exam (the paper's MM-SearchExam) first
-TABLE_GROUPS = ("exam", "onehop", "easy", "medium", "hard", "heldout")
+# the table's columns: the exam (the paper's MM-SearchExam), each held-out level, the headline
+TABLE_GROUPS = ("exam", "onehop", "easy", "medium", "hard", HEADLINE_GROUP)
 
 
 @dataclass
@@ -61,9 +64,6 @@ class ComparisonConfig:
     judge: str = "match"
     concurrency: int | None = None  # None: the profile's
     progress: bool = True
-    # the model the no-tools row ablates: base, sft or rl (the tiny base never learned the reply
-    # format, so the cpu profile ablates its SFT model)
-    direct_model: str = "base"
     extra_policies: dict[str, str] = field(default_factory=dict)  # more rows: name -> spec
     eval_overrides: dict[str, Any] = field(default_factory=dict)  # EvalConfig settings, both
 
@@ -71,9 +71,6 @@ class ComparisonConfig:
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> "ComparisonConfig":
         preset = load_profile(profile).get("comparison", {})
         config = cls(**with_overrides(cls, profile, preset, overrides, "comparison"))
-        if config.direct_model not in DIRECT_MODELS:
-            raise InputError(f"direct_model {config.direct_model!r}: choose from "
-                             f"{', '.join(DIRECT_MODELS)}")
         bad = [p for p in config.policies if p not in POLICIES]
         if bad:
             raise InputError(f"unknown policy {bad[0]!r} in the comparison; choose from "
@@ -109,25 +106,16 @@ def base_spec(profile: str) -> str:
     return "base" if base is None else f"transformers:{base}"
 
 
-def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu",
-                direct_model: str | None = None) -> str:
-    """The ``make_policy`` spec of a comparison row; the no-tools row ablates ``direct_model``
-    (None: the profile's).
+def policy_spec(name: str, run_dir: str | Path, profile: str = "cpu") -> str:
+    """The ``make_policy`` spec of a comparison row.
 
     >>> policy_spec("rl", "runs/r"), policy_spec("teacher", "runs/r")
     ('transformers:runs/r/grpo/checkpoint', 'teacher')
-    >>> policy_spec("direct", "r", direct_model="base"), policy_spec("direct", "r")
-    ('direct', 'direct:transformers:r/sft/checkpoint')
     """
     if name in CHECKPOINTS:
         return f"transformers:{Path(run_dir) / CHECKPOINTS[name]}"
     if name == "base":
         return base_spec(profile)
-    if name == "direct":
-        if direct_model is None:
-            direct_model = load_profile(profile).get("comparison", {}).get("direct_model", "base")
-        spec = policy_spec(direct_model, run_dir, profile)
-        return "direct" if spec == "base" else f"direct:{spec}"
     if name == "teacher":
         return "teacher"
     raise InputError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
@@ -148,7 +136,7 @@ def unavailable_reason(name: str, spec: str, world: str = "sandbox") -> str | No
         local = (path.exists() or path.is_absolute() or str(path).startswith(".")
                  or len(path.parts) > 2)
         if local and not (path / "config.json").is_file():
-            # the stage that writes it (the no-tools row's model is one of the trained ones)
+            # the stage that writes it (an extra row may name one of the trained checkpoints)
             trainer = TRAINED_BY.get(name) or next(
                 (TRAINED_BY[k] for k, rel in CHECKPOINTS.items() if path.parts[-2:] == rel.parts),
                 None)
@@ -186,24 +174,31 @@ def comparison_tasks(run_dir: str | Path, config: ComparisonConfig) -> dict[str,
     return selected
 
 
-def accuracy_row(by_benchmark: dict[str, dict]) -> dict[str, float | None]:
-    """One policy's accuracy in the table's groups: exam, each held-out level, held-out overall.
+def group_cells(by_benchmark: dict[str, dict], key: str) -> dict[str, float | None]:
+    """One policy's ``key`` (``accuracy`` or ``se``) in the table's groups: the exam, each
+    held-out level and the headline (easy + medium + hard).
 
-    >>> accuracy_row({"exam": {"pass_at_1": 0.1}, "heldout": {"pass_at_1": 0.5,
-    ...               "accuracy_by_difficulty": {"easy": 1.0, "hard": 0.0}}})
-    {'exam': 0.1, 'onehop': None, 'easy': 1.0, 'medium': None, 'hard': 0.0, 'heldout': 0.5}
+    >>> cells = group_cells({"exam": {"n_tasks": 10, "pass_at_1": 0.1},
+    ...                      "heldout": {"by_difficulty": {"easy": {"accuracy": 1.0, "se": 0.0}},
+    ...                                  "headline": {"accuracy": 0.5, "se": 0.25}}}, "se")
+    >>> cells["exam"], cells["easy"], cells["hard"], cells["easy+medium+hard"]
+    (0.0949, 0.0, None, 0.25)
     """
-    heldout = by_benchmark.get("heldout") or {}
-    levels = heldout.get("accuracy_by_difficulty") or {}
-    return {"exam": (by_benchmark.get("exam") or {}).get("pass_at_1"),
-            **{level: levels.get(level) for level in HELDOUT_DIFFICULTIES},
-            "heldout": heldout.get("pass_at_1")}
+    exam, heldout = by_benchmark.get("exam") or {}, by_benchmark.get("heldout") or {}
+    older = heldout.get("accuracy_by_difficulty") or {}  # metrics written before the groups
+    levels = heldout.get("by_difficulty") or {level: {"accuracy": a} for level, a in older.items()}
+    exam_cell = (exam.get("pass_at_1") if key == "accuracy"
+                 else binomial_se(exam.get("pass_at_1"), exam.get("n_tasks", 0)))
+    return {"exam": exam_cell,
+            **{level: (levels.get(level) or {}).get(key) for level in HELDOUT_DIFFICULTIES},
+            HEADLINE_GROUP: (heldout.get("headline") or {}).get(key)}
 
 
 def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, dict]) -> dict:
     """The stage's metrics from ``{policy: {benchmark: evaluate() metrics}}`` and each status."""
     names = list(status)
-    accuracy = {n: accuracy_row(results[n]) if n in results else None for n in names}
+    accuracy = {n: group_cells(results[n], "accuracy") if n in results else None for n in names}
+    accuracy_se = {n: group_cells(results[n], "se") if n in results else None for n in names}
 
     def per(key: Callable[[dict], Any]) -> dict:
         return {n: {b: key(m) for b, m in results[n].items()} if n in results else None
@@ -218,8 +213,11 @@ def comparison_metrics(results: dict[str, dict[str, dict]], status: dict[str, di
         "evaluated": [n for n in names if n in results],
         "missing": {n: s["reason"] for n, s in status.items() if s["state"] != "evaluated"},
         "exam_accuracy": {n: (a or {}).get("exam") for n, a in accuracy.items()},
-        "heldout_accuracy": {n: (a or {}).get("heldout") for n, a in accuracy.items()},
+        # every held-out task, one-hop included (the headline is accuracy[n][HEADLINE_GROUP])
+        "heldout_accuracy": {n: (results[n].get("heldout") or {}).get("pass_at_1")
+                             if n in results else None for n in names},
         "accuracy": accuracy,
+        "accuracy_se": accuracy_se,  # binomial standard errors of the same cells
         "n_correct": field_of("n_correct"),
         "n_tasks_by_policy": field_of("n_tasks"),
         **{k: field_of(k) for k in ("format_valid_rate", "mean_tool_calls",
@@ -237,7 +235,7 @@ def table_rows(metrics: dict) -> list[dict]:
     metrics with only ``exam_accuracy``/``heldout_accuracy`` and ``missing`` too).
 
     >>> row = table_rows({"policies": {"rl": {"state": "missing"}}, "accuracy": {"rl": None}})[0]
-    >>> row["policy"], row["state"], row["exam"], row["heldout"]
+    >>> row["policy"], row["state"], row["exam"], row[HEADLINE_GROUP]
     ('rl', 'missing', None, None)
     >>> [(r["policy"], r["state"], r["exam"]) for r in table_rows(
     ...     {"exam_accuracy": {"sft": 0.5}, "missing": {"rl": "not trained yet"}})]
@@ -313,7 +311,7 @@ def run_comparison(run_dir: str | Path, config: ComparisonConfig | None = None, 
     config = config or ComparisonConfig.for_profile("cpu")
     start = time.perf_counter()
     tasks = comparison_tasks(run_dir, config)
-    rows = {name: policy_spec(name, run_dir, config.profile, config.direct_model)
+    rows = {name: policy_spec(name, run_dir, config.profile)
             for name in config.policies}
     rows.update(config.extra_policies)
     status: dict[str, dict] = {}

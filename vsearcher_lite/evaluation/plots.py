@@ -5,10 +5,10 @@ rows, figure 4's grouped bars and tool calls per policy, from ``scoring.evaluate
 from __future__ import annotations
 
 from vsearcher_lite.agent.task import in_level_order
-from vsearcher_lite.scoring.metrics import TOOL_NAMES
+from vsearcher_lite.scoring.metrics import POLICY_COLOURS, TOOL_NAMES
 
 # The order a reader expects in figure 4, for the names this project's notebooks use.
-PREFERRED_ORDER = ("direct", "base", "sft", "rl", "grpo", "teacher")
+PREFERRED_ORDER = ("base", "sft", "rl", "grpo", "teacher")
 
 
 def ordered_names(summary: dict, names: list[str] | None = None) -> list[str]:
@@ -56,12 +56,17 @@ def accuracy_table(summary: dict, names: list[str] | None = None, by: str = "spl
     return rows
 
 
-def _grouped_bars(go, values: dict[str, list], groups: list[str], **layout):
-    """One bar per policy in each group, labelled with its value."""
+def _grouped_bars(go, values: dict[str, list], groups: list[str],
+                  errors: dict[str, list] | None = None, **layout):
+    """One bar per policy in each group, labelled with its value, in the policy's colour; with
+    ``errors``, a bar of one standard error each way."""
     fig = go.Figure()
     for name, ys in values.items():
+        error = (errors or {}).get(name)
         fig.add_bar(name=name, x=groups, y=ys, textposition="outside",
-                    text=[f"{v:.2f}" if v is not None else "" for v in ys])
+                    text=[f"{v:.2f}" if v is not None else "" for v in ys],
+                    marker_color=POLICY_COLOURS.get(name),
+                    error_y=dict(type="data", array=[e or 0 for e in error]) if error else None)
     fig.update_layout(barmode="group", yaxis_range=[0, 1.05], **layout)
     return fig
 
@@ -104,11 +109,12 @@ def tool_call_bars(summary: dict, names: list[str] | None = None,
 
 
 def comparison_groups(metrics: dict) -> list[str]:
-    """The table groups that hold at least one number (exam, easy, medium, hard, heldout).
+    """The table groups that hold at least one number (the exam, each held-out level, the
+    headline).
 
-    >>> comparison_groups({"accuracy": {"a": {"exam": 0.1, "easy": None, "heldout": 0.0},
+    >>> comparison_groups({"accuracy": {"a": {"exam": 0.1, "easy": None, "easy+medium+hard": 0.0},
     ...                                 "b": None}})
-    ['exam', 'heldout']
+    ['exam', 'easy+medium+hard']
     """
     from vsearcher_lite.evaluation.comparison import TABLE_GROUPS
 
@@ -116,18 +122,20 @@ def comparison_groups(metrics: dict) -> list[str]:
     return [g for g in TABLE_GROUPS if any(r.get(g) is not None for r in rows)]
 
 
-def comparison_bars(metrics: dict, title: str = "Pass@1: base -> SFT -> RL, the teacher and "
-                                                "the no-tools ablation"):
-    """Figure 4 for this run: one group per benchmark column, one bar per evaluated policy; a
-    missing policy (not trained yet) is named in the legend title."""
+def comparison_bars(metrics: dict, title: str = "Pass@1: base -> SFT -> RL and the teacher"):
+    """Figure 4 for this run: one group per benchmark column (the headline last), one bar per
+    evaluated policy with its standard error; a missing policy (not trained yet) is named in the
+    legend title."""
     import plotly.graph_objects as go
 
     groups = comparison_groups(metrics)
     values = {n: [metrics["accuracy"][n].get(g) for g in groups] for n in metrics["evaluated"]}
+    se = metrics.get("accuracy_se") or {}
+    errors = {n: [(se.get(n) or {}).get(g) for g in groups] for n in values if se.get(n)}
     absent = metrics.get("missing", {})
     missing = [n for n in metrics.get("order") or sorted(absent) if n in absent]
     legend = "policy" + (f" (missing: {', '.join(missing)})" if missing else "")
-    return _grouped_bars(go, values, groups, title=title, yaxis_title="Pass@1",
+    return _grouped_bars(go, values, groups, errors, title=title, yaxis_title="Pass@1",
                          xaxis_title="benchmark / held-out difficulty", legend_title=legend)
 
 
@@ -167,6 +175,7 @@ def level_tool_call_bars(by_policy: dict[str, dict], levels: list[str],
     for name, by_level in by_policy.items():
         ys = [(by_level.get(lv) or {}).get("mean_tool_calls") for lv in levels]
         fig.add_bar(name=name, x=levels, y=ys, textposition="outside",
+                    marker_color=POLICY_COLOURS.get(name),
                     text=[f"{v:.1f}" if v is not None else "" for v in ys])
     fig.update_layout(barmode="group", title=title, xaxis_title="held-out level",
                       yaxis_title="tool calls per task", legend_title="policy")

@@ -284,6 +284,18 @@ def default_base_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "tiny_base"
 
 
+#: transformers' "no limit" for a tokenizer's length check.
+NO_LENGTH_LIMIT = int(1e30)
+
+
+def without_length_check(tokenizer):
+    """Lift ``tokenizer``'s length check for generation: an episode's context is bounded by the
+    episode's own limits (``max_context_chars``), and rotary positions have no hard end, so the
+    check would only warn of indexing errors that cannot happen. Returns the tokenizer."""
+    tokenizer.model_max_length = NO_LENGTH_LIMIT
+    return tokenizer
+
+
 def load_base(path_or_id: str | os.PathLike | None = None, *, device: str | None = None,
               dtype: Any = None, **kwargs: Any):
     """``(model, processor)`` for the shipped tiny base (``None``), a local folder or a hub id,

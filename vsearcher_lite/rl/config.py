@@ -142,6 +142,9 @@ class GRPOConfig(TrainingSettings):
     use_vllm: bool = option(True, "trl engine: generate the rollouts with vLLM (the vllm "
                             "package); --no-vllm decodes with the training model", "--vllm")
     vllm_mode: str = "colocate"
+    # colocated vLLM: the share of GPU memory its weights and KV cache take (TRL's default); the
+    # training model, its gradients and optimizer state need the rest
+    vllm_gpu_memory_utilization: float = 0.3
     gradient_checkpointing: bool = True
     threads: int | None = option(None, "torch threads (cpu default: 2; 1 when another torch job "
                                  "shares the cores)")

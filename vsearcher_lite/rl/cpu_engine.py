@@ -99,11 +99,13 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
 
 
 def load_policy(init_path: Path, config: GRPOConfig):
-    """``(model, processor)`` on ``config.device``, the vision tower frozen (as in the paper)."""
-    from vsearcher_lite.model.tiny import load_base
+    """``(model, processor)`` on ``config.device``, the vision tower frozen and the tokenizer's
+    length check lifted for the rollouts (``tiny.without_length_check``)."""
+    from vsearcher_lite.model.tiny import load_base, without_length_check
 
     model, processor = load_base(init_path, dtype=config.torch_dtype(),
                                  device=str(resolve_device(config.device)))
+    without_length_check(processor.tokenizer)
     suppress_vision_tokens(model, processor.tokenizer)
     freeze_vision(model)
     return model, processor

@@ -99,8 +99,11 @@ def evaluate_start(run_dir: str | Path, init_path: Path, model, processor, confi
         metrics = evaluate(run_dir, tasks, replace(policy, name=name), name=name,
                            config=eval_config, benchmark="heldout", fresh=True)
     ran = metrics.get("evaluated_this_run") or 0
+    # reused results: the stored evaluation's own wall time per task (a re-run check of a few
+    # tasks decodes in a small batch and would overstate it)
     per_task = ((time.perf_counter() - t_checked) / ran if ran else
-                (t_checked - t0) / n_checked if n_checked else None)
+                metrics.get("wall_seconds_per_task")
+                or ((t_checked - t0) / n_checked if n_checked else None))
     out.update(name=name, metrics=metrics, seconds=round(time.perf_counter() - t0, 2),
                evaluated_this_run=ran, seconds_per_task=per_task)
     log(f"[grpo] eval {name}: accuracy {metrics.get('pass_at_1')} on {len(tasks)} held-out tasks "

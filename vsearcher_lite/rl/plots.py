@@ -30,12 +30,19 @@ def moving_average(values: Sequence[float | None], window: int) -> list[float | 
     return out
 
 
-def _line(go, rows: list[dict], ys: list, name: str, **style):
-    return go.Scatter(x=[r["step"] for r in rows], y=ys, name=name, **style)
-
-
 #: A run of at most this many steps gets a tick at every step (a short live run shows no trend).
 FEW_STEPS = 12
+#: Below this many steps the points stand alone: a line through two or three points reads as a
+#: trend the run cannot show.
+MIN_STEPS_FOR_LINES = 5
+
+
+def _line(go, rows: list[dict], ys: list, name: str, **style):
+    if len(rows) < MIN_STEPS_FOR_LINES:
+        style = {**style, "mode": "markers"}
+        if "line" in style:
+            style["marker"] = {"color": style.pop("line").get("color")}
+    return go.Scatter(x=[r["step"] for r in rows], y=ys, name=name, **style)
 
 
 def step_axes(fig, rows: list[dict]) -> None:
@@ -113,10 +120,14 @@ def health_figure(rows: list[dict],
     zero = [(r.get("zero_variance_groups") or 0) / g if g else None for r, g in zip(rows, groups)]
     fig.add_trace(_line(go, rows, zero, "zero-variance groups", mode="lines",
                         line={"dash": "dot"}), row=1, col=1)
-    fig.add_trace(_line(go, rows, [r.get("kl") for r in rows], "KL", mode="lines+markers"),
-                  row=1, col=2)
+    kl = [r.get("kl") for r in rows]
+    if any(k for k in kl):
+        fig.add_trace(_line(go, rows, kl, "KL", mode="lines+markers"), row=1, col=2)
+        fig.update_yaxes(type="log", row=1, col=2)  # the KL spans orders of magnitude
+    else:  # beta = 0: the loss has no KL term and the engine does not compute it
+        fig.add_annotation(text="no KL term (beta = 0)", showarrow=False, row=1, col=2,
+                           x=0.5, y=0.5, xref="x2 domain", yref="y2 domain")
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(type="log", row=1, col=2)  # the KL spans orders of magnitude
     step_axes(fig, rows)
     fig.update_layout(title=title, height=360)
     return fig

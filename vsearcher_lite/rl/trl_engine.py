@@ -299,8 +299,13 @@ def trl_args(config: GRPOConfig, output_dir: Path, world_size: int = 1):
         dataloader_num_workers=0, disable_tqdm=not c.progress, log_completions=False,
     )
     if c.use_vllm:
+        # vLLM's context is the episode's budget (prompt + response), not the model config's
+        # 262,144 positions, whose KV cache would not fit beside the training model
+        window = ((c.max_prompt_tokens or 0) + (c.max_response_tokens or 0)) or None
         kwargs.update(use_vllm=True, vllm_mode=c.vllm_mode,
                       vllm_importance_sampling_correction=False,
+                      vllm_max_model_length=window,
+                      vllm_gpu_memory_utilization=c.vllm_gpu_memory_utilization,
                       generation_kwargs={"stop": ["<tool_response>"]})
     return TRLGRPOConfig(**kwargs)
 
@@ -409,11 +414,19 @@ def train_with_trl(run_dir: str | Path, config: GRPOConfig, out: Path, tasks: li
     return trainer, step_log, train_seconds
 
 
-def check_vllm(config: GRPOConfig) -> None:
-    """Refuse, before any model loads, a vLLM run where the vllm package is missing."""
+def check_vllm(config: GRPOConfig, world_size: int | None = None) -> None:
+    """Refuse, before any model loads, a vLLM run where the vllm package is missing, and a run on
+    several processes without vLLM: the project's decoder would then step each process's
+    episodes a different number of times while FSDP or ZeRO-3 gathers the weights at every
+    forward, and the processes would wait on each other for ever."""
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise InputError("use_vllm is on but the vllm package is not installed: install it, or "
                          "pass --no-vllm to decode with the training model")
+    world_size = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else world_size
+    if not config.use_vllm and world_size > 1:
+        raise InputError(f"--no-vllm on {world_size} processes: the training model cannot decode "
+                         "the rollouts in step across processes; generate with vLLM (--vllm) "
+                         "or train on one process")
 
 
 def run_grpo_trl(run_dir: str | Path, config: GRPOConfig, *,

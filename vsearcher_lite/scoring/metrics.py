@@ -13,11 +13,14 @@ import statistics
 from collections import Counter
 
 from vsearcher_lite.agent.loop import TERMINATIONS, Trajectory
-from vsearcher_lite.agent.task import Task, in_level_order
+from vsearcher_lite.agent.task import HEADLINE_LEVELS, Task, in_level_order
 from vsearcher_lite.redaction import redact
 from vsearcher_lite.runio import mean
 
 TOOL_NAMES = ("text_search", "image_search", "visit")
+#: One colour per policy in every chart of the evaluations, whichever policies a chart shows.
+POLICY_COLOURS = {"base": "#7f7f7f", "sft": "#1f77b4", "rl": "#d62728", "grpo": "#d62728",
+                  "teacher": "#2ca02c"}
 
 NO_TURN = "no_turn"  # the format error of an episode whose policy wrote no turn at all
 
@@ -128,12 +131,24 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(ordered[low] + (ordered[high] - ordered[low]) * (pos - low), 4)
 
 
+def binomial_se(p: float | None, n: int) -> float | None:
+    """The standard error of a share ``p`` of ``n`` independent tasks, sqrt(p (1 - p) / n).
+
+    >>> binomial_se(0.5, 100), binomial_se(0.0, 10), binomial_se(None, 0)
+    (0.05, 0.0, None)
+    """
+    return round((p * (1 - p) / n) ** 0.5, 4) if n and p is not None else None
+
+
 def group_metrics(records: list[dict]) -> dict:
     n_correct = sum(1 for r in records if r["correct"])
+    accuracy = _rate(n_correct, len(records))
     return {
         "n_tasks": len(records),
         "n_correct": n_correct,
-        "accuracy": _rate(n_correct, len(records)),
+        "accuracy": accuracy,
+        "se": binomial_se(accuracy, len(records)),
+        "format_valid_rate": _rate(sum(1 for r in records if r["format_ok"]), len(records)),
         "mean_tool_calls": mean([r["n_tool_calls"] for r in records]),
     }
 
@@ -168,6 +183,8 @@ def eval_metrics(records: list[dict]) -> dict:
         "accuracy_by_split": {s: v["accuracy"] for s, v in by_split.items()},
         "by_difficulty": by_difficulty,
         "by_split": by_split,
+        # the headline: the paper's levels together, one-hop apart
+        "headline": group_metrics([r for r in records if r["difficulty"] in HEADLINE_LEVELS]),
         "mean_tool_calls": mean([r["n_tool_calls"] for r in records]),
         "mean_tool_calls_by_type": {t: (round(tool_totals.get(t, 0) / n, 4) if n else None)
                                     for t in tools},

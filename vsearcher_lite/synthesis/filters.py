@@ -10,7 +10,7 @@ Outputs in ``RUN_DIR/filter/``: ``labeled.jsonl`` (every task with its labels; r
 ``train.jsonl`` and ``train_<level>.jsonl``, ``heldout.jsonl``, ``exam.jsonl`` (the
 MM-SearchExam counterpart), ``rl_tasks.jsonl`` (the RL pool, on seeds SFT never sees:
 ``split_rl_pool``), ``validation.jsonl`` (on seeds neither SFT nor the RL pool sees: where the
-SFT model's Pass@k is measured, the ceiling RL can reach), ``funnel.csv`` and ``metrics.json``.
+SFT model's Pass@k is measured, a bound on what RL can reach), ``funnel.csv`` and ``metrics.json``.
 """
 
 from __future__ import annotations

@@ -82,8 +82,8 @@ def seed_scatter(rows: list[dict], sitelinks_max: int, statements_min: int, *,
             hoverinfo="text",
         ))
     top = max([r["statements"] for r in rows] + [statements_min + 1])
-    if log_x:  # plotly places shapes on a log axis in log10 units
-        x0, x1 = math.log10(0.8), math.log10(sitelinks_max + 1.5)
+    if log_x:  # a shape takes data units on a log axis (the axis range takes log10 units)
+        x0, x1 = 0.8, sitelinks_max + 1.5
         xaxis = dict(type="log", range=[math.log10(0.8), math.log10((max_sitelinks + 1) * 1.25)],
                      title="sitelinks + 1 (how widely covered; log scale)")
     else:

@@ -147,13 +147,10 @@ def viewer_steps(traj: Trajectory | dict) -> list[dict]:
     return steps
 
 
-def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any:
-    """A step-through view of the turns, images inlined, as self-contained HTML
-    (``stepper.StepView``) that also works in the notebook's offline HTML copy."""
+def step_bodies(traj: Trajectory | dict, *, image_width: int = 160) -> list[str]:
+    """Each step of ``viewer_steps`` as HTML: its title, its images inlined, its text."""
     import html
 
-    from vsearcher_lite.stepper import StepView
-    traj = traj if isinstance(traj, Trajectory) else Trajectory.from_dict(traj)
     bodies = []
     for step in viewer_steps(traj):
         pictures = "".join(f'<img src="{image_data_url(path, max_side=image_width)}" '
@@ -162,6 +159,21 @@ def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any
         bodies.append(f"<b>{html.escape(step['title'])}</b>"
                       + (f"<div>{pictures}</div>" if pictures else "")
                       + f"<pre style='white-space:pre-wrap'>{html.escape(step['text'])}</pre>")
-    heading = (f"<b>{html.escape(str(traj.task_id))}</b>: {traj.n_tool_calls} tool calls, "
-               f"ended by {html.escape(str(traj.termination))}")
-    return StepView(bodies, heading)
+    return bodies
+
+
+def viewer_heading(traj: Trajectory | dict) -> str:
+    """The heading of an episode's view: its task, tool calls and how it ended."""
+    import html
+
+    traj = traj if isinstance(traj, Trajectory) else Trajectory.from_dict(traj)
+    return (f"<b>{html.escape(str(traj.task_id))}</b>: {traj.n_tool_calls} tool calls, "
+            f"ended by {html.escape(str(traj.termination))}")
+
+
+def trajectory_viewer(traj: Trajectory | dict, *, image_width: int = 160) -> Any:
+    """A step-through view of the turns, images inlined, as self-contained HTML
+    (``stepper.StepView``) that also works in the notebook's offline HTML copy."""
+    from vsearcher_lite.stepper import StepView
+
+    return StepView(step_bodies(traj, image_width=image_width), viewer_heading(traj))

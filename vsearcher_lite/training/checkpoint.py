@@ -13,18 +13,31 @@ from typing import Any
 
 from vsearcher_lite.runio import replace_dir
 
+#: What QLoRA leaves in the training dtype: the vision tower (frozen and untouched by the adapters:
+#: quantising it would only blur the image features) and the output layer (its logits feed the
+#: loss).
+QLORA_SKIP_MODULES = ("model.visual", "lm_head")
+
+
+def quantization_config(config):
+    """The 4-bit NF4 settings of a QLoRA run (``None`` for another method)."""
+    if config.method != "qlora":
+        return None
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=config.torch_dtype(),
+        llm_int8_skip_modules=list(QLORA_SKIP_MODULES))
+
 
 def load_model(config):
     """``(model, processor)`` for training: the base in the config's dtype (4-bit NF4 for qlora)."""
     from vsearcher_lite.model.tiny import load_base
 
     kwargs: dict[str, Any] = {}
-    if config.method == "qlora":
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=config.torch_dtype())
+    if (quantised := quantization_config(config)) is not None:
+        kwargs["quantization_config"] = quantised
     return load_base(config.base, dtype=config.torch_dtype(), **kwargs)
 
 

@@ -30,12 +30,12 @@ METHODS = ("full", "lora", "qlora")
 DTYPES = ("float32", "bfloat16", "float16")
 #: The paper's base model (section 3.1) and the GPU profiles' default.
 PAPER_BASE = "Qwen/Qwen3-VL-8B-Thinking"
-#: Linear layers of the language model only (the vision tower stays frozen, as in the paper).
+#: Linear layers of the language model only: the vision tower stays frozen.
 LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
 #: The CLI options of ``vsearcher-lite sft``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("base", "method", "dtype", "learning_rate", "epochs", "max_steps", "save_every",
-               "min_steps", "minutes", "total_minutes", "batch_size", "grad_accum", "max_length",
+               "minutes", "total_minutes", "batch_size", "grad_accum", "max_length",
                "answer_weight", "init_markup_embeddings", "threads")
 CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval_file",
                     "eval_max_tasks", "name")
@@ -58,8 +58,6 @@ class SFTConfig(TrainingSettings):
     epochs: float = option(5.0, "epochs over the trajectories")
     max_steps: int | None = option(None, "stop after this many optimizer steps")
     minutes: float | None = option(None, "stop training after this many minutes (cpu: 2.75)")
-    min_steps: int = option(0, "train at least this many steps even when the time budget is spent "
-                            "first, on a slow machine (cpu default: 200; 0 = stop on time)")
     batch_size: int = option(1, "trajectories per device per step")
     grad_accum: int = option(2, "gradient accumulation steps")
     max_length: int | None = option(20480, "drop trajectories longer than this many tokens")
@@ -122,8 +120,6 @@ class SFTConfig(TrainingSettings):
                               "total_minutes"))
         if self.batch_size < 1 or self.grad_accum < 1:
             raise ValueError("batch_size and grad_accum must be at least 1")
-        if self.min_steps < 0:
-            raise ValueError(f"min_steps must be 0 (no floor) or more, got {self.min_steps}")
         check_at_least_one(self, ("max_steps", "max_length", "max_train_samples",
                                   "samples_per_task", "eval_max_tasks", "threads", "save_every"))
         check_device_name(self.device)
@@ -136,8 +132,9 @@ class SFTConfig(TrainingSettings):
         return stage_eval_config(self, **overrides)
 
 
-#: The paper's SFT settings (3.1, A.3): what notebook 06 compares a run's settings with (the cpu
-#: recipe's loss additions are off in the paper).
+#: The SFT settings the paper states (3.1, A.3): what notebook 06 compares a run's settings with
+#: (the cpu recipe's loss additions are off in the paper). It names no dtype, schedule or frozen
+#: modules for SFT; the defaults of those are this project's choices.
 PAPER_SFT = paper_settings(SFTConfig, (
-    "base", "method", "dtype", "learning_rate", "epochs", "batch_size", "grad_accum", "max_length",
-    "scheduler", "warmup_ratio", "freeze_vision", "answer_weight", "init_markup_embeddings"))
+    "base", "method", "learning_rate", "epochs", "batch_size", "grad_accum", "max_length",
+    "warmup_ratio", "answer_weight", "init_markup_embeddings"))

@@ -73,8 +73,24 @@ def trained_tokens_html(tokenizer, ids: Sequence[int], labels: Sequence[int],
     return runs_html(tokenizer, token_runs(ids, labels, weights), styles, legend)
 
 
-def loss_curve_figure(rows: list[dict], title: str = "SFT loss (assistant tokens)"):
-    """The training loss, the plain assistant cross-entropy and the answer tokens' one."""
+def rolling_mean(values: list[float | None], window: int) -> list[float | None]:
+    """The mean of each value and the ``window - 1`` before it (gaps skipped).
+
+    >>> rolling_mean([1.0, 3.0, None, 5.0], 2)
+    [1.0, 2.0, 3.0, 5.0]
+    """
+    out: list[float | None] = []
+    for i in range(len(values)):
+        seen = [v for v in values[max(0, i - window + 1): i + 1] if v is not None]
+        out.append(sum(seen) / len(seen) if seen else None)
+    return out
+
+
+def loss_curve_figure(rows: list[dict], title: str = "SFT loss (assistant tokens)",
+                      smooth: int = 1):
+    """The training loss, the plain assistant cross-entropy and the answer tokens' one; with
+    ``smooth`` > 1 each a rolling mean over that many logged steps on a log axis, so that a long
+    run's falling loss is not hidden behind the spikes of single answers."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -84,9 +100,13 @@ def loss_curve_figure(rows: list[dict], title: str = "SFT loss (assistant tokens
                        ("answer_ce", "answer tokens CE")):
         ys = [r.get(key) for r in rows]
         if any(y is not None for y in ys):
-            fig.add_trace(go.Scatter(x=steps, y=ys, mode="lines+markers", name=label))
-    fig.update_layout(title=title, xaxis_title="optimizer step", yaxis_title="nats per token",
-                      height=380)
+            ys = rolling_mean(ys, smooth) if smooth > 1 else ys
+            fig.add_trace(go.Scatter(x=steps, y=ys, mode="lines" if smooth > 1 else "lines+markers",
+                                     name=label))
+    y_title = "nats per token" + (f" (mean of {smooth} logged steps)" if smooth > 1 else "")
+    fig.update_layout(title=title, xaxis_title="optimizer step", yaxis_title=y_title, height=380)
+    if smooth > 1:
+        fig.update_yaxes(type="log")
     return fig
 
 
@@ -97,17 +117,34 @@ def bar_labels(values: list[float | None], digits: int = 2) -> list[str]:
 
 def base_vs_sft_figure(metrics: dict,
                        title: str = "Held-out tasks: base vs SFT (paper figure 4, first two bars)"):
-    """Grouped bars: format-valid rate, accuracy and mean tool calls of base and SFT."""
+    """Pass@1 of base and SFT by level and on the headline (easy + medium + hard), each with one
+    standard error; beside it the format-valid share and the tool calls per task."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("rates", "mean tool calls per task"))
-    names = ["base", "SFT"]
-    for key, label in (("format_valid_rate", "format-valid"), ("accuracy", "accuracy")):
-        ys = [metrics.get(f"base_{key}"), metrics.get(f"heldout_{key}")]
-        fig.add_trace(go.Bar(x=names, y=ys, name=label, text=bar_labels(ys)), row=1, col=1)
-    calls = [metrics.get("base_mean_tool_calls"), metrics.get("heldout_mean_tool_calls")]
-    fig.add_trace(go.Bar(x=names, y=calls, name="tool calls", text=bar_labels(calls)), row=1, col=2)
-    fig.update_yaxes(range=[0, 1], row=1, col=1)
-    fig.update_layout(title=title, barmode="group", height=380)
+    from vsearcher_lite.agent.task import HEADLINE_GROUP, in_level_order
+    from vsearcher_lite.scoring.metrics import POLICY_COLOURS
+
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.6, 0.2, 0.2],
+                        subplot_titles=("Pass@1 (1 SE bars)", "format-valid", "tool calls"))
+    models = (("base", "base"), ("SFT", "heldout"))
+    levels = in_level_order({lv for _, prefix in models
+                             for lv in metrics.get(f"{prefix}_by_difficulty") or {}})
+    for name, prefix in models:
+        groups = {**(metrics.get(f"{prefix}_by_difficulty") or {}),
+                  HEADLINE_GROUP: metrics.get(f"{prefix}_headline") or {}}
+        xs = [*levels, HEADLINE_GROUP]
+        ys = [(groups.get(x) or {}).get("accuracy") for x in xs]
+        colour = POLICY_COLOURS.get(name.lower())
+        fig.add_trace(go.Bar(x=xs, y=ys, name=name, text=bar_labels(ys), marker_color=colour,
+                             legendgroup=name,
+                             error_y=dict(type="data", array=[(groups.get(x) or {}).get("se") or 0
+                                                              for x in xs])), row=1, col=1)
+        for col, key in ((2, "format_valid_rate"), (3, "mean_tool_calls")):
+            value = [metrics.get(f"{prefix}_{key}")]
+            fig.add_trace(go.Bar(x=[name], y=value, text=bar_labels(value), marker_color=colour,
+                                 legendgroup=name, showlegend=False), row=1, col=col)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
+    fig.update_layout(title=title, barmode="group", height=380, legend_title="model")
     return fig

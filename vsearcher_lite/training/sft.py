@@ -60,8 +60,10 @@ from vsearcher_lite.training.sft_trainer import (
 STAGE = "sft"
 SAVE_MARGIN_S = 5.0  # time kept back for saving the checkpoint and the loss log
 # The SFT model's held-out evaluation takes about this many times the base model's on the same
-# tasks (it makes tool calls and writes whole turns; the base stops at its first malformed turn).
-SFT_EVAL_FACTOR = 7.0
+# tasks (it makes tool calls and writes whole turns; the base stops at its first malformed turn):
+# from 6x to 20x on the cpu profile's held-out tasks, hard ones included, as the trained model
+# loops more or less (docs/results.md).
+SFT_EVAL_FACTOR = 20.0
 
 
 def first_last(values: list[float | None]) -> tuple[float | None, float | None]:
@@ -174,8 +176,8 @@ def base_spec(config: SFTConfig) -> str:
 
 
 def _eval_summary(prefix: str, m: dict) -> dict:
-    same = ("format_valid_rate", "mean_tool_calls", "accuracy_by_difficulty", "terminations",
-            "format_errors")
+    same = ("format_valid_rate", "mean_tool_calls", "accuracy_by_difficulty", "by_difficulty",
+            "headline", "terminations", "format_errors")
     return {f"{prefix}_accuracy": m.get("pass_at_1"), **{f"{prefix}_{k}": m.get(k) for k in same}}
 
 
@@ -220,11 +222,6 @@ def training_budget(run_dir: str | Path, config: SFTConfig, wall_start: float,
     return evals, budget_s
 
 
-def step_floor(config: SFTConfig) -> int:
-    """``min_steps``, never more than ``max_steps``."""
-    return min(config.min_steps, config.max_steps) if config.max_steps else config.min_steps
-
-
 def build_trainer(model, processor, dataset, collator, config: SFTConfig, work_dir: Path,
                   budget_s: float | None, log: Callable[[str], None]
                   ) -> tuple[Any, Any, Path | None]:
@@ -236,16 +233,15 @@ def build_trainer(model, processor, dataset, collator, config: SFTConfig, work_d
     # The loss log tells the trainer when training began; it is made before the trainer, so it
     # reaches it through this box.
     trainer_box: list[Any] = []
-    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress,
-                       min_steps=step_floor(config), log=log, rows_log=rows_log)
+    callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, log=log,
+                       rows_log=rows_log)
     trainer = AgentSFTTrainer(
         model=model, args=trl_args(config, work_dir), train_dataset=dataset,
         processing_class=processor, data_collator=collator,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
         callbacks=[callback], answer_weight=config.answer_weight,
         answer_tags=(tag_ids(tokenizer, "<answer>"), tag_ids(tokenizer, "</answer>")),
-        time_budget_s=budget_s, min_steps=step_floor(config),
-        min_lr_ratio=config.min_lr_ratio)
+        time_budget_s=budget_s, min_lr_ratio=config.min_lr_ratio)
     trainer_box.append(trainer)
     one_progress_bar(trainer)
     return trainer, callback, resume_from
@@ -267,9 +263,8 @@ def train(trainer, callback, resume_from: Path | None, config: SFTConfig,
     return dict(
         train_loss_first=loss_first, train_loss_last=loss_last, assistant_ce_first=ce_first,
         assistant_ce_last=ce_last, train_loss_mean=round(float(result.training_loss), 5),
-        steps=steps, stopped_by=callback.stopped_by, min_steps=step_floor(config),
-        budget_spent_at_step=callback.over_budget_at,  # not None: the floor outlasted the budget
-        train_seconds=round(train_seconds, 2), seconds_per_step=round(per_step, 3))
+        steps=steps, stopped_by=callback.stopped_by, train_seconds=round(train_seconds, 2),
+        seconds_per_step=round(per_step, 3))
 
 
 def save_outputs(trainer, callback, processor, out: Path, config: SFTConfig) -> bool:

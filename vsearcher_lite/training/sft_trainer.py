@@ -19,8 +19,7 @@ from vsearcher_lite.training.data import IGNORE_INDEX, answer_token_weights
 LOSS_FIELDS = ("step", "seconds", "learning_rate", "loss", "assistant_ce", "answer_ce",
                "mean_token_accuracy", "grad_norm")
 # what the progress bar says of a run that stopped before its planned steps, by ``stopped_by``
-STOP_NOTES = {"time": "stopped by the time budget",
-              "min_steps": "stopped by the time budget, past the step floor (--min-steps)"}
+STOP_NOTES = {"time": "stopped by the time budget"}
 
 
 def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0) -> float:
@@ -39,45 +38,17 @@ def schedule_factor(progress: float, warmup_ratio: float, min_ratio: float = 0.0
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * rest))
 
 
-def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None,
-                 min_steps: int = 0) -> float:
+def run_progress(step: int, total_steps: int, elapsed_s: float, budget_s: float | None) -> float:
     """How far training is: the larger of the step share and the time share (when time-capped),
-    so a run stopped by its budget still ends at the low learning rate on any machine. With a
-    ``min_steps`` floor the time share never runs ahead of ``step / min_steps``.
+    so a run stopped by its budget still ends at the low learning rate on any machine.
 
     >>> run_progress(10, 100, 30.0, 60.0), run_progress(10, 100, 30.0, None)
     (0.5, 0.1)
-    >>> run_progress(10, 1000, 30.0, 60.0, min_steps=200)
-    0.05
-    >>> run_progress(150, 1000, 90.0, 60.0, min_steps=200)
-    0.75
-    >>> run_progress(150, 1000, 30.0, 60.0, min_steps=100)  # fast enough: the floor changes nothing
-    0.5
     """
     share = step / total_steps if total_steps > 0 else 0.0
     if budget_s:
-        time_share = elapsed_s / budget_s
-        if min_steps > 0:
-            time_share = min(time_share, step / min_steps)
-        share = max(share, time_share)
+        share = max(share, elapsed_s / budget_s)
     return min(share, 1.0)
-
-
-def stop_rule(step: int, elapsed_s: float, budget_s: float | None, min_steps: int = 0) -> str:
-    """After ``step`` steps and ``elapsed_s`` seconds: ``"go"`` (within the budget), ``"time"``
-    (spent: stop) or ``"floor"`` (spent, but fewer than ``min_steps``: go on). The floor keeps a
-    slow machine from handing back a model that has not learned the protocol yet.
-
-    >>> stop_rule(10, 30.0, 60.0), stop_rule(10, 61.0, 60.0)
-    ('go', 'time')
-    >>> stop_rule(10, 61.0, 60.0, min_steps=200)
-    'floor'
-    >>> stop_rule(200, 400.0, 60.0, min_steps=200), stop_rule(5, 9e9, None)
-    ('time', 'go')
-    """
-    if not budget_s or elapsed_s < budget_s:
-        return "go"
-    return "floor" if step < min_steps else "time"
 
 
 def loss_csv(rows: list[dict]) -> str:
@@ -99,7 +70,7 @@ def answer_weights(labels, answer_tags: tuple, answer_weight: float, like):
     return torch.where(answer, torch.full_like(marks_t, answer_weight), marks_t), answer
 
 
-def record_token_metrics(metrics: dict, logits, targets, ce, answer) -> None:
+def record_token_metrics(metrics: dict, predicted, targets, ce, answer) -> None:
     """Append a batch's plain assistant cross-entropy, answer cross-entropy (when it has answer
     tokens) and token accuracy to ``metrics`` (TRL's lists of one mode): the loss log shows the
     unweighted numbers, comparable across answer weights."""
@@ -111,12 +82,33 @@ def record_token_metrics(metrics: dict, logits, targets, ce, answer) -> None:
         metrics["assistant_ce"].append((ce[mask].sum() / n_valid).item())
         if bool(answer.any()):
             metrics["answer_ce"].append(ce[answer].mean().item())
-        correct = (logits.argmax(-1) == targets) & mask
+        correct = (predicted == targets) & mask
         metrics["mean_token_accuracy"].append((correct.sum() / n_valid).item())
 
 
+def device_loss_scale(trainer) -> int:
+    """What ``Trainer.compute_loss`` multiplies a loss by when it was divided by the token count
+    of every process (``average_tokens_across_devices``): the processes (over tensor-parallel
+    ranks, which share a batch), or the GPUs of one process; 1 otherwise. Gradients are averaged
+    over the processes, so without it a run on N processes trains with 1/N of the loss.
+
+    >>> from types import SimpleNamespace as N
+    >>> args = N(average_tokens_across_devices=True, n_gpu=1)
+    >>> device_loss_scale(N(args=args, accelerator=N(num_processes=8), get_tp_size=lambda: 1))
+    8
+    >>> args.average_tokens_across_devices = False
+    >>> device_loss_scale(N(args=args, accelerator=N(num_processes=8), get_tp_size=lambda: 1))
+    1
+    """
+    if not getattr(trainer.args, "average_tokens_across_devices", False):
+        return 1
+    if trainer.args.n_gpu > 1:
+        return trainer.args.n_gpu
+    return trainer.accelerator.num_processes // trainer.get_tp_size()
+
+
 def lr_factor(num_training_steps: int, warmup: float, elapsed_s: Callable[[], float],
-              budget_s: float | None, min_steps: int, min_ratio: float) -> Callable[[int], float]:
+              budget_s: float | None, min_ratio: float) -> Callable[[int], float]:
     """The ``LambdaLR`` multiplier of a run: ``schedule_factor`` at the ``run_progress`` of each
     step, reading the training clock (``elapsed_s``) when the step is taken."""
     # ``trl_args`` passes warmup_ratio as warmup_steps (transformers reads a value below 1 as a
@@ -125,7 +117,7 @@ def lr_factor(num_training_steps: int, warmup: float, elapsed_s: Callable[[], fl
         warmup = warmup / max(num_training_steps, 1)
 
     def factor(step: int) -> float:
-        progress = run_progress(step + 1, num_training_steps, elapsed_s(), budget_s, min_steps)
+        progress = run_progress(step + 1, num_training_steps, elapsed_s(), budget_s)
         return schedule_factor(progress, warmup, min_ratio)
 
     return factor
@@ -137,13 +129,11 @@ class AgentSFTMixin:
     tokens, as TRL does, so weights of 1 give TRL's loss exactly."""
 
     def __init__(self, *args, answer_weight: float = 1.0, answer_tags: tuple = ((), ()),
-                 time_budget_s: float | None = None, min_steps: int = 0,
-                 min_lr_ratio: float = 0.0, **kwargs):
+                 time_budget_s: float | None = None, min_lr_ratio: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
         self.answer_weight = float(answer_weight)
         self.answer_tags = answer_tags
         self.time_budget_s = time_budget_s
-        self.min_steps = int(min_steps)
         self.min_lr_ratio = min_lr_ratio
         self.train_started: float | None = None  # set by the loss log when training begins
 
@@ -159,10 +149,15 @@ class AgentSFTMixin:
         model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
         model_inputs["use_cache"] = False
         outputs = model(**model_inputs)
-        logits = outputs.logits[:, :-1, :].float()
         targets = labels[:, 1:]
-        ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                             ignore_index=IGNORE_INDEX, reduction="none").view_as(targets)
+        trained = targets != IGNORE_INDEX
+        # only the trained positions' logits are taken to fp32: at 20,480 tokens x Qwen3-VL's
+        # 151,936 words an fp32 copy of every position alone is 12 GB
+        logits = outputs.logits[:, :-1, :][trained].float()
+        ce = torch.zeros(targets.shape, dtype=logits.dtype, device=logits.device)
+        ce[trained] = F.cross_entropy(logits, targets[trained], reduction="none")
+        predicted = torch.full_like(targets, IGNORE_INDEX)
+        predicted[trained] = logits.argmax(-1)
         # 2. the weights: answer_weight on the answer's tokens, 1 on the other trained ones
         weights, answer = answer_weights(labels, self.answer_tags, self.answer_weight, ce)
         # 3. the weighted sum over the number of trained tokens (TRL's count over the whole
@@ -170,9 +165,11 @@ class AgentSFTMixin:
         n_tokens = ((targets != IGNORE_INDEX).sum() if num_items_in_batch is None
                     else torch.as_tensor(num_items_in_batch))
         loss = (ce * weights).sum() / n_tokens.clamp(min=1)
+        if num_items_in_batch is not None:
+            loss = loss * device_loss_scale(self)
         # 4. what the loss log shows
         mode = "train" if self.model.training else "eval"
-        record_token_metrics(self._metrics[mode], logits, targets, ce, answer)
+        record_token_metrics(self._metrics[mode], predicted, targets, ce, answer)
         if mode == "train" and "attention_mask" in inputs:
             self._total_train_tokens += int(inputs["attention_mask"].sum().item())
             self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
@@ -187,25 +184,23 @@ class AgentSFTMixin:
             from torch.optim.lr_scheduler import LambdaLR
 
             factor = lr_factor(num_training_steps, self.args.warmup_steps, self.training_seconds,
-                               self.time_budget_s, self.min_steps, self.min_lr_ratio)
+                               self.time_budget_s, self.min_lr_ratio)
             self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
             self._created_lr_scheduler = True
         return self.lr_scheduler
 
 
 class LossLogMixin:
-    """A ``TrainerCallback`` that collects one row per logged step and stops training as
-    ``stop_rule`` says."""
+    """A ``TrainerCallback`` that collects one row per logged step and stops training when the
+    time budget is spent."""
 
     bar = None
 
     def __init__(self, trainer_ref: Callable[[], Any], budget_s: float | None, progress: bool,
-                 min_steps: int = 0, log: Callable[[str], None] = print,
-                 rows_log: JsonlLog | None = None):
+                 log: Callable[[str], None] = print, rows_log: JsonlLog | None = None):
         # The trainer is made with this callback, so it is reached through trainer_ref later.
         self.trainer_ref = trainer_ref
         self.budget_s = budget_s
-        self.min_steps = int(min_steps)
         self.log = log
         self.rows_log = rows_log  # resumable runs keep their rows on disk as they come
         self.rows: list[dict] = rows_log.records() if rows_log else []
@@ -214,8 +209,6 @@ class LossLogMixin:
         self.start = time.perf_counter()
         self.stopped_by = "steps"
         self.progress = progress
-        # the step at which the budget ran out below the floor
-        self.over_budget_at: int | None = None
 
     def on_train_begin(self, args, state, control, **kw):
         self.start = time.perf_counter()
@@ -230,19 +223,9 @@ class LossLogMixin:
     def on_step_end(self, args, state, control, **kw):
         if self.bar is not None:
             self.bar.update(1)
-        elapsed = time.perf_counter() - self.start
-        rule = stop_rule(state.global_step, elapsed, self.budget_s, self.min_steps)
-        if rule == "floor" and self.over_budget_at is None:
-            self.over_budget_at = state.global_step
-            pace = elapsed / max(state.global_step, 1)
-            more_s = pace * (self.min_steps - state.global_step)
-            self.log(f"[sft] the time budget ({self.budget_s:.0f} s) is spent after "
-                     f"{state.global_step} steps ({pace:.2f} s/step on this machine); training "
-                     f"goes on to the floor of {self.min_steps} steps (--min-steps), about "
-                     f"{more_s:.0f} s more")
-        elif rule == "time":
+        if self.budget_s and time.perf_counter() - self.start >= self.budget_s:
             control.should_training_stop = True
-            self.stopped_by = "time" if self.over_budget_at is None else "min_steps"
+            self.stopped_by = "time"
 
     def on_log(self, args, state, control, logs=None, **kw):
         logs = logs or {}
