@@ -178,6 +178,35 @@ def test_walk_runs_the_models_again_and_ships_what_walks(run, tmp_path, monkeypa
     assert read_examples(out) == [] and read_card(out)["examples_shipped"]["rl_gained"] == []
 
 
+def test_passk_runs_again_and_replaces_the_shipped_samples(run, tmp_path, monkeypatch):
+    from vsearcher_lite import reference_run
+    from vsearcher_lite.evaluation import benchmarks
+
+    out = tmp_path / "reference"
+    ship_reference(run, out, commands=["x"], device="test", seeds=[0], log=lambda _: None)
+    again = tmp_path / "again"
+
+    def sampled(run_dir, **kwargs):  # three samples of six validation tasks, as run_passk writes
+        for policy in ("sft", "rl"):
+            for i in range(1, 4):
+                write_jsonl(Path(run_dir) / "eval" / f"validation-{policy}-s{i}" / "results.jsonl",
+                            [_record(f"v{j}", policy, j < i, "easy" if j < 3 else "hard")
+                             for j in range(6)])
+
+    monkeypatch.setattr(benchmarks, "ensure_sandbox_eval_tasks", lambda *a, **k: [])
+    monkeypatch.setattr(reference_run, "run_passk", sampled)
+    assert reference_run.passk_again(out, again, device="cpu", log=lambda _: None) == 6
+    shipped = sorted(p.name for p in (out / "results").glob("validation-*.jsonl"))
+    assert shipped == [f"validation-{p}-s{i}.jsonl" for p in ("rl", "sft") for i in (1, 2, 3)]
+    assert (again / "sft" / "checkpoint").resolve() == (out / "sft" / "checkpoint").resolve()
+    card = read_card(out)
+    assert card["numbers"]["passk"]["sft"]["n_samples"] == 3
+    assert card["numbers"]["passk"]["sft"]["n_tasks"] == 6
+    assert card["rerun"]["passk"]["command"].startswith("vsearcher-lite reference passk")
+    assert check_reference(out) == []
+    assert "The passk stage ran again with the shipped checkpoints" in (out / "CARD.md").read_text()
+
+
 def test_every_shipped_gained_episode_walks_its_chain():
     from vsearcher_lite.reference_ship import walks_chain
 

@@ -169,6 +169,32 @@ def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=p
     return metrics
 
 
+def passk_again(ref: str | Path, run_dir: str | Path, *, device: str = "auto",
+                log=print) -> int:
+    """Run the Pass@k stage (``run_passk``, ``REFERENCE_PASSK``'s settings) again in ``run_dir``
+    with the shipped SFT and RL checkpoints and ship its samples into ``ref``; the sample files
+    shipped. ``run_dir`` holds the default world's tasks (built there when missing)."""
+    import time
+
+    from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
+    from vsearcher_lite.reference_ship import ship_passk
+
+    ref, run_dir = Path(ref), Path(run_dir)
+    ensure_sandbox_eval_tasks(run_dir, profile="cpu", seed=0)
+    for stage in ("sft", "grpo"):
+        link = run_dir / CHECKPOINTS[stage]
+        if link.is_symlink() or not link.exists():
+            link.unlink(missing_ok=True)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to((ref / CHECKPOINTS[stage]).resolve())
+    t0 = time.perf_counter()
+    run_passk(run_dir, device=device, log=log)
+    n = ship_passk(run_dir, ref, seconds=time.perf_counter() - t0, device=machine_name(device),
+                   command=f"vsearcher-lite reference passk --run-dir {run_dir} --device {device}")
+    log(f"[reference] {ref}: {n} Pass@k sample files shipped")
+    return n
+
+
 def walk_reference(ref: str | Path, run_dir: str | Path, *, log=print) -> dict:
     """Run the shipped SFT and RL checkpoints again on the held-out tasks RL gained (greedy, the
     reference's settings: the same episodes, now with their turns), walk each RL episode along
@@ -219,14 +245,15 @@ def register(sub, common) -> None:
                        description="Ship a finished run (its logs, per-task results and small "
                                    "checkpoints) as a reference, check a reference's card "
                                    "against its own files, or judge its predictions again.")
-    p.add_argument("action", choices=("run", "ship", "check", "rescore", "walk"),
+    p.add_argument("action", choices=("run", "ship", "check", "rescore", "walk", "passk"),
                    help="run: the teacher's trajectories and the full-length SFT, GRPO and "
                         "evaluation in --run-dir (resumable), "
                         "then ship it; ship: a finished run into --out; check: a reference's "
                         "card against its files; rescore: judge every stored prediction again "
                         "with the offline judge and rebuild the card; walk: run the shipped models "
                         "again on the tasks RL gained (in --run-dir) and ship those whose RL "
-                        "episode walks its task's chain")
+                        "episode walks its task's chain; passk: run the Pass@k stage again "
+                        "with the shipped models (in --run-dir) and ship its samples")
     p.add_argument("--out", default=str(REFERENCE_DIR),
                    help="the reference folder (default: data/reference)")
     p.add_argument("--device", default="auto", help="run: auto | cpu | cuda (default auto)")
@@ -242,7 +269,9 @@ def _command(args: argparse.Namespace) -> int:
         rescore_reference(args.out)
     if args.action == "walk":
         walk_reference(args.out, args.run_dir)
-    if args.action in ("check", "rescore", "walk"):
+    if args.action == "passk":
+        passk_again(args.out, args.run_dir, device=args.device)
+    if args.action in ("check", "rescore", "walk", "passk"):
         problems = check_reference(args.out)
         for line in problems:
             print(line)

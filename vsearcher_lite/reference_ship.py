@@ -126,6 +126,34 @@ def gained_examples(run_dir: Path, limit: int = MAX_GAINED, skip: frozenset | se
     return [e for e in gained if e["rl"]["walks_chain"]][:limit], gain_counts(gained)
 
 
+def ship_passk(run_dir: str | Path, ref: str | Path, *, seconds: float, device: str,
+               command: str) -> int:
+    """Replace the reference's Pass@k samples with those of ``run_dir`` (``run_passk`` run again
+    with the shipped checkpoints), record the stage's new wall time, machine and command in the
+    card and rebuild it; the number of sample files shipped."""
+    run_dir, ref = Path(run_dir), Path(ref)
+    found = {policy: sorted((p.parent for p in (run_dir / "eval").glob(
+        f"{PASSK_BENCHMARK}-{policy}-s*/results.jsonl")), key=lambda d: sample_number(d.name))
+        for policy in PASSK_POLICIES}
+    if not all(found.values()):
+        raise InputError(f"{run_dir / 'eval'}: no Pass@k samples of every policy to ship")
+    for old in (ref / "results").glob(f"{PASSK_BENCHMARK}-*-s*.jsonl"):
+        old.unlink()
+    for folder in (d for dirs in found.values() for d in dirs):
+        rows = [{**{k: r.get(k) for k in RESULT_FIELDS}, "match": match_kind(r)}
+                for r in read_jsonl(folder / "results.jsonl")]
+        write_jsonl(ref / "results" / f"{folder.name}.jsonl", rows)
+    card = read_card(ref)
+    made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+    made["wall_seconds"] = {**(card.get("wall_seconds") or {}), "passk": round(seconds, 1)}
+    again = {"device": device, "command": command, "commit": git_state()["commit"]}
+    made["rerun"] = {**(card.get("rerun") or {}), "passk": again}
+    made["results_shipped"] = {p.stem: sum(1 for _ in read_jsonl(p))
+                               for p in sorted((ref / "results").glob("*.jsonl"))}
+    write_card(ref, made)
+    return sum(len(d) for d in found.values())
+
+
 def write_examples(ref: str | Path, examples: list[dict], gains: dict) -> None:
     """Ship ``examples`` (``gained_examples``) as the reference's RL-gained episodes, with the
     count of gained tasks that walk their chain, and rebuild the card."""
@@ -308,6 +336,9 @@ def card_markdown(card: dict) -> str:
                   f"prediction {c['prediction']}: now {'correct' if c['correct'] else 'incorrect'}"
                   for c in changed]
         lines.append("")
+    for stage, again in (card.get("rerun") or {}).items():
+        lines += [f"The {stage} stage ran again with the shipped checkpoints on {again['device']} "
+                  f"at commit {again['commit']}: `{again['command']}`.", ""]
     if card["wall_seconds"]:
         wall = card["wall_seconds"]
         times = ", ".join(f"{k} {wall[k] / 60:.1f} min" for k in in_order(wall, STAGES))
