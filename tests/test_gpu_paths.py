@@ -92,3 +92,19 @@ def test_several_processes_without_vllm_are_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if name == "vllm" else real_find_spec(name, *a))
     check_vllm(GRPOConfig(use_vllm=True))  # vLLM generates for every process
+
+
+def test_only_the_main_process_writes_the_step_log(tmp_path):
+    from types import SimpleNamespace
+
+    from vsearcher_lite.rl.trl_engine import step_logger
+
+    rollout = {"groups": 2, "reward": 0.5}
+    for rank, main in ((1, False), (0, True)):
+        out = tmp_path / f"rank{rank}"
+        out.mkdir()
+        callback = step_logger(out, [rollout], budget_s=None)
+        state = SimpleNamespace(global_step=1, is_world_process_zero=main)
+        callback.on_log(None, state, None, logs={"loss": 0.1, "reward": 0.5})
+        assert len(callback.rows) == 1  # every process keeps its rows for its own summary
+        assert (out / "steps.csv").is_file() is main

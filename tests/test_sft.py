@@ -639,3 +639,58 @@ def test_the_loss_over_every_process_tokens_is_scaled_back_by_the_processes():
     # without a count over the processes, the loss is this batch's own mean
     alone = OnProcesses(2).compute_loss(model, batch)
     assert alone.item() == pytest.approx(one.item() * 6 / 3)
+
+
+def test_the_training_arguments_exist_before_the_model_loads(tmp_path, train_file, monkeypatch):
+    """ZeRO-3 partitions the weights while they load only when the arguments already exist."""
+    from vsearcher_lite.training import sft
+
+    order = []
+
+    def args_first(config, work_dir):
+        order.append("args")
+        return "args"
+
+    def model_then_stop(config):
+        order.append("model")
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sft, "trl_args", args_first)
+    monkeypatch.setattr(sft, "load_model", model_then_stop)
+    config = SFTConfig.for_profile("cpu", train_file=str(train_file), evaluate=False)
+    with pytest.raises(RuntimeError, match="stop here"):
+        sft.run_sft(tmp_path / "run", config, log=lambda _: None)
+    assert order == ["args", "model"]
+    assert not (tmp_path / "run" / "sft").exists()  # nothing written before the model loaded
+
+
+def test_the_trained_model_is_released_before_the_evaluations(tmp_path, train_file, monkeypatch):
+    """Nothing keeps the trained model alive while the evaluations load two more (on a GPU: two
+    more 8B models beside it)."""
+    import gc
+    import weakref
+
+    from vsearcher_lite.training import sft
+
+    loaded = []
+    real_load = sft.load_model
+
+    def watched(config):
+        model, processor = real_load(config)
+        loaded.append(weakref.ref(model))
+        return model, processor
+
+    alive = []
+
+    def evaluations(*args, **kwargs):
+        gc.collect()
+        alive.append(loaded[0]() is not None)
+        return {}
+
+    monkeypatch.setattr(sft, "load_model", watched)
+    monkeypatch.setattr(sft, "evaluate_both", evaluations)
+    monkeypatch.setattr(sft, "training_budget", lambda *a, **k: ({}, None))
+    config = SFTConfig.for_profile("cpu", train_file=str(train_file), max_steps=1, minutes=None,
+                                   total_minutes=None, progress=False)
+    sft.run_sft(tmp_path / "run", config, log=lambda _: None)
+    assert alive == [False]

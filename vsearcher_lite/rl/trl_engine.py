@@ -334,8 +334,9 @@ def task_dataset(config: GRPOConfig, tasks: list, log: Callable[[str], None]):
 
 def step_logger(out: Path, log_rows: list[dict], budget_s: float | None,
                 progress: bool = False):
-    """A ``TrainerCallback`` writing one ``steps.csv`` row per optimizer step, from the last
-    rollout's numbers and TRL's logs, and stopping training once ``budget_s`` has passed. With
+    """A ``TrainerCallback`` writing one ``steps.csv`` row per optimizer step (the main process
+    writes the file; every process keeps the rows), from the last rollout's numbers and TRL's
+    logs, and stopping training once ``budget_s`` has passed. With
     ``progress`` it shows the run's one progress bar, in place of transformers' own."""
     from transformers import TrainerCallback
 
@@ -377,7 +378,8 @@ def step_logger(out: Path, log_rows: list[dict], budget_s: float | None,
             if flat_share is not None:
                 row["zero_variance_groups"] = int(round(float(flat_share) * row["groups"]))
             self.rows.append(row)
-            atomic_write_text(out / "steps.csv", steps_csv(self.rows))
+            if state.is_world_process_zero:  # one writer of the shared file
+                atomic_write_text(out / "steps.csv", steps_csv(self.rows))
 
     return StepLog()
 

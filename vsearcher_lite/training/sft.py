@@ -222,11 +222,22 @@ def training_budget(run_dir: str | Path, config: SFTConfig, wall_start: float,
     return evals, budget_s
 
 
-def build_trainer(model, processor, dataset, collator, config: SFTConfig, work_dir: Path,
+def release_memory() -> None:
+    """Collect what was just dropped and hand freed GPU memory back (a no-op on CPU)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def build_trainer(model, processor, dataset, collator, config: SFTConfig, args, work_dir: Path,
                   budget_s: float | None, log: Callable[[str], None]
                   ) -> tuple[Any, Any, Path | None]:
-    """The trainer of ``dataset``, its loss log and the checkpoint to resume from (``None``:
-    start afresh)."""
+    """The trainer of ``dataset`` with the training arguments ``args`` (``trl_args``), its loss
+    log and the checkpoint to resume from (``None``: start afresh)."""
     AgentSFTTrainer, LossLog = sft_trainer_classes()
     tokenizer = processor.tokenizer
     resume_from, rows_log = resume_point(work_dir, config, log)
@@ -236,7 +247,7 @@ def build_trainer(model, processor, dataset, collator, config: SFTConfig, work_d
     callback = LossLog(lambda: trainer_box[0], budget_s, config.progress, log=log,
                        rows_log=rows_log)
     trainer = AgentSFTTrainer(
-        model=model, args=trl_args(config, work_dir), train_dataset=dataset,
+        model=model, args=args, train_dataset=dataset,
         processing_class=processor, data_collator=collator,
         peft_config=lora_config(config) if config.method in ("lora", "qlora") else None,
         callbacks=[callback], answer_weight=config.answer_weight,
@@ -310,6 +321,10 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     # 1. data and model; the stage folder is made once both have loaded: bad input leaves none
     data_path = ensure_train_file(run_dir, config)
     records = load_sft_records(data_path, config.max_train_samples)
+    work_dir = Path(run_dir) / config.name / "trainer"
+    # the training arguments exist before the model loads: under accelerate's ZeRO-3 config they
+    # make transformers partition the weights as they load instead of loading 8B on every process
+    args = trl_args(config, work_dir)
     model, processor = load_model(config)
     prep = prepare_model(model, processor, config)
     records, by_level = fitting_records(records, processor, config, data_path)
@@ -321,7 +336,7 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     # 2. the time budget, then training
     evals, budget_s = training_budget(run_dir, config, wall_start, log)
     trainer, callback, resume_from = build_trainer(model, processor, dataset, collator, config,
-                                                   out / "trainer", budget_s, log)
+                                                   args, work_dir, budget_s, log)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     metrics: dict[str, Any] = train(trainer, callback, resume_from, config, log)
 
@@ -333,7 +348,11 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
         n_dropped_too_long=n_dropped, lengths=by_level,
         trainable_parameters=int(trainable), threads=threads, device=str(trainer.args.device),
         train_file=str(data_path), checkpoint=str(checkpoint), prepare=prep)
-    del trainer  # this function's reference goes before the evaluations load the checkpoint
+    # the trained model and its optimiser go before the evaluations load the checkpoint: the
+    # loss log's way back to the trainer, then this function's references
+    callback.trainer_ref = lambda: None
+    del trainer, model
+    release_memory()
 
     # 4. the held-out evaluations, on the main process only
     if config.evaluate and is_main:
