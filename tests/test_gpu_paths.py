@@ -108,3 +108,12 @@ def test_only_the_main_process_writes_the_step_log(tmp_path):
         callback.on_log(None, state, None, logs={"loss": 0.1, "reward": 0.5})
         assert len(callback.rows) == 1  # every process keeps its rows for its own summary
         assert (out / "steps.csv").is_file() is main
+
+
+def test_gpu_rollouts_end_near_the_model_length_not_the_teachers_context():
+    from vsearcher_lite.rl.config import GRPOConfig
+
+    for profile in ("single_gpu", "multi_gpu"):
+        c = GRPOConfig.for_profile(profile)
+        window = c.max_prompt_tokens + c.max_response_tokens  # 2K + 28K (paper A.4)
+        assert c.max_context_chars <= 4 * window, profile

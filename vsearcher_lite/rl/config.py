@@ -99,7 +99,9 @@ class GRPOConfig(TrainingSettings):
     max_tokens: int = option(10_000, "new tokens per assistant turn in the rollouts (default: "
                              "the profile's)")
     max_tool_calls: int = 30
-    max_context_chars: int | None = 800_000
+    # about A.4's model length of 2K + 28K tokens at 4 characters a token: an episode past it ends
+    # (context_exceeded) before TRL runs a forward pass over it (the teacher's 200K is A.3's)
+    max_context_chars: int | None = 120_000
     wall_clock_s: float | None = 2.5 * 3600  # per trajectory
     max_prompt_tokens: int | None = 2048  # 2K prompt
     max_response_tokens: int | None = 28_672  # 28K response
