@@ -1,6 +1,6 @@
 """The shipped reference's evaluation, run again with today's code: wall time and agreement.
 
-Evaluates every policy of the reference comparison (base, no-tools, SFT, RL, teacher) on every
+Evaluates every policy of the reference comparison (base, SFT, RL, teacher) on every
 held-out and exam task of the default world, with the reference preset and the shipped SFT and
 RL checkpoints, in ``--run-dir`` (its world and tasks are built there first when missing). Prints
 the wall time of each evaluation and how many per-task records (prediction and termination)
@@ -30,18 +30,14 @@ def main() -> int:
     from vsearcher_lite.cli import main as cli
     from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
     from vsearcher_lite.reference import REFERENCE_COMPARISON
-    from vsearcher_lite.reference_run import full_length
+    from vsearcher_lite.reference_run import full_length, link_checkpoints
     from vsearcher_lite.runtime import set_threads
 
     set_threads(args.threads)
     run = Path(args.run_dir)
     if not (run / "filter" / "heldout.jsonl").is_file():
         cli(["filter", "--run-dir", str(run)])
-    for stage in ("sft", "grpo"):
-        link = run / stage / "checkpoint"
-        if not link.exists():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to((REFERENCE / stage / "checkpoint").resolve())
+    link_checkpoints(REFERENCE, run)
     config = full_length(ComparisonConfig.for_profile("cpu", seed=0,
                                                       eval_overrides={"device": "cpu"}),
                          REFERENCE_COMPARISON)

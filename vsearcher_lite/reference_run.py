@@ -169,6 +169,17 @@ def run_passk(run_dir: str | Path, *, device: str = "auto", seed: int = 0, log=p
     return metrics
 
 
+def link_checkpoints(ref: str | Path, run_dir: str | Path) -> None:
+    """Make the reference's SFT and RL checkpoints ``run_dir``'s (links; a checkpoint the run
+    folder trained itself is kept), so that its stages evaluate the shipped models."""
+    for rel in CHECKPOINTS.values():
+        link = Path(run_dir) / rel
+        if link.is_symlink() or not link.exists():
+            link.unlink(missing_ok=True)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to((Path(ref) / rel).resolve())
+
+
 def passk_again(ref: str | Path, run_dir: str | Path, *, device: str = "auto",
                 log=print) -> int:
     """Run the Pass@k stage (``run_passk``, ``REFERENCE_PASSK``'s settings) again in ``run_dir``
@@ -181,12 +192,7 @@ def passk_again(ref: str | Path, run_dir: str | Path, *, device: str = "auto",
 
     ref, run_dir = Path(ref), Path(run_dir)
     ensure_sandbox_eval_tasks(run_dir, profile="cpu", seed=0)
-    for stage in ("sft", "grpo"):
-        link = run_dir / CHECKPOINTS[stage]
-        if link.is_symlink() or not link.exists():
-            link.unlink(missing_ok=True)
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to((ref / CHECKPOINTS[stage]).resolve())
+    link_checkpoints(ref, run_dir)
     t0 = time.perf_counter()
     run_passk(run_dir, device=device, log=log)
     n = ship_passk(run_dir, ref, seconds=time.perf_counter() - t0, device=machine_name(device),

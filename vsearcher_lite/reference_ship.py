@@ -77,6 +77,18 @@ def gained_ids(sft: dict[str, dict], rl: dict[str, dict]) -> list[str]:
     return gained
 
 
+def card_inputs(card: dict) -> dict:
+    """What made a card (commands, machine, files shipped ...) without what ``write_card``
+    computes from the files again (the numbers, the targets and their acceptance)."""
+    return {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+
+
+def shipped_rows(records: list[dict]) -> list[dict]:
+    """An evaluation's records as a reference ships them: ``RESULT_FIELDS`` and how each
+    accepted answer matched."""
+    return [{**{k: r.get(k) for k in RESULT_FIELDS}, "match": match_kind(r)} for r in records]
+
+
 def walks_chain(hops: list, turns: list[dict]) -> bool:
     """Whether an episode's claims (``scoring.hops``) resolve every hop of ``hops`` in order: an
     answer reached by the chain, not by a lucky guess or a number copied from a wrong page."""
@@ -137,19 +149,20 @@ def ship_passk(run_dir: str | Path, ref: str | Path, *, seconds: float, device: 
         for policy in PASSK_POLICIES}
     if not all(found.values()):
         raise InputError(f"{run_dir / 'eval'}: no Pass@k samples of every policy to ship")
+    card = read_card(ref)
+    shipped = dict(card.get("results_shipped") or {})
     for old in (ref / "results").glob(f"{PASSK_BENCHMARK}-*-s*.jsonl"):
         old.unlink()
+        shipped.pop(old.stem, None)
     for folder in (d for dirs in found.values() for d in dirs):
-        rows = [{**{k: r.get(k) for k in RESULT_FIELDS}, "match": match_kind(r)}
-                for r in read_jsonl(folder / "results.jsonl")]
+        rows = shipped_rows(list(read_jsonl(folder / "results.jsonl")))
         write_jsonl(ref / "results" / f"{folder.name}.jsonl", rows)
-    card = read_card(ref)
-    made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+        shipped[folder.name] = len(rows)
+    made = card_inputs(card)
     made["wall_seconds"] = {**(card.get("wall_seconds") or {}), "passk": round(seconds, 1)}
     again = {"device": device, "command": command, "commit": git_state()["commit"]}
     made["rerun"] = {**(card.get("rerun") or {}), "passk": again}
-    made["results_shipped"] = {p.stem: sum(1 for _ in read_jsonl(p))
-                               for p in sorted((ref / "results").glob("*.jsonl"))}
+    made["results_shipped"] = dict(sorted(shipped.items()))
     write_card(ref, made)
     return sum(len(d) for d in found.values())
 
@@ -163,7 +176,7 @@ def write_examples(ref: str | Path, examples: list[dict], gains: dict) -> None:
         write_jsonl(ref / GAINED, examples)
     else:
         (ref / GAINED).unlink(missing_ok=True)
-    made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+    made = card_inputs(card)
     made["examples_shipped"] = {"rl_gained": [e["id"] for e in examples], "gains": gains}
     write_card(ref, made)
 
@@ -202,8 +215,7 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     for name in names:
         src = run_dir / "eval" / name / "results.jsonl"
         if src.exists():
-            rows = [{**{k: r.get(k) for k in RESULT_FIELDS}, "match": match_kind(r)}
-                    for r in read_jsonl(src)]
+            rows = shipped_rows(list(read_jsonl(src)))
             write_jsonl(staging / "results" / f"{name}.jsonl", rows)
             shipped[name] = len(rows)
     examples, gains = gained_examples(run_dir)
@@ -301,7 +313,7 @@ def rescore_reference(ref: str | Path, *, judge: Judge | None = None, log=print)
         write_jsonl(ref / GAINED, examples)
     else:
         (ref / GAINED).unlink(missing_ok=True)
-    made = {k: v for k, v in card.items() if k not in ("numbers", "targets", "acceptance")}
+    made = card_inputs(card)
     made["examples_shipped"] = {**card.get("examples_shipped", {}),
                                 "rl_gained": [e["id"] for e in examples]}
     made["results_shipped"] = {name: len(rows) for name, rows in judged.items()}

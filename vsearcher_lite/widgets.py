@@ -40,10 +40,11 @@ def episode_explorer(trajectories: Sequence[Any], *, image_width: int = 160):
     """A task menu and a step slider over ``trajectories`` (each a ``Trajectory`` or its dict)."""
     import ipywidgets as w
 
+    from vsearcher_lite.stepper import strip_tags
     from vsearcher_lite.synthesis.trajectory_plots import step_bodies, viewer_heading
 
     views = [(viewer_heading(t), step_bodies(t, image_width=image_width)) for t in trajectories]
-    pick = w.Dropdown(options=[(html.unescape(_text(h)), i) for i, (h, _) in enumerate(views)],
+    pick = w.Dropdown(options=[(html.unescape(strip_tags(h)), i) for i, (h, _) in enumerate(views)],
                       value=0, description="task", layout=w.Layout(width="36em"))
     step = w.IntSlider(value=1, min=1, max=len(views[0][1]), description="step")
     out = w.HTML()
@@ -60,12 +61,6 @@ def episode_explorer(trajectories: Sequence[Any], *, image_width: int = 160):
     step.observe(render, names="value")
     render()
     return w.VBox([pick, step, out])
-
-
-def _text(markup: str) -> str:
-    from vsearcher_lite.stepper import strip_tags
-
-    return strip_tags(markup)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def register(subparsers, common) -> None:
                         "RUN_DIR/eval/<name>/passk.json")
     c = p.add_argument_group("comparison (notebook 08)")
     c.add_argument("--compare", action="store_true",
-                   help="base, SFT, RL, teacher and no-tools on the run's exam and held-out tasks, "
+                   help="base, SFT, RL and the teacher on the run's exam and held-out tasks, "
                         "into RUN_DIR/comparison/ (table 1 and figure 4 of this run)")
     c.add_argument("--exam-tasks", type=positive, help="with --compare: the first N exam tasks")
     c.add_argument("--heldout-tasks", type=positive, default=None,

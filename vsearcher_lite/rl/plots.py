@@ -6,28 +6,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from vsearcher_lite.training.plots import bar_labels, runs_html, runs_of
+from vsearcher_lite.training.plots import bar_labels, moving_average, runs_html, runs_of
 
 TOOL_COLOURS = {"text_search": "#1f77b4", "image_search": "#ff7f0e", "visit": "#2ca02c"}
 TRAINED_STYLE = "background:#c8e6c9"  # green: in the loss
 CUT_STYLE = "background:#ffcdd2;text-decoration:line-through"  # red: policy tokens cut
 MASKED_STYLE = "color:#9e9e9e"  # grey: context (system, question, images, tool responses)
-
-
-def moving_average(values: Sequence[float | None], window: int) -> list[float | None]:
-    """Trailing mean over the last ``window`` positions, gaps skipped (a gap itself stays a gap).
-
-    >>> moving_average([1.0, 3.0, None, 5.0], 2), moving_average([1.0, 3.0, None, 5.0], 3)
-    ([1.0, 2.0, None, 5.0], [1.0, 2.0, None, 4.0])
-    """
-    out: list[float | None] = []
-    for i, v in enumerate(values):
-        if v is None:
-            out.append(None)
-            continue
-        part = [x for x in values[max(0, i - window + 1): i + 1] if x is not None]
-        out.append(sum(part) / len(part))
-    return out
 
 
 #: A run of at most this many steps gets a tick at every step (a short live run shows no trend).

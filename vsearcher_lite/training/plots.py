@@ -73,16 +73,20 @@ def trained_tokens_html(tokenizer, ids: Sequence[int], labels: Sequence[int],
     return runs_html(tokenizer, token_runs(ids, labels, weights), styles, legend)
 
 
-def rolling_mean(values: list[float | None], window: int) -> list[float | None]:
-    """The mean of each value and the ``window - 1`` before it (gaps skipped).
+def moving_average(values: Sequence[float | None], window: int, *,
+                   keep_gaps: bool = True) -> list[float | None]:
+    """Trailing mean over the last ``window`` positions, gaps skipped; a gap itself stays a gap,
+    or with ``keep_gaps=False`` takes the mean of the values before it (a curve without holes).
 
-    >>> rolling_mean([1.0, 3.0, None, 5.0], 2)
+    >>> moving_average([1.0, 3.0, None, 5.0], 2), moving_average([1.0, 3.0, None, 5.0], 3)
+    ([1.0, 2.0, None, 5.0], [1.0, 2.0, None, 4.0])
+    >>> moving_average([1.0, 3.0, None, 5.0], 2, keep_gaps=False)
     [1.0, 2.0, 3.0, 5.0]
     """
     out: list[float | None] = []
-    for i in range(len(values)):
-        seen = [v for v in values[max(0, i - window + 1): i + 1] if v is not None]
-        out.append(sum(seen) / len(seen) if seen else None)
+    for i, v in enumerate(values):
+        part = [x for x in values[max(0, i - window + 1): i + 1] if x is not None]
+        out.append(None if (v is None and keep_gaps) or not part else sum(part) / len(part))
     return out
 
 
@@ -100,7 +104,7 @@ def loss_curve_figure(rows: list[dict], title: str = "SFT loss (assistant tokens
                        ("answer_ce", "answer tokens CE")):
         ys = [r.get(key) for r in rows]
         if any(y is not None for y in ys):
-            ys = rolling_mean(ys, smooth) if smooth > 1 else ys
+            ys = moving_average(ys, smooth, keep_gaps=False) if smooth > 1 else ys
             fig.add_trace(go.Scatter(x=steps, y=ys, mode="lines" if smooth > 1 else "lines+markers",
                                      name=label))
     y_title = "nats per token" + (f" (mean of {smooth} logged steps)" if smooth > 1 else "")

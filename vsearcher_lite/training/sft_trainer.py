@@ -162,7 +162,7 @@ class AgentSFTMixin:
         weights, answer = answer_weights(labels, self.answer_tags, self.answer_weight, ce)
         # 3. the weighted sum over the number of trained tokens (TRL's count over the whole
         #    accumulated batch when it gives one)
-        n_tokens = ((targets != IGNORE_INDEX).sum() if num_items_in_batch is None
+        n_tokens = (trained.sum() if num_items_in_batch is None
                     else torch.as_tensor(num_items_in_batch))
         loss = (ce * weights).sum() / n_tokens.clamp(min=1)
         if num_items_in_batch is not None:
