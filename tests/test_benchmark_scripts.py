@@ -92,3 +92,31 @@ def test_hop_reach_walks_each_episode_along_its_tasks_chain(tmp_path):
         [sys.executable, str(ROOT / "benchmarks" / "hop_reach.py"), "--run-dir", str(tmp_path),
          "--results", f"sft={bare}"], capture_output=True, text=True)
     assert refused.returncode == 1 and refused.stderr.startswith(f"{bare}: no record holds")
+
+
+def test_chain_scaling_samples_levels_and_reads_the_trained_tasks(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import chain_scaling as cs
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    shipped = [json.loads(line) for line in
+               (cs.REFERENCE / "results" / "heldout-sft.jsonl").read_text().splitlines()]
+    tasks = tmp_path / "heldout.jsonl"
+    tasks.write_text("".join(json.dumps({"id": r["id"], "difficulty": r["difficulty"]}) + "\n"
+                             for r in shipped))
+    files = cs.level_files(tasks, tmp_path, "s", per_level=5, seed=1)
+    again = cs.level_files(tasks, tmp_path, "t", per_level=5, seed=1)
+    for level, path in files.items():
+        picked = [json.loads(line) for line in path.read_text().splitlines()]
+        assert len(picked) == 5 and {r["difficulty"] for r in picked} == {level}
+        assert path.read_text() == again[level].read_text()  # seeded
+    rows = cs.shipped_rows(files)
+    assert {(r["step"], r["level"]) for r in rows} == {
+        (f"reference {p}", lv) for p in ("base", "sft") for lv in cs.LEVELS}
+    assert all(r["n"] == 5 and 0 <= r["pass1"] <= 1 for r in rows)
+    assert all(r["pass1"] == 0 for r in rows if r["step"] == "reference base")
+    pooled = tmp_path / "pooled.jsonl"
+    pooled.write_text("".join(json.dumps({"world_seed": w, "task_id": t}) + "\n"
+                              for w, t in [(1, "a"), (2, "b"), (1, "c"), (1, "d")]))
+    assert cs.trained_ids(pooled, 3, 1) == {"a", "c"}

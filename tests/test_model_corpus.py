@@ -9,14 +9,14 @@ import re
 import pytest
 
 from vsearcher_lite.recipes.pretraining.corpus import DOC_KINDS, Corpus, Doc, refresh_names
-from vsearcher_lite.recipes.pretraining.worlds import (
+from vsearcher_lite.world.generator import generate_world
+from vsearcher_lite.world.rename import (
     ForbiddenNames,
     default_world_names,
     name_roots,
     rename_roots,
     substitute_words,
 )
-from vsearcher_lite.world.generator import generate_world
 
 EXCLUDE_ENTITIES = 300  # a small "default world" keeps the test fast; the logic is the same
 

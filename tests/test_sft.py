@@ -582,6 +582,33 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, train_fil
     assert not (run / "sft" / "trainer").exists()
 
 
+def test_kept_checkpoints_become_snapshots_that_load(tmp_path, train_file):
+    """``keep_checkpoints``: every save is kept as ``snapshots/step-N``, a model that loads
+    without the optimizer's state; a plain run keeps none."""
+    from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.training import sft
+
+    config = short_config(train_file, max_steps=4, save_every=2, keep_checkpoints=True)
+    sft.run_sft(tmp_path / "kept", config, log=lambda s: None)
+    snapshots = tmp_path / "kept" / "sft" / "snapshots"
+    assert sorted(p.name for p in snapshots.iterdir()) == ["step-2", "step-4"]
+    assert not (snapshots / "step-2" / "optimizer.pt").exists()
+    model, processor = load_base(snapshots / "step-2")
+    assert model is not None and processor is not None
+    final = _weights(load_base(tmp_path / "kept" / "sft" / "checkpoint")[0])
+    last = _weights(load_base(snapshots / "step-4")[0])
+    assert all(torch_allclose(final[k], last[k]) for k in final)
+    sft.run_sft(tmp_path / "plain", short_config(train_file, max_steps=2, save_every=2),
+                log=lambda s: None)
+    assert not (tmp_path / "plain" / "sft" / "snapshots").exists()
+
+
+def torch_allclose(a, b) -> bool:
+    import torch
+
+    return torch.allclose(a, b, atol=1e-6)
+
+
 def test_save_every_must_be_positive(train_file):
     with pytest.raises(ValueError, match="save_every must be at least 1"):
         short_config(train_file, save_every=0)

@@ -19,9 +19,9 @@ WORLDS = ("sandbox", "live")
 
 # Modules that register subcommands, in --help order (the package docstring maps them).
 COMMAND_MODULES = tuple(f"vsearcher_lite.{m}" for m in (
-    "world.commands", "synthesis.commands", "agent.commands", "training.commands", "rl.commands",
-    "evaluation.commands", "backends.commands", "recipes.pretraining.commands", "sandbox_bench",
-    "notebooks", "reference_run"))
+    "world.commands", "synthesis.commands", "synthesis.chains", "agent.commands",
+    "training.commands", "rl.commands", "evaluation.commands", "backends.commands",
+    "recipes.pretraining.commands", "sandbox_bench", "notebooks", "reference_run"))
 
 
 def common_options() -> argparse.ArgumentParser:

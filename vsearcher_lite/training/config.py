@@ -35,6 +35,7 @@ LORA_TARGET_REGEX = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj
 ACCELERATE_CONFIGS = ("fsdp", "zero3")
 #: The CLI options of ``vsearcher-lite sft``, by field (``options.add_config_options``).
 CLI_OPTIONS = ("base", "method", "dtype", "learning_rate", "epochs", "max_steps", "save_every",
+               "keep_checkpoints",
                "minutes", "total_minutes", "batch_size", "grad_accum", "max_length",
                "answer_weight", "init_markup_embeddings", "threads")
 CLI_DATA_OPTIONS = ("train_file", "max_train_samples", "samples_per_task", "eval_file",
@@ -103,6 +104,10 @@ class SFTConfig(TrainingSettings):
     save_every: int | None = option(None, "save a resumable checkpoint every this many steps; "
                                     "rerunning the same command after an interruption resumes "
                                     "from the last one")
+    keep_checkpoints: bool = option(False, "keep every checkpoint saved by --save-every as "
+                                    "RUN_DIR/<name>/snapshots/step-N (a model after N steps, "
+                                    "for a scaling table), not only the last for resuming",
+                                    action="store_const", const=True)
 
     @classmethod
     def for_profile(cls, profile: str = "cpu", **overrides: Any) -> SFTConfig:

@@ -125,7 +125,8 @@ def prepare_model(model, processor, config: SFTConfig) -> dict:
     return info
 
 
-RESUME_FREE = ("progress", "threads", "report_to", "device")  # they do not change what is trained
+# they do not change what is trained
+RESUME_FREE = ("progress", "threads", "report_to", "device", "keep_checkpoints")
 
 
 def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
@@ -285,8 +286,29 @@ def save_outputs(trainer, callback, processor, out: Path, config: SFTConfig) -> 
     is_main = trainer.is_world_process_zero()
     if is_main:
         atomic_write_text(out / "loss.csv", loss_csv(callback.rows))
+        if config.keep_checkpoints:
+            keep_snapshots(out / "trainer", out / "snapshots")
         shutil.rmtree(out / "trainer", ignore_errors=True)
     return is_main
+
+
+#: What a trainer checkpoint holds only to resume: a snapshot kept for evaluation drops it
+RESUME_ONLY = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt")
+
+
+def keep_snapshots(work_dir: Path, snapshots: Path) -> list[Path]:
+    """Move the trainer's ``checkpoint-N`` folders to ``snapshots/step-N`` (weights and
+    processor, without the optimizer's state), to be evaluated like the final checkpoint."""
+    kept = []
+    for saved in sorted(work_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])):
+        target = snapshots / f"step-{saved.name.split('-')[1]}"
+        for name in RESUME_ONLY:
+            (saved / name).unlink(missing_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
+        snapshots.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(saved), str(target))
+        kept.append(target)
+    return kept
 
 
 def evaluate_both(run_dir: str | Path, config: SFTConfig, checkpoint: Path,

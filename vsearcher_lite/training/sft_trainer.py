@@ -295,7 +295,8 @@ def trl_args(config: SFTConfig, output_dir: Path):
         logging_steps=config.logging_steps,
         save_strategy="steps" if config.save_every else "no",
         save_steps=config.save_every or 500,
-        save_total_limit=1,  # the last checkpoint is all a resume needs
+        # the last checkpoint is all a resume needs; a scaling table keeps the snapshots
+        save_total_limit=None if config.keep_checkpoints else 1,
         report_to=config.report_to or "none",
         seed=config.seed,
         data_seed=config.seed,

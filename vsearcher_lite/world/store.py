@@ -31,6 +31,7 @@ from vsearcher_lite.world import prose
 from vsearcher_lite.world.generator import generate_world
 from vsearcher_lite.world.knowledge import SandboxKnowledge, value_key
 from vsearcher_lite.world.prose import SecondaryPage, article_url
+from vsearcher_lite.world.rename import rename_roots
 from vsearcher_lite.world.schema import MIN_ENTITIES, Draft
 
 # Bump when the generator's output changes, so ensure_world rebuilds old worlds.
@@ -201,9 +202,12 @@ def _write_database(db_path: Path, seed: int, n_entities: int, drafts: list[Draf
 
 
 def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 0, *,
-                workers: int | None = None, progress: bool = False) -> dict:
+                workers: int | None = None, progress: bool = False,
+                rename_away: frozenset[str] = frozenset()) -> dict:
     """Generate a world of ``n_entities`` into ``out_dir`` (replacing what is there); returns its
-    metrics. ``workers`` processes draw the pictures; the output does not depend on their number."""
+    metrics. ``workers`` processes draw the pictures; the output does not depend on their number.
+    ``rename_away``: name roots (another world's, ``world/rename.py``) given fresh spellings
+    before any page is written, so that no name of that world appears in this one."""
     if not MIN_ENTITIES <= n_entities <= MAX_ENTITIES:
         raise InputError(f"a sandbox world has at least {MIN_ENTITIES} and at most "
                          f"{MAX_ENTITIES:,} entities, got {n_entities:,}")
@@ -219,6 +223,7 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
     try:
         (tmp / IMAGES_DIR).mkdir()
         drafts = generate_world(n_entities, seed).drafts
+        renamed = rename_roots(drafts, set(rename_away), seed) if rename_away else {}
         writer = prose.ArticleWriter(drafts, seed)
         articles = {d.id: writer.write(d) for d in drafts}
         sec = prose.SecondaryWriter(drafts, seed)
@@ -233,11 +238,12 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
         counts = _write_database(tmp / DB_NAME, seed, n_entities, drafts, articles, secondary,
                                  image_rows, rendered, entity_image, page_image)
         manifest = {"generator_version": GENERATOR_VERSION, "n_entities": n_entities, "seed": seed,
-                    "db": DB_NAME, "images": IMAGES_DIR}
+                    "db": DB_NAME, "images": IMAGES_DIR, "renamed_away": bool(rename_away)}
         atomic_write_json(tmp / MANIFEST, manifest)
         type_counts = Counter(d.type for d in drafts)
         page_kinds = Counter(["article"] * len(drafts) + [p.kind for p in secondary])
         metrics = {"n_entities": n_entities, "seed": seed, **counts,
+                   "n_renamed_roots": len(renamed),
                    "n_entity_images": len(entity_image),
                    "n_lookalike_images": sum(r["kind"] == "lookalike" for r in image_rows),
                    "n_simple_images": sum(r["style"] in imaging.SIMPLE_STYLES for r in image_rows),
@@ -373,7 +379,9 @@ class SandboxWorld:
     def fingerprint(self) -> str:
         """A tool-cache namespace naming this world's content (never served for another)."""
         m = self.manifest
-        return f"sandbox-v{m.get('generator_version')}-n{m.get('n_entities')}-s{m.get('seed')}"
+        renamed = "-renamed" if m.get("renamed_away") else ""
+        return (f"sandbox-v{m.get('generator_version')}-n{m.get('n_entities')}-s{m.get('seed')}"
+                f"{renamed}")
 
     def metrics(self) -> dict:
         try:

@@ -16,21 +16,23 @@ from typing import Iterable, Iterator
 
 from vsearcher_lite.recipes.pretraining.worlds import (
     CORPUS_WORLD_SEEDS,
-    DEFAULT_WORLD_ENTITIES,
-    DEFAULT_WORLD_SEED,
-    ForbiddenNames,
     SourceEntity,
     SourceFact,
     SourceWorld,
-    _fresh_root,
     build_source_world,
-    default_world_names,
-    name_roots,
-    substitute_words,
 )
 from vsearcher_lite.synthesis.describe import phrases_for
 from vsearcher_lite.tools.base import SearchHit
 from vsearcher_lite.tools.toolbox import format_image_hits, format_text_hits, format_visit
+from vsearcher_lite.world.rename import (
+    DEFAULT_WORLD_ENTITIES,
+    DEFAULT_WORLD_SEED,
+    ForbiddenNames,
+    default_world_names,
+    fresh_root,
+    name_roots,
+    substitute_words,
+)
 
 DOC_KINDS = ("page", "repeat", "kv", "pick", "lookup", "pageqa", "restate")
 #: Segment roles whose tokens are copies; training logs their loss, probes generate them.
@@ -71,7 +73,7 @@ def refresh_names(doc: "Doc", rng: random.Random, forbidden_roots: Iterable[str]
     if not roots:
         return doc
     taken = set(roots) | {r.lower() for r in forbidden_roots}
-    mapping = {r: _fresh_root(rng, taken, styled=True) for r in sorted(roots)}
+    mapping = {r: fresh_root(rng, taken, styled=True) for r in sorted(roots)}
     segments = [(substitute_words(text, mapping), role) for text, role in doc.segments]
     return Doc(doc.kind, segments, dict(doc.meta, fresh_names=len(mapping)))
 

@@ -49,14 +49,10 @@ from vsearcher_lite.recipes.pretraining.packing import (
     weighted_mean,
 )
 from vsearcher_lite.recipes.pretraining.probes import run_agent_probe, run_copy_probes
-from vsearcher_lite.recipes.pretraining.worlds import (
-    CORPUS_WORLD_SEEDS,
-    DEFAULT_WORLD_ENTITIES,
-    DEFAULT_WORLD_SEED,
-    probe_world,
-)
+from vsearcher_lite.recipes.pretraining.worlds import CORPUS_WORLD_SEEDS, probe_world
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text, mean
 from vsearcher_lite.runtime import resolve_device, set_threads
+from vsearcher_lite.world.rename import DEFAULT_WORLD_ENTITIES, DEFAULT_WORLD_SEED
 
 
 @dataclass
