@@ -180,3 +180,45 @@ def grpo_run(base: Path, run: Path) -> Path:
     (run / "sft").mkdir()
     (run / "sft" / "checkpoint").symlink_to(default_base_dir())
     return run
+
+
+# ---------------------------------------------------------------------------------------------
+# SFT data in TRL's export format
+
+
+def sft_record(image: str, hit: str, year: str) -> dict:
+    """An accepted trajectory as ``agent.export.to_trl_record`` writes it (compact prompt, so rows
+    stay short): an image search whose response holds an image, then the answer."""
+    from vsearcher_lite.agent.protocol import initial_messages, text_part
+
+    messages = initial_messages("In which year was the bridge in the image built?", image,
+                                variant="compact", today="2025-09-01")
+    messages += [
+        {"role": "assistant", "content": call("image_search", think="Search by image.")},
+        {"role": "user", "content": [text_part("<tool_response>\n1. Trel Bridge\n"),
+                                     {"type": "image", "image": hit},
+                                     text_part("</tool_response>")]},
+        {"role": "assistant", "content": answer(year, think=f"Trel Bridge was built in {year}.")},
+    ]
+
+    def parts(m):
+        c = m["content"]
+        if isinstance(c, str):
+            return [{"type": "text", "text": c}]
+        return [{"type": "image"} if p["type"] == "image" else {"type": "text", "text": p["text"]}
+                for p in c]
+
+    return {"messages": [{"role": m["role"], "content": parts(m)} for m in messages],
+            "images": [image, hit]}
+
+
+def write_sft_file(folder: Path, n: int) -> Path:
+    """``n`` two-image trajectories (``sft_record``) as ``folder/sft_trl.jsonl``."""
+    import json
+
+    question, hits = make_images(folder, n_hits=n)
+    years = ("1874", "1912", "1755", "1990", "1801", "1633", "1999", "1710")
+    rows = [sft_record(question, hits[i], years[i % len(years)]) for i in range(n)]
+    path = folder / "sft_trl.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

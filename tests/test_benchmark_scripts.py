@@ -1,6 +1,7 @@
 """The benchmark scripts, run on small files of known content: none trains or generates."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,34 @@ def test_chain_scaling_samples_levels_and_reads_the_trained_tasks(tmp_path):
     pooled.write_text("".join(json.dumps({"world_seed": w, "task_id": t}) + "\n"
                               for w, t in [(1, "a"), (2, "b"), (1, "c"), (1, "d")]))
     assert cs.trained_ids(pooled, 3, 1) == {"a", "c"}
+
+
+def test_gpu_memory_says_what_it_measures_and_stops_in_one_line_without_a_gpu(tmp_path):
+    script = ROOT / "benchmarks" / "gpu_memory.py"
+    shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
+                           text=True, check=True).stdout
+    assert "--model-dir" in shown and "--stage-seconds" in shown
+    no_gpu = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, str(script), "--model-dir", str(tmp_path / "m")],
+                          capture_output=True, text=True, env=no_gpu)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "no CUDA device" in done.stderr
+    assert not (tmp_path / "m").exists()  # nothing built without a GPU
+
+
+def test_gpu_memory_stages_and_the_long_trajectory_it_trains_on():
+    from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.training.data import check_record, rendered_lengths
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_memory as gm
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert gm.STAGES == ["sft-qlora-4096", "sft-qlora-8192", "sft-qlora-16384",
+                         "sft-qlora-20480", "sft-lora-4096", "sft-lora-8192", "sft-lora-16384",
+                         "sft-lora-20480", "grpo-logprob-30720-mb1", "grpo-logprob-30720-mb4",
+                         "kv-16x8192"]
+    processor = load_base()[1]
+    record = check_record(gm.long_record(processor, 2048), "long")
+    assert abs(rendered_lengths(processor, [record])[0] - 2048) < 2048 * 0.05

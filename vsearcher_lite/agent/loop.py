@@ -2,7 +2,9 @@
 
 Each step the policy writes one assistant turn, generation stopping before ``<tool_response>``;
 the turn is format-checked and its one tool call executed, the result coming back as a
-``<tool_response>`` user turn (an unknown tool or bad arguments as an error observation). Every
+``<tool_response>`` user turn (an unknown tool or bad arguments as an error observation). A
+backend whose chat template's generation prompt opens the reasoning (Qwen3-VL Thinking's
+``<think>\n``) names it as ``reply_prefix``: the turn checked and kept is that plus the reply. Every
 trajectory ends with one of ``TERMINATIONS``; a format error ends it at once unless
 ``strict_format=False``.
 """
@@ -237,7 +239,9 @@ def run_episode(
             termination = "policy_error"
             error = f"the policy returned {type(reply).__name__}, not text"
             break
-        text = cut_at_stop(reply).strip()
+        # the turn as the chat template holds it: a Thinking template's generation prompt has
+        # already opened the reasoning, so the reply starts inside it
+        text = (getattr(policy, "reply_prefix", "") + cut_at_stop(reply)).strip()
         verdict = strict_format_check(text)
         record = TurnRecord(index=len(turns), text=text, verdict=verdict.to_dict(),
                             policy_seconds=round(policy_seconds, 4))

@@ -27,9 +27,43 @@ class ChatError(RuntimeError):
 
 class ChatBackend(abc.ABC):
     name: str = "chat"
+    #: What the backend's chat template writes at the start of every reply, before the model's
+    #: first token (``reply_opening``): the turn the template holds is this plus the reply.
+    reply_prefix: str = ""
 
     @abc.abstractmethod
     def chat(self, messages: list[dict], **sampling: Any) -> str: ...
+
+
+#: The reasoning tag a generation prompt may already hold (Qwen3-VL Thinking's opens it).
+THINK_TAG = "<think>"
+
+
+def reply_opening(processor) -> str:
+    """The part of the reasoning a chat template's generation prompt writes before the model's
+    first token: ``"<think>\\n"`` for the Qwen3-VL Thinking templates, ``""`` for templates whose
+    prompt ends at the assistant's header (or a processor without a template).
+
+    >>> class Thinking:
+    ...     def apply_chat_template(self, messages, tokenize, add_generation_prompt=False):
+    ...         return "<q>" + ("<a>\\n<think>\\n" if add_generation_prompt else "")
+    >>> reply_opening(Thinking()), reply_opening(object())
+    ('<think>\\n', '')
+    """
+    tail = ""
+    for content in ([{"type": "text", "text": "?"}], "?"):  # a processor's parts, a tokenizer's
+        probe = [{"role": "user", "content": content}]
+        try:
+            bare = processor.apply_chat_template(probe, tokenize=False)
+            prompted = processor.apply_chat_template(probe, tokenize=False,
+                                                     add_generation_prompt=True)
+        except Exception:  # no template, or one that cannot render this probe
+            continue
+        bare, prompted = (x[0] if isinstance(x, list) else x for x in (bare, prompted))
+        tail = prompted[len(bare):] if prompted.startswith(bare) else ""
+        break
+    at = tail.find(THINK_TAG)
+    return tail[at:] if at >= 0 else ""
 
 
 class ScriptedChat(ChatBackend):

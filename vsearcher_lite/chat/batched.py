@@ -28,6 +28,7 @@ from vsearcher_lite.chat.base import (
     ChatError,
     cut_at_stop,
     new_usage,
+    reply_opening,
     stop_list,
 )
 from vsearcher_lite.chat.local import (
@@ -324,6 +325,7 @@ class BatchedTransformersChat(LockstepBatcher):
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.reply_prefix = reply_opening(processor)
         self.max_new_tokens = max_new_tokens
         config = getattr(model, "config", None)
         self.model_id = getattr(config, "_name_or_path", type(model).__name__)
@@ -443,6 +445,7 @@ class BatchedVLLMChat(LockstepBatcher):
         self.vllm = vllm_generation
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.reply_prefix = reply_opening(processor)
 
     def generate_batch(self, conversations: list[list[dict]], options: dict,
                        seed: int | None) -> list[str]:

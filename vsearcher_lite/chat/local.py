@@ -17,6 +17,7 @@ from vsearcher_lite.chat.base import (
     load_image,
     message_text,
     new_usage,
+    reply_opening,
     stop_list,
 )
 from vsearcher_lite.runio import InputError
@@ -169,6 +170,7 @@ class TransformersChat(ChatBackend):
             if device is not None:
                 self.model.to(device)
         self.model.eval()
+        self.reply_prefix = reply_opening(self.processor or self.tokenizer)
         self.usage = new_usage()
         self._lock = threading.Lock()
         self._fetcher = None  # an HttpClient, made on the first remote image

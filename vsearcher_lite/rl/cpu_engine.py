@@ -44,6 +44,7 @@ from vsearcher_lite.rl.rollout import (
 from vsearcher_lite.rl.steps import has_signal, step_row, steps_csv, training_summary
 from vsearcher_lite.rl.update import assign_advantages, score_samples, update_policy
 from vsearcher_lite.runio import (
+    InputError,
     JsonlLog,
     RunDir,
     atomic_write_text,
@@ -404,11 +405,21 @@ def finish(run: CpuRun, progress: Progress, screened: dict | None, start: dict |
     return metrics
 
 
+def check_one_process(world_size: int | None = None) -> None:
+    """Refuse a launch on several processes: the cpu engine neither splits the rollouts nor
+    averages gradients, so each process would train its own copy and overwrite the others' files."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else world_size
+    if world_size > 1:
+        raise InputError(f"the cpu engine runs on one process, not {world_size}: launch it "
+                         "without accelerate or torchrun, or use engine trl with vLLM")
+
+
 def run_grpo_cpu(run_dir: str | Path, config: GRPOConfig, *,
                  log: Callable[[str], None] = print) -> dict:
     """The cpu engine (see the module docstring), in stages that hand each other their state."""
     import torch
 
+    check_one_process()
     wall_start = time.perf_counter()
     # 1. the inputs, the policy and the rollout pieces
     threads = set_threads(config.threads) if config.use_cpu else torch.get_num_threads()

@@ -87,6 +87,38 @@ def split_prompt_completion(ids: list[int], mask: list[int], prompt_tokens: int,
     return prompt, completion, env
 
 
+def realign_at_prompt(ids: list[int], mask: list[int], prompt: list[int], decode: Callable,
+                      encode: Callable) -> tuple[list[int], list[int]] | None:
+    """``(ids, mask)`` of a rendered trajectory made to start with TRL's ``prompt`` ids. Rendered
+    whole, the prompt's last token can merge with the reply's first: a Thinking template's
+    prompt ends ``<think>\\n`` and a reply that opens with a newline makes ``\\n\\n``, one Qwen
+    token. That token is split back at the prompt's end, the reply's part keeping its loss mask.
+    ``None`` when the rendering does not start with the prompt's text.
+
+    >>> text = {1: "a", 2: "\\n", 3: "\\n\\n", 4: "b"}
+    >>> decode = lambda ids: "".join(text[i] for i in ids)
+    >>> realign_at_prompt([1, 3, 4], [0, 1, 1], [1, 2], decode, lambda t: [2])
+    ([1, 2, 2, 4], [0, 0, 1, 1])
+    >>> realign_at_prompt([1, 2, 4], [0, 0, 1], [1, 2], decode, lambda t: [2])
+    ([1, 2, 4], [0, 0, 1])
+    """
+    n = len(prompt)
+    if list(ids[:n]) == list(prompt):
+        return list(ids), list(mask)
+    same = 0
+    while same < min(len(ids), n) and ids[same] == prompt[same]:
+        same += 1
+    if same >= len(ids):
+        return None
+    tail, merged = decode(prompt[same:]), decode(ids[same:same + 1])
+    if merged == tail or not merged.startswith(tail):
+        return None
+    rest = list(encode(merged[len(tail):]))
+    return (list(ids[:same]) + list(prompt[same:]) + rest + list(ids[same + 1:]),
+            list(mask[:same]) + [0] * (n - same) + [mask[same]] * len(rest)
+            + list(mask[same + 1:]))
+
+
 # ---------------------------------------------------------------------------------------------
 # The rollout function
 
@@ -157,20 +189,23 @@ def trl_fields(samples: list, prompts: list, tasks: dict, processor, encoder: Tr
     mask is set on it too, for ``rollouts.jsonl``."""
     out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": None,
                            "env_mask": [], "reward": [], "fatal": [], "tool_images": []}
+    tokenizer = encoder.tokenizer
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     for sample, prompt in zip(samples, prompts):
         enc = sample.encoded
-        # TRL rebuilds the pixel values from its own rendering of the prompt: the ids must agree
-        expected = trl_prompt_ids(processor, prompt)
-        if enc.input_ids[: enc.prompt_tokens] != expected:
-            raise InputError(f"task {sample.task_id}: the rendered trajectory does not start "
-                             "with TRL's rendering of the dataset prompt; the chat template "
-                             "must be prefix-preserving")
         fatal = sample.fatal if config.fatal_aware else None
         mask = loss_mask(enc.policy_mask, excluded=sample.excluded, fatal=fatal,
                          fatal_aware=config.fatal_aware)
         sample.loss_mask, sample.in_loss = mask, any(mask)
-        p, c, env = split_prompt_completion(enc.input_ids, mask, enc.prompt_tokens,
-                                            encoder.end_id)
+        # TRL rebuilds the pixel values from its own rendering of the prompt: the ids must agree
+        expected = trl_prompt_ids(processor, prompt)
+        aligned = realign_at_prompt(enc.input_ids, mask, expected, decode, encode)
+        if aligned is None:
+            raise InputError(f"task {sample.task_id}: the rendered trajectory does not start "
+                             "with TRL's rendering of the dataset prompt; the chat template "
+                             "must be prefix-preserving")
+        p, c, env = split_prompt_completion(*aligned, len(expected), encoder.end_id)
         out["prompt_ids"].append(p)
         out["completion_ids"].append(c)
         out["env_mask"].append(env)

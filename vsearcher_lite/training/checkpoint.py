@@ -32,13 +32,17 @@ def quantization_config(config):
 
 
 def load_model(config):
-    """``(model, processor)`` for training: the base in the config's dtype (4-bit NF4 for qlora)."""
+    """``(model, processor)`` for training: the base in the config's dtype (4-bit NF4 for qlora),
+    its chat template one that marks the assistant's tokens (``data.mark_assistant_turns``)."""
     from vsearcher_lite.model.tiny import load_base
+    from vsearcher_lite.training.data import mark_assistant_turns
 
     kwargs: dict[str, Any] = {}
     if (quantised := quantization_config(config)) is not None:
         kwargs["quantization_config"] = quantised
-    return load_base(config.base, dtype=config.torch_dtype(), **kwargs)
+    model, processor = load_base(config.base, dtype=config.torch_dtype(), **kwargs)
+    mark_assistant_turns(processor)
+    return model, processor
 
 
 def suppress_vision_tokens(model, tokenizer) -> list[int]:

@@ -144,13 +144,56 @@ def lengths_by_level(records: Sequence[dict], lengths: Sequence[int],
     return out
 
 
-def make_collator(processor, max_length: int | None = None):
-    """TRL's vision-language collator with assistant-only labels and its training template: what
-    ``SFTTrainer`` builds, so tests and the notebook see exactly the batches training sees."""
+def training_chat_template(processor) -> str | None:
+    """The template that marks the assistant's tokens for the collator: TRL's training variant of
+    the processor's template (``None``: its own already marks them), or, for the Qwen3-VL
+    Thinking template that TRL does not know, this project's twin of it (the same text, checked
+    on probe conversations); an ``InputError`` for any other template."""
+    from PIL import Image
     from trl.chat_template_utils import get_training_chat_template
+
+    from vsearcher_lite.model.thinking_template import renders_like_thinking, thinking_template
+
+    try:
+        return get_training_chat_template(processor)
+    except ValueError:
+        pass
+    if renders_like_thinking(processor, Image.new("RGB", (32, 32))):
+        return thinking_template(training=True)
+    raise InputError("the base's chat template is neither one TRL can mark for assistant-only "
+                     "loss nor the Qwen3-VL Thinking template; give the checkpoint a template "
+                     "with {% generation %} markers around the assistant turns")
+
+
+def mark_assistant_turns(processor) -> bool:
+    """Put this project's training template on ``processor`` where TRL has none for its template
+    (the Thinking one): ``SFTTrainer`` takes a template with generation markers as it is and
+    otherwise asks TRL, which refuses. The text every conversation renders to is unchanged.
+    Whether the template was replaced."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = processor.chat_template
+    if isinstance(template, str) and has_generation_markers(template):
+        return False
+    try:
+        get_training_chat_template(processor)
+        return False  # TRL swaps its own in
+    except ValueError:
+        marked = training_chat_template(processor)
+    processor.chat_template = marked
+    tokenizer = getattr(processor, "tokenizer", None)
+    if tokenizer is not None:
+        tokenizer.chat_template = marked
+    return True
+
+
+def make_collator(processor, max_length: int | None = None):
+    """TRL's vision-language collator with assistant-only labels and a training template
+    (``training_chat_template``): what ``SFTTrainer`` builds, so tests and the notebook see
+    exactly the batches training sees."""
     from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
 
-    template = get_training_chat_template(processor)
+    template = training_chat_template(processor)
     return DataCollatorForVisionLanguageModeling(processor=processor, max_length=max_length,
                                                  assistant_only_loss=True, chat_template=template)
 
