@@ -24,6 +24,7 @@ import argparse
 import json
 import random
 from pathlib import Path
+from typing import Callable
 
 LEVELS = ("easy", "medium", "hard")
 REFERENCE = Path(__file__).resolve().parent.parent / "data" / "reference"
@@ -46,17 +47,34 @@ def level_files(tasks_file: Path, folder: Path, prefix: str, ids: set[str] | Non
     return out
 
 
-def trained_ids(train_file: Path, n_records: int, world_seed: int) -> set[str]:
-    """Task ids of ``world_seed`` among the first ``n_records`` of the pooled file."""
-    ids = set()
+def trained_ids(train_file: Path, n_records: int, world_seed: int,
+                too_long: Callable[[list[dict]], list[bool]] | None = None) -> set[str]:
+    """Task ids of ``world_seed`` among the first ``n_records`` of the pooled file (SFT's
+    ``--max-train-samples``), leaving out those ``too_long`` says SFT dropped for length."""
+    records = []
     with train_file.open(encoding="utf-8") as f:
         for number, line in enumerate(f):
             if number >= n_records:
                 break
             record = json.loads(line)
             if record["world_seed"] == world_seed:
-                ids.add(record["task_id"])
-    return ids
+                records.append(record)
+    dropped = too_long(records) if too_long and records else [False] * len(records)
+    return {r["task_id"] for r, drop in zip(records, dropped) if not drop}
+
+
+def length_check(chains: Path, base: str, max_length: int) -> Callable[[list[dict]], list[bool]]:
+    """Whether each pooled record renders to more than ``max_length`` tokens (SFT drops it)."""
+    def too_long(records: list[dict]) -> list[bool]:
+        from vsearcher_lite.model.tiny import load_base
+        from vsearcher_lite.runio import RunDir
+        from vsearcher_lite.training.data import check_record, rendered_lengths
+
+        run = RunDir(chains.absolute())
+        _, processor = load_base(base)
+        checked = [check_record(run.resolve(r), f"{chains}:{r['task_id']}") for r in records]
+        return [n > max_length for n in rendered_lengths(processor, checked)]
+    return too_long
 
 
 def evaluate(run_dir: Path, tasks: Path, model: Path, name: str) -> dict:
@@ -106,6 +124,11 @@ def main() -> int:
                    help="a run folder of the evaluation world (built there when missing)")
     p.add_argument("--per-level", type=int, default=60, help="held-out tasks a level")
     p.add_argument("--replay", type=int, default=30, help="own training tasks a level")
+    p.add_argument("--trained", type=int, default=3000,
+                   help="the SFT run's --max-train-samples (default: 3000)")
+    p.add_argument("--max-length", type=int, default=6144,
+                   help="the SFT run's --max-length: longer trajectories were not trained on")
+    p.add_argument("--base", default="data/tiny_base", help="the SFT run's base (its processor)")
     p.add_argument("--seed", type=int, default=0, help="seed of the task samples")
     p.add_argument("--out", type=Path, default=None, help="JSON rows (default: print only)")
     args = p.parse_args()
@@ -129,8 +152,8 @@ def main() -> int:
     chains = read_json(args.chains / "metrics.json")
     first = chains["settings"]["first_seed"]
     world_run = args.chains / "worlds" / f"seed-{first}"
-    n_trained = read_json(sft_dir / "metrics.json")["n_train_trajectories"]
-    ids = trained_ids(Path(chains["train_file"]), n_trained, first)
+    ids = trained_ids(Path(chains["train_file"]), args.trained, first,
+                      length_check(args.chains, args.base, args.max_length))
     replay = level_files(world_run / "filter" / "train.jsonl", world_run, "scaling_replay", ids,
                          per_level=args.replay, seed=args.seed)
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -121,6 +123,7 @@ def test_chain_scaling_samples_levels_and_reads_the_trained_tasks(tmp_path):
     pooled.write_text("".join(json.dumps({"world_seed": w, "task_id": t}) + "\n"
                               for w, t in [(1, "a"), (2, "b"), (1, "c"), (1, "d")]))
     assert cs.trained_ids(pooled, 3, 1) == {"a", "c"}
+    assert cs.trained_ids(pooled, 4, 1, lambda rs: [r["task_id"] == "c" for r in rs]) == {"a", "d"}
 
 
 def test_gpu_memory_says_what_it_measures_and_stops_in_one_line_without_a_gpu(tmp_path):
@@ -152,3 +155,17 @@ def test_gpu_memory_stages_and_the_long_trajectory_it_trains_on():
     processor = load_base()[1]
     record = check_record(gm.long_record(processor, 2048), "long")
     assert abs(rendered_lengths(processor, [record])[0] - 2048) < 2048 * 0.05
+
+
+def test_other_world_reads_the_shipped_headline_as_the_card_holds_it():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import other_world as ow
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    card = json.loads((ow.REFERENCE / "card.json").read_text())["numbers"]["headline"]
+    for policy in ("sft", "rl"):
+        assert ow.shipped_headline(policy) == pytest.approx(card[policy]["pass_at_1"], abs=5e-5)
+    rows = [{"n": 10, "pass1": 0.5}, {"n": 30, "pass1": 0.1}]
+    assert ow.headline(rows) == pytest.approx((5 + 3) / 40)
+    assert ow.headline([]) == 0.0
