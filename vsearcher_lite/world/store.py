@@ -238,7 +238,9 @@ def build_world(out_dir: str | os.PathLike, n_entities: int = 2000, seed: int = 
         counts = _write_database(tmp / DB_NAME, seed, n_entities, drafts, articles, secondary,
                                  image_rows, rendered, entity_image, page_image)
         manifest = {"generator_version": GENERATOR_VERSION, "n_entities": n_entities, "seed": seed,
-                    "db": DB_NAME, "images": IMAGES_DIR, "renamed_away": bool(rename_away)}
+                    "db": DB_NAME, "images": IMAGES_DIR}
+        if rename_away:  # a plain world's manifest stays as it always was
+            manifest["renamed_away"] = True
         atomic_write_json(tmp / MANIFEST, manifest)
         type_counts = Counter(d.type for d in drafts)
         page_kinds = Counter(["article"] * len(drafts) + [p.kind for p in secondary])
