@@ -376,7 +376,8 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     del trainer, model
     release_memory()
 
-    # 4. the held-out evaluations, on the main process only
+    # 4. the held-out evaluations, on the main process only, at the profile's batch (1 on GPUs:
+    # a sampled evaluation reproduces only then; `vsearcher-lite eval --batch N` is faster)
     if config.evaluate and is_main:
         metrics.update(evaluate_both(run_dir, config, checkpoint, evals, log))
     metrics["seconds"] = round(callback.offset_s + time.perf_counter() - wall_start, 2)
