@@ -222,3 +222,22 @@ def write_sft_file(folder: Path, n: int) -> Path:
     path = folder / "sft_trl.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def scripted_batcher(reply, reply_prefix: str = ""):
+    """A ``LockstepBatcher`` class whose every episode replies by ``reply`` (a function of the
+    messages), to stand in for ``BatchedTransformersChat`` where a policy must call tools;
+    ``reply_prefix`` as a chat template's generation prompt would set it."""
+    from vsearcher_lite.chat import ScriptedChat
+    from vsearcher_lite.chat.batched import LockstepBatcher
+
+    class ScriptedBatcher(LockstepBatcher):
+        def __init__(self, *args, **kwargs):
+            super().__init__(max_batch=kwargs.get("max_batch", 8))
+            self.script = ScriptedChat(reply)
+            self.reply_prefix = reply_prefix
+
+        def generate_batch(self, conversations, options, seed):
+            return [self.script.chat(c) for c in conversations]
+
+    return ScriptedBatcher

@@ -14,7 +14,7 @@ import json
 import time
 
 import pytest
-from agent_fakes import answer, build_sandbox_run, call, grpo_run
+from agent_fakes import answer, build_sandbox_run, call, grpo_run, scripted_batcher
 
 from vsearcher_lite.rl.config import GRPOConfig
 from vsearcher_lite.rl.grpo import run_grpo
@@ -181,22 +181,13 @@ def test_trl_engine_runs_on_cpu(run_dir, monkeypatch, method, scripted):
     """TRL's GRPOTrainer, one step of 1 prompt x 2 generations, driven by the project's rollouts:
     with a scripted policy (image-search results travel inside the completions), and with the
     LoRA-wrapped model itself generating."""
-    from vsearcher_lite.chat import ScriptedChat
-    from vsearcher_lite.chat import batched as batched_chat
     from vsearcher_lite.rl import trl_engine
 
     # The tiny base cannot call tools yet; a scripted policy does, so the tool-image path is
     # exercised.
-    class ScriptedBatcher(batched_chat.LockstepBatcher):
-        def __init__(self, *args, **kwargs):
-            super().__init__(max_batch=kwargs.get("max_batch", 8))
-            self.script = ScriptedChat(scripted_policy_reply)
-
-        def generate_batch(self, conversations, options, seed):
-            return [self.script.chat(c) for c in conversations]
-
     if scripted:
-        monkeypatch.setattr(trl_engine, "BatchedTransformersChat", ScriptedBatcher)
+        monkeypatch.setattr(trl_engine, "BatchedTransformersChat",
+                            scripted_batcher(scripted_policy_reply))
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     import trl
 

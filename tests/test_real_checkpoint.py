@@ -13,7 +13,14 @@ import json
 import math
 
 import pytest
-from agent_fakes import answer, call, make_images, make_toolbox, write_sft_file
+from agent_fakes import (
+    answer,
+    call,
+    make_images,
+    make_toolbox,
+    scripted_batcher,
+    write_sft_file,
+)
 
 from vsearcher_lite.model import real_shape
 from vsearcher_lite.model.thinking_template import thinking_template
@@ -237,24 +244,13 @@ def test_one_trl_grpo_step_on_the_real_shape(grpo_dir, real_dir, monkeypatch, sc
     LoRA path: a scripted policy's image search brings tool images into the completions; the
     random model's own replies end without closing the reasoning, the case whose first reply
     token merges with the prompt's last."""
-    from vsearcher_lite.chat import ScriptedChat
-    from vsearcher_lite.chat import batched as batched_chat
     from vsearcher_lite.rl import trl_engine
     from vsearcher_lite.rl.config import GRPOConfig
     from vsearcher_lite.rl.grpo import run_grpo
 
-    class ScriptedBatcher(batched_chat.LockstepBatcher):
-        reply_prefix = "<think>\n"
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(max_batch=kwargs.get("max_batch", 8))
-            self.script = ScriptedChat(scripted_policy_reply)
-
-        def generate_batch(self, conversations, options, seed):
-            return [self.script.chat(c) for c in conversations]
-
     if scripted:
-        monkeypatch.setattr(trl_engine, "BatchedTransformersChat", ScriptedBatcher)
+        monkeypatch.setattr(trl_engine, "BatchedTransformersChat",
+                            scripted_batcher(scripted_policy_reply, reply_prefix="<think>\n"))
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     name = f"grpo-real-{'scripted' if scripted else 'model'}"
     config = GRPOConfig.for_profile(

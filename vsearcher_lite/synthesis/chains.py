@@ -145,14 +145,13 @@ def trajectory_text(record: dict) -> str:
 
 def naming_check() -> Callable[[dict], list[str]]:
     """A function giving the evaluation world's names that a record's text contains."""
+    from vsearcher_lite.chat.base import message_text
     from vsearcher_lite.world.rename import ForbiddenNames, default_world_names
 
     finder = ForbiddenNames(default_world_names())
 
     def names_in(record: dict) -> list[str]:
-        return finder.found(" ".join(p.get("text") or "" for m in record["messages"]
-                                     for p in (m["content"] if isinstance(m["content"], list)
-                                               else [{"text": m["content"]}])))
+        return finder.found(" ".join(message_text(m) for m in record["messages"]))
     return names_in
 
 

@@ -129,6 +129,17 @@ def prepare_model(model, processor, config: SFTConfig) -> dict:
 RESUME_FREE = ("progress", "threads", "report_to", "device", "keep_checkpoints")
 
 
+def step_of(checkpoint: Path) -> int:
+    """The step of a trainer checkpoint folder (``checkpoint-N``)."""
+    return int(checkpoint.name.rsplit("-", 1)[1])
+
+
+def saved_checkpoints(work_dir: Path) -> list[Path]:
+    """The trainer's complete checkpoints (their state written last), by step."""
+    return sorted((p for p in work_dir.glob("checkpoint-*")
+                   if (p / "trainer_state.json").exists()), key=step_of)
+
+
 def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] = print
                  ) -> tuple[Path | None, JsonlLog | None]:
     """Where an interrupted run of the same settings left off: its last trainer checkpoint and
@@ -145,11 +156,7 @@ def resume_point(work_dir: Path, config: SFTConfig, log: Callable[[str], None] =
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
         atomic_write_json(settings_path, settings)
-    def step_of(p: Path) -> int:
-        return int(p.name.rsplit("-", 1)[1])
-
-    saved = sorted((p for p in work_dir.glob("checkpoint-*")
-                    if (p / "trainer_state.json").exists()), key=step_of)
+    saved = saved_checkpoints(work_dir)
     rows_path = work_dir / "loss_rows.jsonl"
     step = step_of(saved[-1]) if saved else 0
     rows = [r for r in JsonlLog(rows_path, key="step").records() if r["step"] <= step]
@@ -300,8 +307,8 @@ def keep_snapshots(work_dir: Path, snapshots: Path) -> list[Path]:
     """Move the trainer's ``checkpoint-N`` folders to ``snapshots/step-N`` (weights and
     processor, without the optimizer's state), to be evaluated like the final checkpoint."""
     kept = []
-    for saved in sorted(work_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])):
-        target = snapshots / f"step-{saved.name.split('-')[1]}"
+    for saved in saved_checkpoints(work_dir):
+        target = snapshots / f"step-{step_of(saved)}"
         for name in RESUME_ONLY:
             (saved / name).unlink(missing_ok=True)
         shutil.rmtree(target, ignore_errors=True)
