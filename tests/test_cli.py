@@ -61,8 +61,9 @@ INJECT_FLAGS = ["--n-train", "--n-heldout", "--n-exam", "--exam-size", "--mix", 
                 "--warmup-levels", "--writer", "--chat", "--concurrency", "--max-attempts"]
 FILTER_FLAGS = ["--filter-mode", "--filter-chat", "--filter-vlm", "--judge", "--short-circuit",
                 "--rl-tasks", "--rl-max-share", "--validation-tasks"]
-PRETRAIN_FLAGS = ["--out", "--minutes", "--max-steps", "--threads", "--device", "--probe-n",
-                  "--agent-tasks", "--init", "--recipe", "--probe-only", "--smoke", "--quiet"]
+PRETRAIN_FLAGS = ["--out", "--minutes", "--max-steps", "--threads", "--save-every", "--device",
+                  "--probe-n", "--agent-tasks", "--init", "--recipe", "--probe-only", "--smoke",
+                  "--quiet"]
 
 
 @pytest.mark.parametrize("name, flags", [

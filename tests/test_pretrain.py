@@ -37,12 +37,74 @@ def test_lr_schedule_warms_up_then_follows_a_cosine_to_the_floor():
 
 def test_global_caps_are_shared_out_between_the_stages():
     cfg = PretrainConfig(max_minutes=12.0, max_steps=130)
-    a, b = cfg.scaled_stages()
-    full_a, full_b = PretrainConfig().stages
-    assert a.minutes + b.minutes == pytest.approx(12.0)
-    assert a.minutes / b.minutes == pytest.approx(full_a.minutes / full_b.minutes)
-    assert a.max_steps + b.max_steps in (129, 130, 131) and a.max_steps > b.max_steps
-    assert a.warmup_steps <= a.max_steps // 10 + 1
+    scaled, full = cfg.scaled_stages(), PretrainConfig().stages
+    a, b = scaled[:2]
+    assert sum(s.minutes for s in scaled) == pytest.approx(12.0)
+    assert a.minutes / b.minutes == pytest.approx(full[0].minutes / full[1].minutes)
+    assert sum(s.max_steps for s in scaled) in (128, 129, 130, 131, 132)
+    assert a.max_steps > b.max_steps
+    assert all(s.warmup_steps <= s.max_steps // 10 + 1 for s in scaled)
+
+
+def test_the_full_recipe_makes_the_base_from_scratch_in_five_stages():
+    from vsearcher_lite.recipes.pretraining.pretrain import LONG_SEQ_LEN, default_stages
+
+    stages = default_stages()
+    assert [s.name for s in stages] == ["A", "B", "C", "D", "E"]
+    assert [s.seq_len for s in stages] == [512, 1024, 512, 1024, LONG_SEQ_LEN]
+    # names drawn afresh, copies weighed x2, only in the last two stages
+    assert [s.fresh_names for s in stages] == [None, None, None, True, True]
+    assert [s.copy_weight for s in stages] == [None, None, None, 2.0, 2.0]
+    assert sum(s.max_steps for s in stages) == 6000 and PretrainConfig().init_from is None
+    assert "restate" in stages[3].mix and "restate" not in stages[2].mix
+
+
+class Interrupted(Exception):
+    pass
+
+
+def interrupt_at(prefix):
+    def log(message):
+        if message.startswith(prefix):
+            raise Interrupted(message)
+
+    return log
+
+
+@pytest.mark.parametrize("prefix,resumed_at", [("[A] step 3", {"stage": 0, "step": 2}),
+                                               ("[B] step 5", {"stage": 1, "step": 0})])
+def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, prefix,
+                                                                          resumed_at):
+    from safetensors.torch import load_file
+
+    from vsearcher_lite.recipes.pretraining.pretrain import pretrain
+    from vsearcher_lite.runio import InputError
+
+    def config(name, **overrides):
+        return PretrainConfig.smoke(str(tmp_path / name), threads=1, save_every=2,
+                                    state_dir=str(tmp_path / f"{name}-state"), **overrides)
+
+    whole = pretrain(config("whole"))
+    with pytest.raises(Interrupted):
+        pretrain(config("resumed"), log=interrupt_at(prefix))
+    assert (tmp_path / "resumed-state" / "state.json").is_file()
+    assert not (tmp_path / "resumed").exists()  # no half-written base
+    with pytest.raises(InputError, match="resumed-state: a pretraining run of other settings.*"
+                                         "seed differ"):
+        pretrain(config("resumed", seed=1))
+    again = pretrain(config("resumed"))
+    a = load_file(tmp_path / "whole" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (whole["resumed_at"], again["resumed_at"]) == ([], [resumed_at])
+    assert again["total_steps"] == whole["total_steps"] == 6
+    log_a = (tmp_path / "whole" / "train_log.csv").read_text().splitlines()
+    log_b = (tmp_path / "resumed" / "train_log.csv").read_text().splitlines()
+    assert [line.split(",")[:2] + line.split(",")[4:] for line in log_a] == [
+        line.split(",")[:2] + line.split(",")[4:] for line in log_b]  # all but seconds and lr
+    assert again["corpus"]["dropped_docs"] == whole["corpus"]["dropped_docs"]
+    assert not (tmp_path / "resumed-state").exists()  # finished: nothing left to resume
+    assert "Resumed 1 time(s)" in (tmp_path / "resumed" / "MODEL_CARD.md").read_text()
 
 
 def docs_cycle(docs):
@@ -234,7 +296,9 @@ def test_the_continue_recipe_is_one_stage_a_from_the_init_checkpoint(smoke_run):
     cont = config_from_args(
         parse(["pretrain", "--init", base, "--recipe", "continue", "--out", "x"])
     )
-    assert [s.name for s in full.stages] == ["A", "B"] and full.stages == default_stages()
+    assert [s.name for s in full.stages] == ["A", "B", "C", "D", "E"]
+    assert full.stages == default_stages()
+    assert full.state_dir == "runs/default/pretrain_state"  # resumable in the run folder
     assert cont.stages == continue_stages() and cont.init_from == base
     (a,) = cont.stages
     assert (a.max_steps, a.minutes, a.lr, a.warmup_steps, a.seq_len, a.batch_size) == (

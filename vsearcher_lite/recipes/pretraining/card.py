@@ -90,13 +90,25 @@ def _made_lines(metrics: dict) -> list[str]:
                      f"{run['finished_at']}): the probe table below is theirs.")
     for i, prev in enumerate(m.get("previous_runs") or [], start=1):
         lines += _previous_run_lines(i, prev)
-    lines += ["", "| stage | steps | stopped by | s/step | rows x tokens | peak lr | mix |",
-              "|---|---|---|---|---|---|---|"]
+    resumes = m.get("resumed_at") or []
+    if resumes:
+        stages = [s["name"] for s in m["stages"]]
+        at = "; ".join(f"stage {stages[r['stage']] if r['stage'] < len(stages) else r['stage']} "
+                       f"step {r['step']}" for r in resumes)
+        lines.append(f"- Resumed {len(resumes)} time(s) after an interruption ({at}): the data "
+                     "stream is drawn forward to the saved step, so it trains what an "
+                     "uninterrupted run would")
+    per_stage = any("copy_weight" in s for s in m["stages"])  # recorded per stage
+    head = ["stage", "steps", "stopped by", "s/step", "rows x tokens", "peak lr"]
+    head += ["fresh names", "copy weight", "mix"] if per_stage else ["mix"]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in m["stages"]:
         mix = ", ".join(f"{k} {v:g}" for k, v in s["mix"].items())
-        cells = (s["name"], s["steps"], s["stopped_by"], s["seconds_per_step"],
-                 f"{s['batch_size']} x {s['seq_len']}", f"{s['lr']:g}", mix)
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        cells = [s["name"], s["steps"], s["stopped_by"], s["seconds_per_step"],
+                 f"{s['batch_size']} x {s['seq_len']}", f"{s['lr']:g}"]
+        if per_stage:
+            cells += ["yes" if s.get("fresh_names") else "no", f"{s.get('copy_weight', 1.0):g}"]
+        lines.append("| " + " | ".join(str(c) for c in cells + [mix]) + " |")
     return lines
 
 
@@ -173,6 +185,14 @@ def model_card(metrics: dict, rows: list[dict], arch: dict) -> str:
 
 def fresh_note(config: dict) -> str:
     """The card's sentence on fresh names and copy weighting, when the last run used them."""
+    fresh_stages = [s["name"] for s in config.get("stages") or [] if s.get("fresh_names")]
+    if fresh_stages and not config.get("fresh_names"):
+        weights = {s.get("copy_weight") for s in config["stages"] if s.get("fresh_names")}
+        weighted = (f", with copy targets weighed x{weights.pop():g} in the loss"
+                    if len(weights) == 1 and None not in weights else "")
+        return (f"In stage(s) {', '.join(fresh_stages)} every document's names were drawn "
+                "afresh (`fresh_names`: a name is never seen twice, so a copy cannot come from "
+                f"memory){weighted}. ")
     if not config.get("fresh_names"):
         return ""
     weight = config.get("copy_weight", 1.0)

@@ -21,8 +21,10 @@ from vsearcher_lite.recipes.pretraining.pretrain import (
 from vsearcher_lite.runio import InputError
 from vsearcher_lite.runtime import add_device_option
 
+#: Where a training run keeps its state, inside --run-dir.
+STATE_DIR = "pretrain_state"
 #: ``PretrainConfig``'s options, in their --help order around ``--device`` and the recipe flags.
-OPTIONS = ("out_dir", "max_minutes", "max_steps", "threads")
+OPTIONS = ("out_dir", "max_minutes", "max_steps", "threads", "save_every")
 PROBE_OPTIONS = ("probes.n_per_kind", "probes.agent_tasks", "init_from")
 CLI_OPTIONS = OPTIONS + PROBE_OPTIONS + ("progress",)
 
@@ -41,7 +43,8 @@ def canonical_command(args) -> str:
     if args.recipe and args.recipe != "full":
         parts += ["--recipe", args.recipe]
     for flag, value in (("--minutes", args.max_minutes), ("--max-steps", args.max_steps),
-                        ("--threads", args.threads), ("--probe-n", args.probes_n_per_kind),
+                        ("--threads", args.threads), ("--save-every", args.save_every),
+                        ("--probe-n", args.probes_n_per_kind),
                         ("--agent-tasks", args.probes_agent_tasks)):
         if value is not None:
             parts += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
@@ -80,6 +83,8 @@ def config_from_args(args) -> PretrainConfig:
     else:
         config = PretrainConfig.for_recipe(recipe, out, **given)
     config.probes = replace(config.probes, **probes)
+    # resumable: an interrupted run's state waits in the run folder for the same command
+    config.state_dir = str(Path(args.run_dir) / STATE_DIR)
     # the agent probe's sandbox tasks live in the run folder
     probing = config.probes.agent_tasks > 0 or (args.smoke and "agent_tasks" in probes)
     config.probes.agent_run_dir = str(Path(args.run_dir)) if probing else None
@@ -140,12 +145,16 @@ def register(subparsers, common) -> None:
                     "sandbox worlds other than the evaluation world, probe it (copying, page "
                     "reading, the base model as an agent), and save it with its model card. "
                     "Output: RUN_DIR/pretrain/ unless --out is given; only --out data/tiny_base "
-                    "replaces the shipped base. --probe-only re-runs the probes of a checkpoint.")
+                    "replaces the shipped base. The state of a run under way is kept in "
+                    "RUN_DIR/pretrain_state/ and rerunning the same command resumes it. "
+                    "--probe-only re-runs the probes of a checkpoint.")
     add_config_options(p, PretrainConfig, OPTIONS)
     add_device_option(p)
     add_config_options(p, PretrainConfig, PROBE_OPTIONS)
     p.add_argument("--recipe", choices=tuple(RECIPES),
-                   help="full (default): stages A + B; continue: one stage A from --init; fresh: "
+                   help="full (default): the base from scratch, stages A-E (about 2 hours on 2 "
+                        "cores; resumable: rerun the command after an interruption); continue: "
+                        "one stage A from --init; fresh: "
                         "40 minutes from --init on freshly named documents; long: the fresh "
                         "documents in rows of 4,096 tokens, 1,000 steps from --init (the shipped "
                         "base's last run: --init data/tiny_base --recipe long --out "

@@ -328,21 +328,24 @@ class Corpus:
         self.fresh_names = fresh_names
         self.dropped = 0
 
-    def document(self, kind: str, rng: random.Random) -> Doc:
-        """One document of ``kind`` from a random world, re-drawn if it names a forbidden entity."""
+    def document(self, kind: str, rng: random.Random, fresh_names: bool | None = None) -> Doc:
+        """One document of ``kind`` from a random world, re-drawn if it names a forbidden entity;
+        its names drawn afresh when ``fresh_names`` (None: the corpus's setting)."""
+        fresh = self.fresh_names if fresh_names is None else fresh_names
         writer = WRITERS[kind]
         extra = (self.restate_share,) if kind in ("lookup", "pageqa") else ()
         for _ in range(20):
             world = rng.choice(self.worlds)
             doc = writer(world, rng, *extra)
-            if self.fresh_names:
+            if fresh:
                 doc = refresh_names(doc, rng, self.forbidden_roots, self.world_roots[world.seed])
             if not self.forbidden.found(doc.text):
                 return doc
             self.dropped += 1
         raise RuntimeError(f"could not write a {kind} document free of default-world names")
 
-    def stream(self, mix: dict[str, float], seed: int) -> Iterator[Doc]:
+    def stream(self, mix: dict[str, float], seed: int,
+               fresh_names: bool | None = None) -> Iterator[Doc]:
         """An endless, deterministic stream of documents drawn by the weights of ``mix``."""
         unknown = set(mix) - set(WRITERS)
         if unknown:
@@ -352,7 +355,7 @@ class Corpus:
         weights = [mix[k] for k in kinds]
         rng = random.Random(f"vsearcher-corpus:{seed}")
         while True:
-            yield self.document(rng.choices(kinds, weights)[0], rng)
+            yield self.document(rng.choices(kinds, weights)[0], rng, fresh_names)
 
     def tokenizer_texts(self, n_docs: int = 4000, seed: int = 0) -> list[str]:
         """Text to train the tokenizer on: every article once, then a sample of documents."""

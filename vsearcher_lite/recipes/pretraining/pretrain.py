@@ -1,9 +1,13 @@
 """Pretraining the tiny base: tokenizer, model, packed copy-dense text, probes, model card.
 
-``pretrain(config) -> metrics`` is the whole stage, in two stages of copy-dense documents
-(``corpus``): stage A builds the copy circuit (the loss on the repeated half of repeat
-documents, ``loss_repeat``, shows the induction phase transition); stage B teaches reading at
-the agent's lengths. ``RECIPES`` name other stage lists that continue a trained checkpoint.
+``pretrain(config) -> metrics`` is the whole stage. The full recipe (``default_stages``) makes
+the base from scratch in one command, in five stages of copy-dense documents (``corpus``):
+A builds the copy circuit (the loss on the repeated half of repeat documents, ``loss_repeat``,
+shows the induction phase transition), B reads at the agent's lengths, C chooses what to copy
+from result lists and pages, D copies names drawn afresh in every document (so a copy cannot
+come from memory) and E trains rows of a whole hard episode's length. ``RECIPES`` name other
+stage lists that continue a trained checkpoint. With a state folder the run is resumable
+(``resume``): rerunning the command goes on from its last save.
 
 Each stage stops at its step cap or its clock cap, whichever comes first. The full run is sized
 by steps with generous clock caps, so it is deterministic in ``seed`` however busy the CPU is.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -49,6 +54,7 @@ from vsearcher_lite.recipes.pretraining.packing import (
     weighted_mean,
 )
 from vsearcher_lite.recipes.pretraining.probes import run_agent_probe, run_copy_probes
+from vsearcher_lite.recipes.pretraining.resume import fingerprint, load_state, save_state
 from vsearcher_lite.recipes.pretraining.worlds import CORPUS_WORLD_SEEDS, probe_world
 from vsearcher_lite.runio import atomic_write_json, atomic_write_text, csv_text, mean
 from vsearcher_lite.runtime import resolve_device, set_threads
@@ -68,39 +74,50 @@ class StageConfig:
     batch_size: int
     mix: dict[str, float]
     min_lr_ratio: float = 0.1
+    fresh_names: bool | None = None  # names drawn afresh in every document; None: the run's
+    copy_weight: float | None = None  # loss weight of copy targets; None: the run's
+
+
+#: Stage C's mix: more result lists and pages, since choosing *what* to copy is what is left.
+CHOOSING_MIX = {**DEFAULT_MIX, "lookup": 3.0, "pageqa": 1.5}
+#: Stages D and E: frequent restate documents, the reading behind every argument of the teacher.
+FRESH_MIX = {**CHOOSING_MIX, "restate": 2.0}
+#: Positions the last stage trains: a hard task's teacher episode runs to about 4,300 tokens.
+LONG_SEQ_LEN = 4096
 
 
 def default_stages() -> list[StageConfig]:
-    """Stage A (copy circuit) and stage B (reading at agent lengths), the full run's settings."""
+    """The full recipe, the base from scratch: A copy circuit, B reading at agent lengths,
+    C choosing what to copy, D fresh names with copies weighed x2, E rows of ``LONG_SEQ_LEN``.
+    Step-capped (about 2 hours on 2 idle cores); the clock caps are a safety net."""
     return [
         StageConfig("A", max_steps=1800, minutes=45.0, lr=3e-3, warmup_steps=80, seq_len=512,
                     batch_size=6, mix=dict(DEFAULT_MIX)),
         StageConfig("B", max_steps=500, minutes=15.0, lr=1e-3, warmup_steps=20, seq_len=1024,
                     batch_size=3, mix=dict(STAGE_B_MIX)),
+        StageConfig("C", max_steps=1500, minutes=40.0, lr=2e-3, warmup_steps=50, seq_len=512,
+                    batch_size=8, mix=dict(CHOOSING_MIX)),
+        StageConfig("D", max_steps=1200, minutes=60.0, lr=1e-3, warmup_steps=30, seq_len=1024,
+                    batch_size=4, mix=dict(FRESH_MIX), fresh_names=True, copy_weight=2.0),
+        StageConfig("E", max_steps=1000, minutes=90.0, lr=5e-4, warmup_steps=30,
+                    seq_len=LONG_SEQ_LEN, batch_size=1, mix=dict(FRESH_MIX), fresh_names=True,
+                    copy_weight=2.0),
     ]
 
 
 def continue_stages() -> list[StageConfig]:
     """``--recipe continue``: a lower peak lr and more lookup and page-reading documents, since
     choosing *what* to copy is what is left to learn."""
-    mix = dict(DEFAULT_MIX)
-    mix.update(lookup=3.0, pageqa=1.5)
     return [StageConfig("A", max_steps=2400, minutes=30.0, lr=2e-3, warmup_steps=50, seq_len=512,
-                        batch_size=8, mix=mix)]
+                        batch_size=8, mix=dict(CHOOSING_MIX))]
 
 
 def fresh_stages() -> list[StageConfig]:
     """``--recipe fresh`` (the shipped base's last runs): names drawn afresh in every document
     (``corpus.refresh_names``), rows of a whole agent episode, and frequent ``restate``
     documents, the reading behind every argument of the compact teacher."""
-    mix = dict(DEFAULT_MIX)
-    mix.update(lookup=3.0, pageqa=1.5, restate=2.0)
     return [StageConfig("A", max_steps=100_000, minutes=40.0, lr=1e-3, warmup_steps=30,
-                        seq_len=1024, batch_size=4, mix=mix)]
-
-
-#: Positions ``--recipe long`` trains: a hard task's teacher episode runs to about 4,300 tokens.
-LONG_SEQ_LEN = 4096
+                        seq_len=1024, batch_size=4, mix=dict(FRESH_MIX))]
 
 
 def long_stages() -> list[StageConfig]:
@@ -108,10 +125,8 @@ def long_stages() -> list[StageConfig]:
     tokens, one row per step, so that every position a medium or hard episode reaches has been
     trained on (the earlier runs' rows stopped at 1,024), at a lower peak lr than the fresh run's.
     Step-capped: about 40 minutes on 2 cores."""
-    mix = dict(DEFAULT_MIX)
-    mix.update(lookup=3.0, pageqa=1.5, restate=2.0)
     return [StageConfig("A", max_steps=1000, minutes=90.0, lr=5e-4, warmup_steps=30,
-                        seq_len=LONG_SEQ_LEN, batch_size=1, mix=mix)]
+                        seq_len=LONG_SEQ_LEN, batch_size=1, mix=dict(FRESH_MIX))]
 
 
 RECIPES: dict[str, Callable[[], list[StageConfig]]] = {
@@ -145,11 +160,13 @@ class PretrainConfig:
     vocab_size: int = DEFAULT_VOCAB_SIZE
     tokenizer_docs: int = 4000
     stages: list[StageConfig] = field(default_factory=default_stages)
-    max_minutes: float | None = option(None, "clock cap on training, shared by the stages "
-                                       "(default: 45 + 15, a safety net: the step caps end the "
-                                       "full run first)", "--minutes", type=positive_number)
-    max_steps: int | None = option(None, "step cap on training, shared by the stages (default: "
-                                   "1800 + 500)", type=positive)
+    max_minutes: float | None = option(None, "clock cap on training, shared by the stages in "
+                                       "proportion to their own (default: each stage's, a "
+                                       "safety net: the step caps end the full run first)",
+                                       "--minutes", type=positive_number)
+    max_steps: int | None = option(None, "step cap on training, shared by the stages in "
+                                   "proportion to their own (default: each stage's; the full "
+                                   "recipe's add up to 6,000)", type=positive)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     threads: int | None = option(2, "torch threads (default: 2)", type=positive)
@@ -163,6 +180,10 @@ class PretrainConfig:
     probes: ProbeConfig = field(default_factory=ProbeConfig)
     init_from: str | None = option(None, "start from this checkpoint (tokenizer and weights), "
                                    "not from scratch", "--init")
+    state_dir: str | None = None  # resumable: the run's state is saved here (``resume``)
+    save_every: int = option(200, "save the state every this many steps (and at each stage's "
+                             "end); rerunning the same command after an interruption resumes "
+                             "from it (default: 200)", type=positive)
     command: str = ""  # the command line that ran it (for the card)
     progress: bool = option(True, "no progress lines", "--quiet", action="store_const", const=False)
 
@@ -247,8 +268,12 @@ def hardware_summary(threads: int, device: Any = "cpu") -> str:
 
 
 def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfig, rows: list[dict],
-                log: Callable[[str], None], step_offset: int = 0) -> dict:
-    """Run one stage, a log row per ``log_every`` steps into ``rows``; returns its summary."""
+                log: Callable[[str], None], step_offset: int = 0, *, resume: dict | None = None,
+                save: Callable[[int, float, Any], None] | None = None) -> dict:
+    """Run one stage, a log row per ``log_every`` steps into ``rows``; returns its summary.
+    ``resume`` (``step``, ``seconds``, ``optimizer`` file) goes on from an interrupted stage whose
+    packer was drawn forward to that step; ``save(step, seconds, optimizer)`` is called every
+    ``save_every`` steps."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -257,13 +282,19 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
     groups = [{"params": decay, "weight_decay": config.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=stage.lr, betas=(0.9, 0.95), eps=1e-8)
+    step, done_s = 0, 0.0
+    if resume:
+        step, done_s = int(resume["step"]), float(resume["seconds"])
+        if resume.get("optimizer"):
+            opt.load_state_dict(torch.load(resume["optimizer"]))
+    copy_weight = config.copy_weight if stage.copy_weight is None else stage.copy_weight
     model.train()
     device = next(model.parameters()).device
-    start = time.perf_counter()
+    start = time.perf_counter() - done_s
     budget_s = stage.minutes * 60.0
-    step = 0
     window: list[dict] = []
     stopped_by = "steps"
+    lr = stage.lr
     while step < stage.max_steps:
         elapsed = time.perf_counter() - start
         if elapsed >= budget_s:
@@ -276,7 +307,7 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
         ids, roles, mask = (t.to(device) for t in packer.batch(stage.batch_size, stage.seq_len))
         logits = model(input_ids=ids, attention_mask=mask).logits
         losses, valid = token_losses(logits, ids, mask)
-        loss = weighted_mean(losses, valid, roles, config.copy_weight)
+        loss = weighted_mean(losses, valid, roles, copy_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if config.grad_clip:
@@ -295,6 +326,8 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
             log(f"[{stage.name}] step {r['step']} {r['seconds']:.0f}s lr {lr:.2e} loss {r['loss']} "
                 f"repeat {r['loss_repeat']} recall {r['loss_recall']} answer {r['loss_answer']}")
             window = []
+        if save and step % config.save_every == 0 and step < stage.max_steps:
+            save(step, time.perf_counter() - start, opt)
     if window:
         rows.append(_log_row(stage.name, step_offset + step, time.perf_counter() - start, lr,
                              window))
@@ -302,7 +335,8 @@ def train_stage(model, packer: Packer, stage: StageConfig, config: PretrainConfi
     return {"name": stage.name, "steps": step, "seconds": round(seconds, 1),
             "stopped_by": stopped_by, "seconds_per_step": round(seconds / max(1, step), 3),
             "seq_len": stage.seq_len, "batch_size": stage.batch_size, "lr": stage.lr,
-            "mix": stage.mix}
+            "mix": stage.mix, "fresh_names": config.fresh_names if stage.fresh_names is None
+            else stage.fresh_names, "copy_weight": copy_weight}
 
 
 def _mean_of(window: list[dict], key: str) -> float | None:
@@ -315,14 +349,80 @@ def _log_row(stage: str, step: int, seconds: float, lr: float, window: list[dict
             "tokens": sum(w["tokens"] for w in window), "pad_share": _mean_of(window, "pad_share")}
 
 
+def starting_model(config: PretrainConfig, corpus: Corpus, state: dict | None):
+    """``(model, processor)`` to train: the saved state's, ``init_from``'s, or a new model with
+    a tokenizer trained on the corpus."""
+    import torch
+
+    from vsearcher_lite.model import tiny
+
+    if state or config.init_from:
+        return tiny.load_base(state["model_dir"] if state else config.init_from,
+                              dtype=torch.float32)
+    texts = corpus.tokenizer_texts(config.tokenizer_docs, config.seed)
+    tokenizer = build_tokenizer(texts, config.vocab_size)
+    processor = tiny.build_processor(tokenizer)
+    model = tiny.build_tiny_model(tokenizer, seed=config.seed, text=config.text,
+                                  vision=config.vision)
+    return model, processor
+
+
+def train_stages(model, processor, corpus: Corpus, config: PretrainConfig, state: dict | None,
+                 t_setup: float, log: Callable[[str], None]):
+    """Every stage not finished in ``state``, saving the state as it goes when the config has a
+    state folder; ``(log rows, stage summaries, resumes, documents dropped)``."""
+    rows: list[dict] = state["rows"] if state else []
+    stage_summaries: list[dict] = state["summaries"] if state else []
+    resumes = (state["resumes"] + [{"stage": state["stage"], "step": state["step"]}]
+               if state else [])
+    dropped_before = state["dropped"] if state else 0
+    offset = sum(s["steps"] for s in stage_summaries)
+
+    def position(stage: int, step: int, seconds: float, dropped: int) -> dict:
+        return {"fingerprint": fingerprint(config.to_dict()), "stage": stage, "step": step,
+                "seconds": round(seconds, 3), "rows": rows, "summaries": stage_summaries,
+                "resumes": resumes, "setup_seconds": round(t_setup, 1), "dropped": dropped}
+
+    for i, stage in enumerate(config.scaled_stages()):
+        if i < len(stage_summaries):
+            continue
+        # documents dropped so far (drawing a resumed stage forward counts its drops again)
+        at_start = dropped_before + corpus.dropped
+        packer = Packer(processor.tokenizer, corpus.stream(stage.mix, seed=config.seed * 1000 + i,
+                                                           fresh_names=stage.fresh_names))
+        resume = None
+        if state and i == state["stage"] and state["step"]:
+            for _ in range(state["step"]):  # the same documents as the interrupted run's
+                packer.batch(stage.batch_size, stage.seq_len)
+            resume = {k: state[k] for k in ("step", "seconds", "optimizer")}
+        save = None
+        if config.state_dir:
+            def save(step, seconds, opt, i=i, at_start=at_start):
+                save_state(config.state_dir, model, processor, opt,
+                           position(i, step, seconds, at_start))
+        summary = train_stage(model, packer, stage, config, rows, log, step_offset=offset,
+                              resume=resume, save=save)
+        summary["skipped_docs"] = packer.skipped
+        stage_summaries.append(summary)
+        offset += summary["steps"]
+        if config.state_dir:
+            save_state(config.state_dir, model, processor, None,
+                       position(i + 1, 0, 0.0, dropped_before + corpus.dropped))
+    return rows, stage_summaries, resumes, dropped_before + corpus.dropped
+
+
 def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -> dict:
     """Train the tokenizer and the tiny base, probe it, save it with its card and metrics into
-    ``config.out_dir`` (replaced atomically); returns the metrics."""
+    ``config.out_dir`` (replaced atomically); returns the metrics. With ``config.state_dir`` it
+    resumes an interrupted run of the same settings from its last save."""
     import torch
 
     from vsearcher_lite.model import tiny
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True) if config.progress else None)
+    if config.save_every % config.log_every:
+        raise ValueError(f"save_every ({config.save_every}) must be a multiple of log_every "
+                         f"({config.log_every}): a save falls between two log rows otherwise")
     t0 = time.perf_counter()
     device = resolve_device(config.device)
     threads = set_threads(config.threads, limit_heap=False)  # fixed-shape batches (runtime)
@@ -330,50 +430,37 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
     corpus = Corpus(config.world_seeds, config.world_entities, exclude_seed=config.eval_world_seed,
                     exclude_entities=config.eval_world_entities, restate_share=config.restate_share,
                     fresh_names=config.fresh_names)
-    lineage: list[dict] = []
-    if config.init_from:
-        model, processor = tiny.load_base(config.init_from, dtype=torch.float32)
-        tokenizer = processor.tokenizer
-        lineage = previous_runs(config.init_from)
-    else:
-        texts = corpus.tokenizer_texts(config.tokenizer_docs, config.seed)
-        tokenizer = build_tokenizer(texts, config.vocab_size)
-        processor = tiny.build_processor(tokenizer)
-        model = tiny.build_tiny_model(tokenizer, seed=config.seed, text=config.text,
-                                      vision=config.vision)
+    state = load_state(config.state_dir, config.to_dict()) if config.state_dir else None
+    lineage: list[dict] = previous_runs(config.init_from) if config.init_from else []
+    if state:
+        log(f"resuming {config.state_dir}: stage {state['stage'] + 1}, step {state['step']}")
+    model, processor = starting_model(config, corpus, state)
     model.to(device)
     params = tiny.count_parameters(model)
-    t_setup = time.perf_counter() - t0
-    log(f"corpus + tokenizer + model in {t_setup:.1f}s: vocab {len(tokenizer)}, "
+    t_setup = time.perf_counter() - t0 + (state["setup_seconds"] if state else 0.0)
+    log(f"corpus + tokenizer + model in {t_setup:.1f}s: vocab {len(processor.tokenizer)}, "
         f"{params['total']:,} parameters")
-
-    rows: list[dict] = []
-    stage_summaries = []
-    offset = 0
-    for i, stage in enumerate(config.scaled_stages()):
-        packer = Packer(tokenizer, corpus.stream(stage.mix, seed=config.seed * 1000 + i))
-        summary = train_stage(model, packer, stage, config, rows, log, step_offset=offset)
-        summary["skipped_docs"] = packer.skipped
-        stage_summaries.append(summary)
-        offset += summary["steps"]
+    rows, stage_summaries, resumes, dropped = train_stages(model, processor, corpus, config,
+                                                           state, t_setup, log)
     train_seconds = sum(s["seconds"] for s in stage_summaries)
     declare_positions(model, max((s["seq_len"] for s in stage_summaries), default=0))
 
     log("probing ...")
     t_probe = time.perf_counter()
-    copy = copy_probes(model, tokenizer, config)
+    copy = copy_probes(model, processor.tokenizer, config)
     agent = run_agent_probe(model, processor, config)
     probe_seconds = time.perf_counter() - t_probe
 
     metrics = {
         "parameters": params,
-        "vocab_size": len(tokenizer),
+        "vocab_size": len(processor.tokenizer),
         "stages": stage_summaries,
-        "total_steps": offset,
+        "total_steps": sum(st["steps"] for st in stage_summaries),
         "train_seconds": round(train_seconds, 1),
         "setup_seconds": round(t_setup, 1),
         "probe_seconds": round(probe_seconds, 1),
-        "wall_seconds": round(time.perf_counter() - t0, 1),
+        # the parts, which add up across the processes of a resumed run
+        "wall_seconds": round(t_setup + train_seconds + probe_seconds, 1),
         "loss_first": rows[0]["loss"] if rows else None,
         "loss_last": rows[-1]["loss"] if rows else None,
         "probes": probe_summary(copy, agent),
@@ -382,13 +469,15 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
         "corpus": {"world_seeds": list(config.world_seeds),
                    "world_entities": config.world_entities,
                    "renamed_roots": sum(w.renamed for w in corpus.worlds),
-                   "dropped_docs": corpus.dropped, "eval_world_seed": config.eval_world_seed},
+                   "dropped_docs": dropped,
+                   "eval_world_seed": config.eval_world_seed},
         "hardware": hardware_summary(threads, device),
         "threads": threads,
         "seed": config.seed,
         "command": config.command,
         "init_from": config.init_from,
         "previous_runs": lineage,
+        "resumed_at": resumes,
         "config": config.to_dict(),
         "finished_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
@@ -402,6 +491,8 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] | None = None) -
     metrics["checkpoint_bytes"] = size
     atomic_write_json(out / METRICS_NAME, metrics)
     (out / METRICS_NAME).chmod(0o644)
+    if config.state_dir:
+        shutil.rmtree(config.state_dir, ignore_errors=True)  # finished: nothing to resume
     log(f"saved {out} ({size / 1e6:.1f} MB)")
     return metrics
 
@@ -422,7 +513,6 @@ def probe_checkpoint(base_dir: str | Path, *, agent_tasks: int = 20,
     its ``metrics.json`` probes and ``MODEL_CARD.md`` in place; returns the new metrics. The
     folder is rebuilt beside itself and swapped in with one rename, so a card never disagrees
     with its metrics."""
-    import shutil
     import tempfile
 
     import torch
