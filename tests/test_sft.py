@@ -414,6 +414,7 @@ def test_the_stage_counts_what_it_keeps_and_drops_by_level(tmp_path, train_file,
         if level:
             record["level"] = level
     records[2]["messages"][-1]["content"][0]["text"] += " Built in stone." * 40  # the longest
+    records[1] = dict(records[0])  # the one easy trajectory twice in the file
     train_file.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     lengths = rendered_lengths(base[1], load_sft_records(train_file))
     messages: list[str] = []
@@ -424,6 +425,12 @@ def test_the_stage_counts_what_it_keeps_and_drops_by_level(tmp_path, train_file,
                                     "median": lengths[2], "p90": lengths[2], "max": lengths[2]}
     assert (m["lengths"]["easy"]["kept"], m["lengths"]["unknown"]["kept"]) == (2, 1)
     assert any("hard 0 / 1" in line for line in messages)
+    # one step of batch 2 over the 3 kept: under a pass, counted whole; the easy copy twice
+    assert m["seen"]["easy"] == {"trajectories": 2, "distinct_tasks": 1,
+                                 "distinct_trajectories": 1, "times_seen_mean": 1.33,
+                                 "times_seen_most": 2}
+    assert m["seen"]["all"]["distinct_trajectories"] == 2 and "hard" not in m["seen"]
+    assert any("seen by level" in line and "easy 1 / 1, 1.33, 2" in line for line in messages)
 
 
 def test_training_shows_one_progress_bar_not_a_line_per_step(tmp_path, train_file, capsys):

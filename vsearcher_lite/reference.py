@@ -33,6 +33,8 @@ CHECKPOINTS = {"sft": Path("sft") / "checkpoint", "grpo": Path("grpo") / "checkp
 LOGS = {"sft": Path("sft") / "loss.csv", "grpo": Path("grpo") / "steps.csv"}
 #: The SFT stage's trajectories by level: kept, dropped for length, token lengths.
 LENGTHS = Path("sft") / "lengths.json"
+#: What SFT trained on by level: distinct tasks and trajectories, how often each was seen.
+SEEN = Path("sft") / "seen.json"
 #: The GRPO pre-screen: each RL-pool task's correct answers in a few episodes of the SFT model.
 PRESCREEN = Path("grpo") / "prescreen.jsonl"
 #: A few headline tasks that RL answers and SFT does not, both episodes turn by turn.
@@ -41,16 +43,20 @@ GAINED = Path("examples") / "rl_gained.jsonl"
 #: tasks are the paper's levels, easy, medium and hard: one-hop is a warm-up, reported apart).
 TARGETS = {
     "sft_dropped_max": 0.01,  # share of teacher trajectories SFT drops for length
-    "sft_minus_base": 0.25,  # SFT Pass@1 above the base model's
-    "sft_medium": 0.15,  # SFT Pass@1 on medium tasks ...
+    "min_heldout_tasks": 600,
+    "paired_min_ses": 3.0,  # base < SFT < RL on the headline: each difference this many SEs
+    "sft_medium": 0.10,  # SFT Pass@1 on medium tasks ...
     "sft_medium_tool_calls": 0.30,  # ... with tool calls within this share of the teacher's
+    "rl_medium": 0.15,  # RL Pass@1 on medium tasks
+    "rl_hard": 0.05,  # RL Pass@1 on hard tasks
     "rl_minus_sft": 0.05,  # RL Pass@1 above SFT's ...
     "rl_minus_sft_se_max": 0.015,  # ... with a paired standard error at most this
-    "sft_format_valid": 0.90,
+    "rl_minus_sft_medium_hard": 0.0,  # RL at least SFT on medium and hard together
+    "sft_format_valid": 0.90,  # on every held-out level
     "reward_rise": 0.10,  # mean sampled reward of the last 20 % of GRPO steps above the first 20 %
-    "min_heldout_tasks": 600,
     "min_exam_tasks": 100,
     "teacher_exam": 0.30,
+    "rl_exam": 0.0,  # RL Pass@1 on the exam above this
 }
 #: The policies whose Pass@k the reference measures on the validation split, before and after RL.
 PASSK_POLICIES = ("sft", "rl")
@@ -191,6 +197,8 @@ def headline_numbers(ref: str | Path) -> dict:
     numbers["passk"] = {p: passk_numbers(read_samples(ref, p)) for p in PASSK_POLICIES}
     if (ref / LENGTHS).exists():
         numbers["sft_lengths"] = read_json(ref / LENGTHS)
+    if (ref / SEEN).exists():
+        numbers["sft_seen"] = read_json(ref / SEEN)
     if (ref / LOGS["sft"]).exists():
         rows = read_number_rows(ref / LOGS["sft"])
         losses = [r.get("loss") for r in rows]
@@ -211,14 +219,13 @@ def target_checks(numbers: dict) -> dict[str, dict]:
     top, exam = numbers.get("headline") or {}, numbers["policies"]["exam"]
     heldout = numbers["policies"]["heldout"]
     pairs = numbers["paired_heldout"]
-    sft_base, rl_sft = pairs.get("sft_minus_base"), pairs.get("rl_minus_sft")
     grpo = numbers.get("grpo") or {}
     first, last = grpo.get("reward_first_20pct"), grpo.get("reward_last_20pct")
     lengths = numbers.get("sft_lengths")
     t = TARGETS
 
-    def medium(policy: str, key: str):
-        found = ((heldout.get(policy) or {}).get("by_difficulty") or {}).get("medium") or {}
+    def level(policy: str, name: str, key: str):
+        found = ((heldout.get(policy) or {}).get("by_difficulty") or {}).get(name) or {}
         return found.get(key)
 
     def check(required: str, value, met) -> dict:  # the value rounded as the card states it
@@ -228,31 +235,54 @@ def target_checks(numbers: dict) -> dict[str, dict]:
     def at_least(value, target) -> dict:
         return check(f">= {target:g}", value, lambda v: v >= target)
 
+    def by_ses(name: str) -> dict:  # a paired difference above 0 by at least paired_min_ses SEs
+        d = pairs.get(name)
+        return check(f"> 0 by >= {t['paired_min_ses']:g} SE",
+                     d and {"mean": d["mean"], "se": d["se"]},
+                     lambda v: v["mean"] > 0 and v["mean"] >= t["paired_min_ses"] * v["se"])
+
     dropped = None
     if lengths:
         total = sum(g["trajectories"] for g in lengths.values())
         dropped = sum(g["dropped"] for g in lengths.values()) / total if total else None
-    calls, teacher_calls = medium("sft", "mean_tool_calls"), medium("teacher", "mean_tool_calls")
+    calls = level("sft", "medium", "mean_tool_calls")
+    teacher_calls = level("teacher", "medium", "mean_tool_calls")
     off = None if calls is None or not teacher_calls else calls / teacher_calls - 1
     rise = None if first is None or last is None else last - first
+    sft_levels = (heldout.get("sft") or {}).get("by_difficulty") or {}
+    lowest_valid = min((g["format_valid_rate"] for g in sft_levels.values()), default=None)
+    rl_calls = [level("rl", name, "mean_tool_calls") for name in HEADLINE_LEVELS]
+    medium_hard = ((numbers.get("paired_by_level") or {}).get("medium+hard") or {}).get(
+        "rl_minus_sft")
     return {
         "sft_dropped": check(f"<= {t['sft_dropped_max']:g} of the trajectories", dropped,
                              lambda v: v <= t["sft_dropped_max"]),
         "heldout_tasks": at_least((top.get("sft") or {}).get("n_tasks"), t["min_heldout_tasks"]),
-        "sft_minus_base": at_least(sft_base and sft_base["mean"], t["sft_minus_base"]),
-        "sft_medium": at_least(medium("sft", "accuracy"), t["sft_medium"]),
+        "sft_minus_base": by_ses("sft_minus_base"),
+        "sft_medium": at_least(level("sft", "medium", "accuracy"), t["sft_medium"]),
         "sft_medium_tool_calls": check(
             f"within {t['sft_medium_tool_calls']:.0%} of the teacher's", off,
             lambda v: abs(v) <= t["sft_medium_tool_calls"]),
+        "sft_format_valid": check(f">= {t['sft_format_valid']:g} on every level", lowest_valid,
+                                  lambda v: v >= t["sft_format_valid"]),
+        "rl_minus_sft_ses": by_ses("rl_minus_sft"),
         "rl_minus_sft": check(
             f">= {t['rl_minus_sft']:g} with SE <= {t['rl_minus_sft_se_max']:g}",
-            rl_sft and {"mean": rl_sft["mean"], "se": rl_sft["se"]},
+            pairs.get("rl_minus_sft") and {"mean": pairs["rl_minus_sft"]["mean"],
+                                           "se": pairs["rl_minus_sft"]["se"]},
             lambda v: v["mean"] >= t["rl_minus_sft"] and v["se"] <= t["rl_minus_sft_se_max"]),
-        "sft_format_valid": at_least((top.get("sft") or {}).get("format_valid_rate"),
-                                     t["sft_format_valid"]),
+        "rl_minus_sft_medium_hard": at_least(medium_hard and medium_hard["mean"],
+                                             t["rl_minus_sft_medium_hard"]),
+        "rl_medium": at_least(level("rl", "medium", "accuracy"), t["rl_medium"]),
+        "rl_hard": at_least(level("rl", "hard", "accuracy"), t["rl_hard"]),
+        "rl_tool_calls_rise": check(
+            "easy < medium < hard", None if None in rl_calls else " / ".join(map(str, rl_calls)),
+            lambda _: rl_calls[0] < rl_calls[1] < rl_calls[2]),
         "reward_rise": at_least(rise, t["reward_rise"]),
         "exam_tasks": at_least(exam["teacher"].get("n_tasks"), t["min_exam_tasks"]),
         "teacher_exam": at_least(exam["teacher"].get("pass_at_1"), t["teacher_exam"]),
+        "rl_exam": check(f"> {t['rl_exam']:g}", (exam.get("rl") or {}).get("pass_at_1"),
+                         lambda v: v > t["rl_exam"]),
     }
 
 
@@ -268,11 +298,17 @@ TARGET_WORDS = {
     "sft_minus_base": "SFT - base, headline Pass@1, paired",
     "sft_medium": "SFT Pass@1 on medium tasks",
     "sft_medium_tool_calls": "SFT tool calls per medium task against the teacher's (relative)",
+    "sft_format_valid": "SFT well-formed episodes, lowest held-out level (share)",
+    "rl_minus_sft_ses": "RL - SFT, headline Pass@1, paired, in SEs",
     "rl_minus_sft": "RL - SFT, headline Pass@1, paired",
-    "sft_format_valid": "SFT well-formed episodes, headline tasks (share)",
+    "rl_minus_sft_medium_hard": "RL - SFT on medium and hard together, paired",
+    "rl_medium": "RL Pass@1 on medium tasks",
+    "rl_hard": "RL Pass@1 on hard tasks",
+    "rl_tool_calls_rise": "RL tool calls per task by level (easy, medium, hard)",
     "reward_rise": "GRPO sampled reward, last 20 % of the steps minus the first 20 %",
     "exam_tasks": "exam tasks",
     "teacher_exam": "teacher Pass@1 on the exam",
+    "rl_exam": "RL Pass@1 on the exam",
 }
 
 

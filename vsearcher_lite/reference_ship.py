@@ -25,6 +25,7 @@ from vsearcher_lite.reference import (
     PASSK_BENCHMARK,
     PASSK_POLICIES,
     PRESCREEN,
+    SEEN,
     TARGETS,
     acceptance,
     headline_numbers,
@@ -45,6 +46,7 @@ from vsearcher_lite.runio import (
 from vsearcher_lite.scoring.hops import chain, reach
 from vsearcher_lite.scoring.metrics import match_kind
 from vsearcher_lite.scoring.passk import sample_number
+from vsearcher_lite.synthesis.chains import CHAIN_ROUNDS
 
 #: What a shipped result line keeps of an evaluation record (the trajectory is left out), with
 #: ``match``, how an accepted answer matched (``scoring.metrics.match_kind``). The question and
@@ -204,8 +206,9 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     if (run_dir / PRESCREEN).exists():
         shutil.copyfile(run_dir / PRESCREEN, staging / PRESCREEN)
     sft_metrics = run_dir / "sft" / "metrics.json"
-    if sft_metrics.exists() and read_json(sft_metrics).get("lengths"):
-        atomic_write_json(staging / LENGTHS, read_json(sft_metrics)["lengths"])
+    for key, rel in (("lengths", LENGTHS), ("seen", SEEN)):
+        if sft_metrics.exists() and read_json(sft_metrics).get(key):
+            atomic_write_json(staging / rel, read_json(sft_metrics)[key])
     shipped, skipped = {}, {}
     names = [eval_name(b, p) for b in BENCHMARKS for p in POLICIES]
     for policy in PASSK_POLICIES:
@@ -332,6 +335,8 @@ def rescore_reference(ref: str | Path, *, judge: Judge | None = None, log=print)
 #: policies, levels and k in fixed orders, so it reads the same whether it is rendered from the
 #: numbers just computed or from ``card.json``, whose keys are sorted.
 STAGES = ("trajectories", "sft", "grpo", "comparison", "passk")
+#: SFT's training levels in hop order, the training-only ones (2 and 4 rounds) among them.
+CHAIN_LEVELS = tuple(CHAIN_ROUNDS)
 
 
 def card_markdown(card: dict) -> str:
@@ -360,7 +365,14 @@ def card_markdown(card: dict) -> str:
         lines += ["SFT trajectories by level (kept / dropped for length; tokens median, p90, max):",
                   ""]
         lines += [f"- {lv}: {g[lv]['kept']} / {g[lv]['dropped']}; {g[lv]['median']}, "
-                  f"{g[lv]['p90']}, {g[lv]['max']}" for lv in in_level_order(g)]
+                  f"{g[lv]['p90']}, {g[lv]['max']}" for lv in in_order(g, CHAIN_LEVELS)]
+        lines.append("")
+    if g := n.get("sft_seen"):
+        lines += ["What SFT trained on by level (trajectories; distinct tasks, distinct "
+                  "trajectories; times a distinct trajectory was seen, mean and most):", ""]
+        lines += [f"- {lv}: {g[lv]['trajectories']}; {g[lv]['distinct_tasks']}, "
+                  f"{g[lv]['distinct_trajectories']}; {g[lv]['times_seen_mean']}, "
+                  f"{g[lv]['times_seen_most']}" for lv in in_order(g, (*CHAIN_LEVELS, "all"))]
         lines.append("")
     levels = ("onehop", *HEADLINE_LEVELS)
     lines += ["Held-out Pass@1 by level (tool calls per task); the headline is easy, medium and "

@@ -144,6 +144,48 @@ def lengths_by_level(records: Sequence[dict], lengths: Sequence[int],
     return out
 
 
+def task_key(record: dict) -> str:
+    """What makes a training example's task: its first user turn's text and its images (the
+    exported records carry no task id; two samples of one task share both)."""
+    import json
+
+    first = next((m for m in record["messages"] if m["role"] == "user"), {})
+    return json.dumps([first.get("content"), record.get("images", [])], sort_keys=True)
+
+
+def seen_counts(records: Sequence[dict], samples_seen: int) -> dict[str, dict]:
+    """What SFT really trains on, per level (a record's ``level``, else ``unknown``) and ``all``:
+    the trajectories, the distinct tasks and distinct trajectories among them, and how often a
+    distinct trajectory is seen in ``samples_seen`` training samples (the mean, and the most: a
+    copy repeated in the file is seen once per copy, and a partial pass is counted whole).
+
+    >>> rs = [{"messages": [{"role": "user", "content": "q"}], "level": "easy"}] * 2
+    >>> seen_counts(rs, 3)["easy"]
+    {'trajectories': 2, 'distinct_tasks': 1, 'distinct_trajectories': 1, 'times_seen_mean': 3.0, \
+'times_seen_most': 4}
+    """
+    import json
+    import math
+    from collections import Counter
+
+    passes = samples_seen / len(records) if records else 0.0
+    by: dict[str, list[dict]] = {}
+    for record in records:
+        by.setdefault(str(record.get("level") or "unknown"), []).append(record)
+    out = {}
+    for level, group in [*sorted(by.items()), ("all", list(records))]:
+        if not group:
+            continue
+        copies = Counter(json.dumps([r["messages"], r.get("images", [])], sort_keys=True)
+                         for r in group)
+        out[level] = {"trajectories": len(group),
+                      "distinct_tasks": len({task_key(r) for r in group}),
+                      "distinct_trajectories": len(copies),
+                      "times_seen_mean": round(passes * len(group) / len(copies), 2),
+                      "times_seen_most": max(copies.values()) * math.ceil(passes)}
+    return out
+
+
 def training_chat_template(processor) -> str | None:
     """The template that marks the assistant's tokens for the collator: TRL's training variant of
     the processor's template (``None``: its own already marks them), or, for the Qwen3-VL

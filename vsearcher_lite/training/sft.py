@@ -46,6 +46,7 @@ from vsearcher_lite.training.data import (
     load_sft_records,
     make_collator,
     rendered_lengths,
+    seen_counts,
     tag_ids,
     to_dataset,
 )
@@ -372,11 +373,17 @@ def run_sft(run_dir: str | Path, config: SFTConfig | None = None, *,
     # 3. the checkpoint and loss log
     checkpoint = out / "checkpoint"
     is_main = save_outputs(trainer, callback, processor, out, config)
+    # what the steps really showed: each distinct task and trajectory, and how often it was seen
+    samples = metrics["steps"] * config.batch_size * config.grad_accum * trainer.args.world_size
     metrics.update(
         n_train_trajectories=len(records),
-        n_dropped_too_long=n_dropped, lengths=by_level,
+        n_dropped_too_long=n_dropped, lengths=by_level, seen=seen_counts(records, samples),
         trainable_parameters=int(trainable), threads=threads, device=str(trainer.args.device),
         train_file=str(data_path), checkpoint=str(checkpoint), prepare=prep)
+    log("[sft] seen by level (distinct tasks / distinct trajectories, times each seen, mean and "
+        "most): " + "; ".join(f"{k} {v['distinct_tasks']} / {v['distinct_trajectories']}, "
+                              f"{v['times_seen_mean']}, {v['times_seen_most']}"
+                              for k, v in metrics["seen"].items()))
     # the trained model and its optimiser go before the evaluations load the checkpoint: the
     # loss log's way back to the trainer, then this function's references
     callback.trainer_ref = lambda: None
