@@ -11,6 +11,7 @@ from vsearcher_lite.reference import (
     REFERENCE_DIR,
     REFERENCE_GRPO,
     REFERENCE_PASSK,
+    REFERENCE_SFT,
     REFERENCE_TRAJECTORIES,
     TARGETS,
     acceptance,
@@ -625,7 +626,7 @@ def test_the_shipped_reference_matches_its_card():
         # a reference made before its run wrote the trajectories itself lacks their time
         and {"sft", "grpo", "comparison", "passk"}
         <= set(card["wall_seconds"])
-        <= {"trajectories", "sft", "grpo", "comparison", "passk"}
+        <= {"trajectories", "chains", "sft", "grpo", "comparison", "passk"}
     )
 
 
@@ -708,6 +709,55 @@ def test_run_reference_runs_each_stage_at_full_length_once(tmp_path, monkeypatch
     written["rollouts"] = 12
     with pytest.raises(InputError, match="trained on trajectories of other settings"):
         reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
+
+
+def test_a_recipe_with_chains_trains_sft_on_them_and_builds_the_evaluation_tasks(tmp_path,
+                                                                                monkeypatch):
+    """With ``[chains]`` the first stage pools training chains into ``RUN_DIR/chains`` (its
+    settings on top of the stage's defaults), then builds the evaluation world's tasks; SFT trains
+    on the pooled file; a resumed run adds the stage's new time to the time recorded before."""
+    from vsearcher_lite import reference_run as reference
+    from vsearcher_lite.evaluation import benchmarks, comparison
+    from vsearcher_lite.rl import grpo
+    from vsearcher_lite.synthesis import chains, trajectories
+    from vsearcher_lite.training import sft
+
+    calls = []
+
+    def pooled(out, config, log):
+        calls.append(("chains", out, config))
+        return {"distinct_trajectories": 60, "n_worlds": 2}
+
+    def finished(name, config):
+        calls.append((name, config))
+        (tmp_path / name / "checkpoint").mkdir(parents=True, exist_ok=True)
+        (tmp_path / name / "checkpoint" / "config.json").write_text("{}")
+        (tmp_path / name / "metrics.json").write_text("{}")
+
+    monkeypatch.setattr(reference, "REFERENCE_CHAINS", {"trajectories": 60, "max_repeats": 1})
+    monkeypatch.setattr(chains, "run_chains", pooled)
+    monkeypatch.setattr(benchmarks, "ensure_sandbox_eval_tasks",
+                        lambda run, profile, seed, progress: calls.append(("tasks", run, seed)))
+    monkeypatch.setattr(trajectories, "generate_trajectories",
+                        lambda run, config: pytest.fail("no teacher stage with chains"))
+    monkeypatch.setattr(sft, "run_sft", lambda run, config, log: finished("sft", config))
+    monkeypatch.setattr(grpo, "run_grpo", lambda run, config, log: finished("grpo", config))
+    monkeypatch.setattr(comparison, "run_comparison",
+                        lambda run, config, log: finished("comparison", config))
+    monkeypatch.setattr(reference, "run_passk",
+                        lambda run, device, seed, log: finished("passk", device))
+    seconds = reference.run_reference(tmp_path, device="cpu", seed=3, log=lambda _: None)
+    assert [c[0] for c in calls] == ["chains", "tasks", "sft", "grpo", "comparison", "passk"]
+    (_, out, config), tasks, (_, sft_config) = calls[:3]
+    assert out == tmp_path / "chains" and config.trajectories == 60 and config.max_repeats == 1
+    assert config.entities == chains.ChainConfig().entities  # the rest at the stage's defaults
+    assert tasks == ("tasks", tmp_path, 3)
+    assert sft_config.train_file == str(tmp_path / "chains" / chains.POOLED)
+    assert sft_config.epochs == REFERENCE_SFT["epochs"]  # the recipe's other SFT settings kept
+    assert set(seconds) == {"chains", "sft", "grpo", "comparison", "passk"}
+    (tmp_path / reference.CHAINS_SECONDS).write_text('{"seconds": 200.0}')  # built before
+    again = reference.run_reference(tmp_path, device="cpu", log=lambda _: None)
+    assert set(again) == {"chains"} and 200.0 <= again["chains"] < 260.0  # the rest finished
 
 
 def test_passk_samples_the_sft_and_rl_models_on_the_validation_split(tmp_path, monkeypatch):

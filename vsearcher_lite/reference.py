@@ -67,6 +67,9 @@ PASSK_BENCHMARK = "validation"
 #: (``profiles/reference.toml`` says why).
 _FULL_LENGTH = load_profile("reference")
 REFERENCE_TRAJECTORIES = _FULL_LENGTH["trajectories"]
+#: The training chains SFT learns from, when the recipe names them (``synthesis.chains``).
+REFERENCE_CHAINS = _FULL_LENGTH.get("chains")
+CHAINS_STAGE = "chains"
 REFERENCE_SFT, REFERENCE_GRPO = _FULL_LENGTH["sft"], _FULL_LENGTH["grpo"]
 REFERENCE_COMPARISON, REFERENCE_PASSK = _FULL_LENGTH["comparison"], _FULL_LENGTH["passk"]
 

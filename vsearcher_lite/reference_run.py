@@ -1,8 +1,9 @@
 """Making the reference run: its stages at full length, one resumable command, then shipped.
 
-``run_reference`` runs the teacher's trajectories, SFT, GRPO, the comparison and Pass@k with the
-reference's settings (``profiles/reference.toml``), skipping the stages a run folder has
-finished; the ``reference`` command runs it and ships the run
+``run_reference`` makes SFT's data (the teacher's trajectories on the evaluation world, or, when
+the recipe has a ``[chains]`` table, training chains from worlds of other seeds), then runs SFT,
+GRPO, the comparison and Pass@k with the reference's settings (``profiles/reference.toml``),
+skipping the stages a run folder has finished; the ``reference`` command runs it and ships the run
 (``reference_ship.ship_reference``), checks a shipped one, or judges its predictions again
 (``reference_ship.rescore_reference``).
 """
@@ -13,10 +14,12 @@ import argparse
 from pathlib import Path
 
 from vsearcher_lite.reference import (
+    CHAINS_STAGE,
     CHECKPOINTS,
     LOGS,
     PASSK_BENCHMARK,
     PASSK_POLICIES,
+    REFERENCE_CHAINS,
     REFERENCE_COMPARISON,
     REFERENCE_DIR,
     REFERENCE_GRPO,
@@ -38,6 +41,8 @@ from vsearcher_lite.runio import (
 
 # the reference's time for the trajectories stage, the tasks it builds first included
 TRAJECTORY_SECONDS = "trajectories/reference_seconds.json"
+# the chains stage's time, its earlier parts included
+CHAINS_SECONDS = "chains/reference_seconds.json"
 
 
 def stage_seconds(run_dir: Path, name: str) -> float | None:
@@ -63,23 +68,14 @@ def full_length(config, settings: dict):
     return config
 
 
-def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
-                  log=print) -> dict[str, float]:
-    """The trajectories, SFT, GRPO, the comparison and Pass@k at full length, skipping finished
-    stages; wall seconds. The trajectories stage reuses its stored rollouts; when it had to write
-    new ones (other settings) under a finished SFT stage, it stops: the run folder's models were
-    trained on other data."""
+def teacher_stage(run_dir: Path, seed: int, log=print) -> float:
+    """The teacher's trajectories on the evaluation world's training tasks (what SFT trains on
+    without ``[chains]``); the stage's seconds. It reuses its stored rollouts; when it had to
+    write new ones (other settings) under a finished SFT stage, it stops: the run folder's models
+    were trained on other data."""
     import time
 
-    from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
-    from vsearcher_lite.rl.config import GRPOConfig
-    from vsearcher_lite.rl.grpo import run_grpo
     from vsearcher_lite.synthesis.trajectories import TrajectoryConfig, generate_trajectories
-    from vsearcher_lite.training.config import SFTConfig
-    from vsearcher_lite.training.sft import run_sft
-
-    run_dir = Path(run_dir)
-    seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
     # a resumed run reads its stored rollouts, and the stage then records only that reading: the
@@ -94,16 +90,63 @@ def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
         raise InputError(f"{run_dir}: its SFT stage trained on trajectories of other settings "
                          f"({made['generated_this_run']} rollouts were written now); run the "
                          "reference in a new run folder")
-    seconds["trajectories"] = round(time.perf_counter() - t0, 1)
+    seconds = round(time.perf_counter() - t0, 1)
     if not made["generated_this_run"]:
-        seconds["trajectories"] = max(seconds["trajectories"], *earlier)
-    atomic_write_json(recorded, {"seconds": seconds["trajectories"]})
+        seconds = max(seconds, *earlier)
+    atomic_write_json(recorded, {"seconds": seconds})
     log(f"[reference] trajectories: {made['n_accepted']} accepted, "
-        f"{made['n_distinct_accepted']} distinct, {seconds['trajectories'] / 60:.1f} min")
+        f"{made['n_distinct_accepted']} distinct, {seconds / 60:.1f} min")
+    return seconds
+
+
+def chains_stage(run_dir: Path, seed: int, log=print) -> float:
+    """The training chains (``[chains]``: the teacher's trajectories on worlds of other seeds,
+    ``RUN_DIR/chains``), then the evaluation world's held-out, validation, RL-pool and exam
+    tasks, none of them trained on; the stage's seconds, a resumed run's earlier part included
+    (the worlds built before are reused)."""
+    import time
+
+    from vsearcher_lite.evaluation.benchmarks import ensure_sandbox_eval_tasks
+    from vsearcher_lite.synthesis.chains import ChainConfig, run_chains
+
+    t0 = time.perf_counter()
+    recorded = run_dir / CHAINS_SECONDS
+    earlier = float(read_json(recorded).get("seconds") or 0.0) if recorded.exists() else 0.0
+    made = run_chains(run_dir / CHAINS_STAGE, full_length(ChainConfig(), REFERENCE_CHAINS),
+                      log=log)
+    ensure_sandbox_eval_tasks(run_dir, profile="cpu", seed=seed, progress=False)
+    seconds = round(earlier + time.perf_counter() - t0, 1)
+    atomic_write_json(recorded, {"seconds": seconds})
+    log(f"[reference] chains: {made['distinct_trajectories']} distinct trajectories from "
+        f"{made['n_worlds']} worlds, {seconds / 60:.1f} min")
+    return seconds
+
+
+def run_reference(run_dir: str | Path, *, device: str = "auto", seed: int = 0,
+                  log=print) -> dict[str, float]:
+    """SFT's data (the training chains when the recipe has ``[chains]``, else the teacher's
+    trajectories on the evaluation world), SFT, GRPO, the comparison and Pass@k at full length,
+    skipping finished stages; wall seconds."""
+    import time
+
+    from vsearcher_lite.evaluation.comparison import ComparisonConfig, run_comparison
+    from vsearcher_lite.rl.config import GRPOConfig
+    from vsearcher_lite.rl.grpo import run_grpo
+    from vsearcher_lite.synthesis.chains import POOLED
+    from vsearcher_lite.training.config import SFTConfig
+    from vsearcher_lite.training.sft import run_sft
+
+    run_dir = Path(run_dir)
+    sft_settings = dict(REFERENCE_SFT)
+    if REFERENCE_CHAINS:
+        seconds = {CHAINS_STAGE: chains_stage(run_dir, seed, log)}
+        sft_settings["train_file"] = str(run_dir / CHAINS_STAGE / POOLED)
+    else:
+        seconds = {"trajectories": teacher_stage(run_dir, seed, log)}
 
     def sft():
         config = SFTConfig.for_profile("cpu", device=device, seed=seed)
-        return run_sft(run_dir, full_length(config, REFERENCE_SFT), log=log)
+        return run_sft(run_dir, full_length(config, sft_settings), log=log)
 
     def grpo():
         config = GRPOConfig.for_profile("cpu", device=device, seed=seed)

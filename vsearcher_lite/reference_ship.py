@@ -334,7 +334,7 @@ def rescore_reference(ref: str | Path, *, judge: Judge | None = None, log=print)
 #: The reference's stages in the order they run (the card's wall times). The card lists stages,
 #: policies, levels and k in fixed orders, so it reads the same whether it is rendered from the
 #: numbers just computed or from ``card.json``, whose keys are sorted.
-STAGES = ("trajectories", "sft", "grpo", "comparison", "passk")
+STAGES = ("trajectories", "chains", "sft", "grpo", "comparison", "passk")
 #: SFT's training levels in hop order, the training-only ones (2 and 4 rounds) among them.
 CHAIN_LEVELS = tuple(CHAIN_ROUNDS)
 
