@@ -646,8 +646,8 @@ def test_a_pool_that_sft_trained_on_is_reported(tmp_path):
 class ScriptedSampler:
     """Hands out tasks in a fixed order."""
 
-    def __init__(self, ids):
-        self.queue = [Task(id=i, question="q", answer="a", difficulty="onehop") for i in ids]
+    def __init__(self, ids, difficulty="onehop"):
+        self.queue = [Task(id=i, question="q", answer="a", difficulty=difficulty) for i in ids]
 
     def draw(self, n):
         out, self.queue = self.queue[:n], self.queue[n:]
@@ -665,7 +665,8 @@ def fake_rollout(calls):
     def rollout(tasks, draw_round):
         calls.append((draw_round, [t.id for t in tasks]))
         return [
-            [SimpleNamespace(task_id=t.id, reward=r, correct=r > 0, format_failure=False)
+            [SimpleNamespace(task_id=t.id, difficulty=t.difficulty, reward=r, correct=r > 0,
+                             format_failure=False)
              for r in REWARDS[t.id.split("-")[0]]]
             for t in tasks
         ]
@@ -675,7 +676,7 @@ def fake_rollout(calls):
 
 def test_dynamic_sampling_redraws_until_the_batch_has_signal():
     order = ["mix-a", "zero-a", "one-a", "mix-b", "one-b", "mix-c", "mix-d", "mix-e", "mix-f"]
-    sampler, calls = ScriptedSampler(order), []
+    sampler, calls = ScriptedSampler(order, difficulty="medium"), []
     cfg = GRPOConfig.for_profile("cpu", prompts_per_step=4, max_draw_rounds=4)
     batch, drawn, stats = cpu_engine.draw_groups(sampler, fake_rollout(calls), cfg)
     assert [r for r, _ in calls] == [0, 1]  # the second round filled the batch: no third
@@ -687,6 +688,10 @@ def test_dynamic_sampling_redraws_until_the_batch_has_signal():
         "groups_surplus": 1,
         "draw_rounds": 2,
         "zero_variance_share": 0.375,
+        # every group with signal, the surplus one too, by level
+        "mixed_easy": 0,
+        "mixed_medium": 5,
+        "mixed_hard": 0,
     }
     # every drawn group is in the samples drawn (what rollouts.jsonl logs)
     assert len(drawn) == 8 * 4 and [s.task_id for s in drawn[::4]] == order[:8]
@@ -704,6 +709,9 @@ def test_dynamic_sampling_stops_at_the_round_cap():
         "groups_surplus": 0,
         "draw_rounds": 2,
         "zero_variance_share": 1.0,
+        "mixed_easy": 0,
+        "mixed_medium": 0,
+        "mixed_hard": 0,
     }
 
 
@@ -724,6 +732,9 @@ def test_without_dynamic_sampling_one_round_is_the_batch():
         "groups_surplus": 0,
         "draw_rounds": 1,
         "zero_variance_share": 0.5,
+        "mixed_easy": 0,  # one-hop groups are not counted by level
+        "mixed_medium": 0,
+        "mixed_hard": 0,
     }
 
 

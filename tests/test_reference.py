@@ -107,8 +107,10 @@ def run(tmp_path):
         "step,loss\n" + "".join(f"{s},{3.0 / s:.4f}\n" for s in range(1, 11))
     )
     (root / "grpo").mkdir(parents=True)
-    steps = "step,reward,groups,zero_variance_groups\n" + "".join(
-        f"{s},{0.2 + 0.05 * s + rng.random() * 0.01:.4f},4,{s % 3}\n" for s in range(1, 11)
+    header = "step,reward,groups,zero_variance_groups,mixed_easy,mixed_medium,mixed_hard\n"
+    steps = header + "".join(
+        f"{s},{0.2 + 0.05 * s + rng.random() * 0.01:.4f},4,{s % 3},{4 - s % 3 - s // 6},"
+        f"{s // 6},0\n" for s in range(1, 11)
     )
     (root / "grpo" / "steps.csv").write_text(steps)
     write_jsonl(root / "grpo" / "prescreen.jsonl",
@@ -309,6 +311,11 @@ def test_ship_writes_trimmed_results_and_a_card_that_checks(run, tmp_path):
         and n["grpo"]["reward_last_20pct"] > n["grpo"]["reward_first_20pct"]
     )
     assert n["grpo"]["zero_variance_group_share"] == pytest.approx(10 / 40)
+    # the groups with signal by level: medium's appear in the last steps
+    assert n["grpo"]["mixed_groups_by_level"]["medium"] == {"total": 5, "first_20pct": 0.0,
+                                                            "last_20pct": 1.0}
+    assert "- GRPO groups with signal by level (in all; per step, first -> last 20 %): easy 25; " \
+        "2.5 -> 2.5; medium 5; 0.0 -> 1.0; hard 0; 0.0 -> 0.0" in (out / "CARD.md").read_text()
     assert card["acceptance"]["heldout_tasks"] is False  # 10 tasks, not 600
     assert "vsearcher-lite sft --profile cpu" in (out / "CARD.md").read_text()
     # CARD.md is card.json rendered: read back (its keys sorted), the card reads the same

@@ -166,13 +166,21 @@ def prescreen_numbers(rows: list[dict]) -> dict:
 
 def grpo_numbers(rows: list[dict]) -> dict:
     """GRPO's step log as the card states it: steps, the mean reward and per-token entropy over the
-    first and the last 20% of the steps, and the share of sampled groups whose rewards were all
-    equal (the groups GRPO cannot learn from)."""
+    first and the last 20% of the steps, the share of sampled groups whose rewards were all
+    equal (the groups GRPO cannot learn from) and, where the log has them, the groups that
+    carried signal by level (``mixed_<level>`` columns)."""
     rewards = [r.get("reward") for r in rows]
     groups_n = sum(r.get("groups") or 0 for r in rows)
     flat = sum(r.get("zero_variance_groups") or 0 for r in rows)
     entropy = [r.get("entropy") for r in rows]
-    return {"steps": len(rows),
+    mixed = {}  # by level: the groups with signal, in all and per step over the first/last 20 %
+    for level in HEADLINE_LEVELS:
+        per_step = [r.get(f"mixed_{level}") for r in rows]
+        if any(v is not None for v in per_step):
+            mixed[level] = {"total": int(sum(v or 0 for v in per_step)),
+                            "first_20pct": _round(share(per_step, first=True)),
+                            "last_20pct": _round(share(per_step, first=False))}
+    return {"steps": len(rows), **({"mixed_groups_by_level": mixed} if mixed else {}),
             "reward_first_20pct": _round(share(rewards, first=True)),
             "reward_last_20pct": _round(share(rewards, first=False)),
             "entropy_first_20pct": _round(share(entropy, first=True)),

@@ -427,5 +427,10 @@ def card_markdown(card: dict) -> str:
         lines.append(f"- GRPO: {g['steps']} steps; sampled reward {g['reward_first_20pct']} "
                      f"(first 20 %) -> {g['reward_last_20pct']} (last 20 %); groups with equal "
                      f"rewards {g['zero_variance_group_share']}")
+        if mixed := g.get("mixed_groups_by_level"):
+            lines.append("- GRPO groups with signal by level (in all; per step, first -> last "
+                         "20 %): " + "; ".join(
+                             f"{lv} {mixed[lv]['total']}; {mixed[lv]['first_20pct']} -> "
+                             f"{mixed[lv]['last_20pct']}" for lv in in_level_order(mixed)))
     lines += ["", *targets_markdown(n), ""]
     return "\n".join(lines)

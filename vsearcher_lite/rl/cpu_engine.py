@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vsearcher_lite.agent.judge import make_judge
+from vsearcher_lite.agent.task import HEADLINE_LEVELS
 from vsearcher_lite.chat.batched import BatchedTransformersChat
 from vsearcher_lite.manifest import write_manifest
 from vsearcher_lite.rl.config import GRPOConfig
@@ -41,7 +42,13 @@ from vsearcher_lite.rl.rollout import (
     TrajectoryEncoder,
     rollout_groups,
 )
-from vsearcher_lite.rl.steps import has_signal, step_row, steps_csv, training_summary
+from vsearcher_lite.rl.steps import (
+    has_signal,
+    mixed_column,
+    step_row,
+    steps_csv,
+    training_summary,
+)
 from vsearcher_lite.rl.update import assign_advantages, score_samples, update_policy
 from vsearcher_lite.runio import (
     InputError,
@@ -77,7 +84,7 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
     batch: list[list[RolloutSample]] = []
     drawn: list[RolloutSample] = []
     stats = {"groups": 0, "zero_variance_groups": 0, "groups_kept": 0, "groups_surplus": 0,
-             "draw_rounds": 0}
+             "draw_rounds": 0, **{mixed_column(level): 0 for level in HEADLINE_LEVELS}}
     for r in range(rounds):
         tasks = sampler.draw(want)
         groups = rollout(tasks, r)
@@ -87,6 +94,8 @@ def draw_groups(sampler: "TaskSampler", rollout: Callable[[list, int], list[list
             stats["groups"] += 1
             signal = has_signal(group)
             stats["zero_variance_groups"] += int(not signal)
+            if signal and group[0].difficulty in HEADLINE_LEVELS:
+                stats[mixed_column(group[0].difficulty)] += 1
             if not config.dynamic_sampling or (signal and len(batch) < want):
                 batch.append(group)
                 stats["groups_kept"] += int(signal)

@@ -7,18 +7,29 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from vsearcher_lite.agent.task import HEADLINE_LEVELS
 from vsearcher_lite.rl.objective import group_advantages, share
 from vsearcher_lite.rl.rollout import RolloutSample
 from vsearcher_lite.runio import RunDir, csv_text, mean, read_number_rows
 
 STAGE = "grpo"
 TOOL_NAMES = ("text_search", "image_search", "visit")
+
+
+def mixed_column(level: str) -> str:
+    """The ``steps.csv`` column of the groups of ``level`` whose rewards differed in a step."""
+    return f"mixed_{level}"
+
+
+#: Per level, the sampled groups that carried signal (rewards not all equal) in a step.
+MIXED_FIELDS = tuple(mixed_column(level) for level in HEADLINE_LEVELS)
 STEP_FIELDS = ("step", "seconds", "step_seconds", "rollout_seconds", "update_seconds", "reward",
                "accuracy", "entropy", "response_length", "response_tokens", "turns", "tool_calls",
                "text_search", "image_search", "visit", "format_failure_share", "excluded_share",
                "fatal_share", "zero_variance_groups", "groups", "groups_kept", "groups_surplus",
-               "draw_rounds", "zero_variance_share", "trained_trajectories", "trained_tokens", "kl",
-               "policy_loss", "clip_fraction", "grad_norm", "learning_rate")
+               "draw_rounds", "zero_variance_share", *MIXED_FIELDS, "trained_trajectories",
+               "trained_tokens", "kl", "policy_loss", "clip_fraction", "grad_norm",
+               "learning_rate")
 
 
 def has_signal(group: list[RolloutSample]) -> bool:
@@ -43,7 +54,8 @@ def step_row(step: int, samples: list[RolloutSample], group_stats: dict, score: 
         "excluded_share": mean((float(s.excluded) for s in samples), 5),
         "fatal_share": mean((float(s.fatal is not None) for s in samples), 5),
         **{k: group_stats.get(k) for k in ("zero_variance_groups", "groups", "groups_kept",
-                                           "groups_surplus", "draw_rounds", "zero_variance_share")},
+                                           "groups_surplus", "draw_rounds", "zero_variance_share",
+                                           *MIXED_FIELDS)},
         "trained_trajectories": sum(1 for s in samples if s.in_loss),
         "trained_tokens": update.get("trained_tokens", 0),
         "kl": _round(update.get("kl")),
