@@ -152,7 +152,7 @@ def register(subparsers, common) -> None:
     add_device_option(p)
     add_config_options(p, PretrainConfig, PROBE_OPTIONS)
     p.add_argument("--recipe", choices=tuple(RECIPES),
-                   help="full (default): the base from scratch, stages A-E (about 2 hours on 2 "
+                   help="full (default): the base from scratch, stages A-E (about 2.6 hours on 2 "
                         "cores; resumable: rerun the command after an interruption); continue: "
                         "one stage A from --init; fresh: "
                         "40 minutes from --init on freshly named documents; long: the fresh "

@@ -89,7 +89,7 @@ LONG_SEQ_LEN = 4096
 def default_stages() -> list[StageConfig]:
     """The full recipe, the base from scratch: A copy circuit, B reading at agent lengths,
     C choosing what to copy, D fresh names with copies weighed x2, E rows of ``LONG_SEQ_LEN``.
-    Step-capped (about 2 hours on 2 idle cores); the clock caps are a safety net."""
+    Step-capped (about 2.6 hours on 2 idle cores); the clock caps are a safety net."""
     return [
         StageConfig("A", max_steps=1800, minutes=45.0, lr=3e-3, warmup_steps=80, seq_len=512,
                     batch_size=6, mix=dict(DEFAULT_MIX)),
