@@ -18,6 +18,7 @@ from vsearcher_lite.agent.task import HEADLINE_GROUP, HEADLINE_LEVELS, in_level_
 from vsearcher_lite.evaluation.comparison import BENCHMARKS, POLICIES, eval_name
 from vsearcher_lite.profiles import load_profile
 from vsearcher_lite.rl.objective import paired_difference, share
+from vsearcher_lite.rl.steps import mixed_column
 from vsearcher_lite.runio import (
     InputError,
     read_json,
@@ -175,7 +176,7 @@ def grpo_numbers(rows: list[dict]) -> dict:
     entropy = [r.get("entropy") for r in rows]
     mixed = {}  # by level: the groups with signal, in all and per step over the first/last 20 %
     for level in HEADLINE_LEVELS:
-        per_step = [r.get(f"mixed_{level}") for r in rows]
+        per_step = [r.get(mixed_column(level)) for r in rows]
         if any(v is not None for v in per_step):
             mixed[level] = {"total": int(sum(v or 0 for v in per_step)),
                             "first_20pct": _round(share(per_step, first=True)),
@@ -246,10 +247,12 @@ def target_checks(numbers: dict) -> dict[str, dict]:
     def at_least(value, target) -> dict:
         return check(f">= {target:g}", value, lambda v: v >= target)
 
-    def by_ses(name: str) -> dict:  # a paired difference above 0 by at least paired_min_ses SEs
+    def mean_se(name: str) -> dict | None:  # a paired difference as the card states it
         d = pairs.get(name)
-        return check(f"> 0 by >= {t['paired_min_ses']:g} SE",
-                     d and {"mean": d["mean"], "se": d["se"]},
+        return d and {"mean": d["mean"], "se": d["se"]}
+
+    def by_ses(name: str) -> dict:  # a paired difference above 0 by at least paired_min_ses SEs
+        return check(f"> 0 by >= {t['paired_min_ses']:g} SE", mean_se(name),
                      lambda v: v["mean"] > 0 and v["mean"] >= t["paired_min_ses"] * v["se"])
 
     dropped = None
@@ -279,8 +282,7 @@ def target_checks(numbers: dict) -> dict[str, dict]:
         "rl_minus_sft_ses": by_ses("rl_minus_sft"),
         "rl_minus_sft": check(
             f">= {t['rl_minus_sft']:g} with SE <= {t['rl_minus_sft_se_max']:g}",
-            pairs.get("rl_minus_sft") and {"mean": pairs["rl_minus_sft"]["mean"],
-                                           "se": pairs["rl_minus_sft"]["se"]},
+            mean_se("rl_minus_sft"),
             lambda v: v["mean"] >= t["rl_minus_sft"] and v["se"] <= t["rl_minus_sft_se_max"]),
         "rl_minus_sft_medium_hard": at_least(medium_hard and medium_hard["mean"],
                                              t["rl_minus_sft_medium_hard"]),

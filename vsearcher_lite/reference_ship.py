@@ -206,9 +206,10 @@ def ship_reference(run_dir: str | Path, out: str | Path, *, commands: list[str],
     if (run_dir / PRESCREEN).exists():
         shutil.copyfile(run_dir / PRESCREEN, staging / PRESCREEN)
     sft_metrics = run_dir / "sft" / "metrics.json"
+    trained = read_json(sft_metrics) if sft_metrics.exists() else {}
     for key, rel in (("lengths", LENGTHS), ("seen", SEEN)):
-        if sft_metrics.exists() and read_json(sft_metrics).get(key):
-            atomic_write_json(staging / rel, read_json(sft_metrics)[key])
+        if trained.get(key):
+            atomic_write_json(staging / rel, trained[key])
     shipped, skipped = {}, {}
     names = [eval_name(b, p) for b in BENCHMARKS for p in POLICIES]
     for policy in PASSK_POLICIES:

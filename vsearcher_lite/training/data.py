@@ -123,6 +123,11 @@ def rendered_lengths(processor, records: Sequence[dict]) -> list[int]:
     return [len(ids) + n for ids, n in zip(counts, extra)]
 
 
+def record_level(record: dict) -> str:
+    """A training record's level, ``unknown`` when it names none."""
+    return str(record.get("level") or "unknown")
+
+
 def lengths_by_level(records: Sequence[dict], lengths: Sequence[int],
                      max_length: int | None) -> dict[str, dict]:
     """Per level (a record's ``level``, else ``unknown``): trajectories, how many fit
@@ -133,7 +138,7 @@ def lengths_by_level(records: Sequence[dict], lengths: Sequence[int],
     """
     by: dict[str, list[int]] = {}
     for record, n in zip(records, lengths):
-        by.setdefault(str(record.get("level") or "unknown"), []).append(int(n))
+        by.setdefault(record_level(record), []).append(int(n))
     out = {}
     for level, ns in sorted(by.items()):
         ns.sort()
@@ -157,27 +162,28 @@ def seen_counts(records: Sequence[dict], samples_seen: int) -> dict[str, dict]:
     """What SFT really trains on, per level (a record's ``level``, else ``unknown``) and ``all``:
     the trajectories, the distinct tasks and distinct trajectories among them, and how often a
     distinct trajectory is seen in ``samples_seen`` training samples (the mean, and the most: a
-    copy repeated in the file is seen once per copy, and a partial pass is counted whole).
+    copy repeated in the file is seen once per copy, and a partial pass is counted whole). A
+    distinct trajectory is a distinct text, as the training chains pool them.
 
     >>> rs = [{"messages": [{"role": "user", "content": "q"}], "level": "easy"}] * 2
     >>> seen_counts(rs, 3)["easy"]
     {'trajectories': 2, 'distinct_tasks': 1, 'distinct_trajectories': 1, 'times_seen_mean': 3.0, \
 'times_seen_most': 4}
     """
-    import json
     import math
     from collections import Counter
+
+    from vsearcher_lite.synthesis.chains import trajectory_text
 
     passes = samples_seen / len(records) if records else 0.0
     by: dict[str, list[dict]] = {}
     for record in records:
-        by.setdefault(str(record.get("level") or "unknown"), []).append(record)
+        by.setdefault(record_level(record), []).append(record)
     out = {}
     for level, group in [*sorted(by.items()), ("all", list(records))]:
         if not group:
             continue
-        copies = Counter(json.dumps([r["messages"], r.get("images", [])], sort_keys=True)
-                         for r in group)
+        copies = Counter(trajectory_text(r) for r in group)
         out[level] = {"trajectories": len(group),
                       "distinct_tasks": len({task_key(r) for r in group}),
                       "distinct_trajectories": len(copies),
